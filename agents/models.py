@@ -1,0 +1,95 @@
+"""Data contracts the subagents hand to the graph: search hits, candidates with evidence, deliverables.
+
+These are DESIGN.md's *Candidate* and the payload of a *SubagentRun*. They are pydantic models so the graph
+can checkpoint them and the catalog can store them as JSON.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from core.types import Category
+
+BackendName = Literal["hub", "web", "offline"]
+
+
+class DatasetMetadata(BaseModel):
+    """What is known about a Hub dataset. `None` means unknown, never 'bad'."""
+
+    license: str | None = None
+    gated: bool | str | None = None  # False, "auto", "manual", or None when unknown
+    num_rows: int | None = None
+    size_category: str | None = None  # e.g. "10K<n<100K"
+    size_stated: str | None = None  # free text such as "558k" from a curated list
+    tags: list[str] = Field(default_factory=list)
+    task_categories: list[str] = Field(default_factory=list)
+    languages: list[str] = Field(default_factory=list)
+    downloads: int | None = None
+    likes: int | None = None
+    last_modified: datetime | None = None
+    features: list[str] | None = None  # column names where known
+    sha: str | None = None  # pinned revision where known
+
+
+class SearchHit(BaseModel):
+    """One result of one query on one backend."""
+
+    hub_id: str
+    title: str = ""
+    description: str = ""
+    metadata: DatasetMetadata = Field(default_factory=DatasetMetadata)
+    backend: BackendName
+    query: str
+    rank: int = Field(ge=1)
+    score: float = 0.0
+    url: str | None = None
+
+
+class Evidence(BaseModel):
+    """Why a candidate was found: which backend, query, rank and score."""
+
+    backend: BackendName
+    query: str
+    rank: int
+    score: float
+    url: str | None = None
+
+
+class Candidate(BaseModel):
+    """A dataset a subagent proposes for its category, with the evidence that found it."""
+
+    hub_id: str
+    title: str = ""
+    description: str = ""
+    categories: list[Category]
+    metadata: DatasetMetadata = Field(default_factory=DatasetMetadata)
+    evidence: list[Evidence] = Field(default_factory=list)
+    relevance: float = Field(default=0.0, description="Category relevance in [0, 1], higher is better.")
+    relevance_reason: str = ""
+    format_guess: str | None = None  # alpaca, sharegpt, openai_messages, qa, code, commits, trajectories, …
+
+
+class QueryRecord(BaseModel):
+    """One query a subagent ran on one backend, and how it went."""
+
+    backend: BackendName
+    query: str
+    status: Literal["ok", "empty", "failed"]
+    hits: int = 0
+    attempts: int = 1
+    error: str | None = None
+    elapsed_s: float = 0.0
+
+
+class Deliverable(BaseModel):
+    """What one subagent returns: its candidates, best first, and every query it ran."""
+
+    category: Category
+    candidates: list[Candidate] = Field(default_factory=list)
+    queries: list[QueryRecord] = Field(default_factory=list)
+    planner: Literal["llm", "deterministic"] = "deterministic"
+    offline: bool = False
+    notes: list[str] = Field(default_factory=list)

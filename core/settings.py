@@ -1,0 +1,63 @@
+"""The one settings object of datahunt, read from `DATAHUNT_*` environment variables.
+
+Every stage reads configuration through `get_settings()`; nothing else in the project reads `os.environ`.
+Secrets are `SecretStr` so they never show up in logs or reprs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Process-wide configuration. Environment variables use the `DATAHUNT_` prefix."""
+
+    model_config = SettingsConfigDict(env_prefix="DATAHUNT_", extra="ignore", env_file=None)
+
+    home: Path = Field(default=Path(".datahunt"), description="Working folder: catalog database, caches, exports.")
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the catalog (sqlite:///… or postgresql+psycopg://…). "
+        "Default: a SQLite file under `home`.",
+    )
+    offline: bool = Field(default=False, description="Never touch the network: the offline index only.")
+    hf_token: SecretStr | None = Field(default=None, description="Hugging Face Hub token for gated/private data.")
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint for the agents' LLM.")
+    llm_model: str = Field(default="gpt-4o-mini", description="Model name sent to the agents' LLM endpoint.")
+    llm_api_key: SecretStr | None = Field(default=None, description="API key for the agents' LLM endpoint.")
+    llm_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one LLM call.")
+    api_token: SecretStr | None = Field(
+        default=None, description="Bearer token required by mutating API routes; unset means mutations are refused."
+    )
+    api_read_requires_token: bool = Field(default=False, description="Also require the token for read routes.")
+    sglang_url: str | None = Field(default=None, description="Default SGLang server for regeneration and checks.")
+    mirror: Path | None = Field(
+        default=None, description="Folder of a local dataset mirror (with MIRROR.json) standing in for Hub downloads."
+    )
+    data_dir: Path | None = Field(
+        default=None, description="Where exports (manifests) may be written. Default: `home`/data."
+    )
+    search_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one search call to a backend.")
+    search_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed search call.")
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The catalog URL: the configured one, else a SQLite file under `home`."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.home / 'catalog.db').resolve()}"
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        """The folder exports are confined to."""
+        return (self.data_dir or self.home / "data").resolve()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Return the cached process-wide settings (call `get_settings.cache_clear()` after changing the env)."""
+    return Settings()

@@ -1,0 +1,112 @@
+"""Types shared by every stage: the ten categories, Hub dataset ids, status and reason codes.
+
+These are the vocabulary of the contracts in DESIGN.md; stages exchange them through artifacts and the
+catalog, never through each other's internals.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+
+class Category(StrEnum):
+    """The ten kinds of data a campaign hunts for. Each has a definition file in `prompts/categories/`."""
+
+    CODE_REVIEW = "code_review"
+    BUG_FIXING = "bug_fixing"
+    CODE_EXPLANATION = "code_explanation"
+    COMMIT_MESSAGES = "commit_messages"
+    PULL_REQUESTS = "pull_requests"
+    AGENTIC_TRAJECTORIES = "agentic_trajectories"
+    REASONING = "reasoning"
+    GENERAL_CHAT = "general_chat"
+    TOOL_USE = "tool_use"
+    MATH = "math"
+
+
+class UnknownCategoryError(ValueError):
+    """Raised for a category name that is not one of the ten."""
+
+
+def parse_category(name: str) -> Category:
+    """Return the Category for `name` (case and dashes forgiven), or raise UnknownCategoryError."""
+    key = name.strip().lower().replace("-", "_")
+    try:
+        return Category(key)
+    except ValueError:
+        known = ", ".join(c.value for c in Category)
+        raise UnknownCategoryError(f"unknown category {name!r}; known categories: {known}") from None
+
+
+class RunStatus(StrEnum):
+    """Life of one subagent run (DESIGN.md: SubagentRun)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    EMPTY = "empty"
+    FAILED = "failed"
+
+
+class EntryStatus(StrEnum):
+    """Review state of a catalog entry."""
+
+    PENDING_REVIEW = "pending_review"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class Decision(StrEnum):
+    """A verifier verdict."""
+
+    ACCEPT = "accept"
+    REJECT = "reject"
+
+
+class ReasonCode(StrEnum):
+    """Why the verifier rejected or flagged something. Flags go to the reviewer; rejections block."""
+
+    EMPTY_DELIVERABLE = "empty_deliverable"
+    MISSING_DELIVERABLE = "missing_deliverable"
+    NOT_FOUND = "not_found"
+    GATED = "gated"
+    LICENSE_RESTRICTED = "license_restricted"
+    LICENSE_NON_COMMERCIAL = "license_non_commercial"
+    LICENSE_UNKNOWN = "license_unknown"
+    TOO_SMALL = "too_small"
+    SIZE_UNKNOWN = "size_unknown"
+    DUPLICATE = "duplicate"
+    OFF_TOPIC = "off_topic"
+    NO_TEXT_FIELDS = "no_text_fields"
+    FIELDS_UNKNOWN = "fields_unknown"
+    EXISTENCE_UNVERIFIED = "existence_unverified"
+    MALFORMED_ID = "malformed_id"
+    BACKEND_FAILED = "backend_failed"
+
+
+# Hub repo ids: `owner/name`, each part letters, digits, '-', '_', '.', not starting or ending with '-'/'.',
+# no '--' or '..', at most 96 characters for the name (huggingface_hub's validate_repo_id rules).
+_HUB_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+HUB_ID_PATTERN = re.compile(rf"^{_HUB_PART}/{_HUB_PART}$")
+
+
+class MalformedHubIdError(ValueError):
+    """Raised for a string that is not a valid `owner/name` Hub dataset id."""
+
+
+def parse_hub_id(value: str) -> str:
+    """Return `value` stripped if it is a valid `owner/name` Hub id, else raise MalformedHubIdError."""
+    text = value.strip()
+    if not HUB_ID_PATTERN.match(text) or "--" in text or ".." in text:
+        raise MalformedHubIdError(f"malformed Hub dataset id {value!r}: expected 'owner/name'")
+    return text
+
+
+def is_hub_id(value: str) -> bool:
+    """True when `value` is a valid `owner/name` Hub id."""
+    try:
+        parse_hub_id(value)
+    except MalformedHubIdError:
+        return False
+    return True

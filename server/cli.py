@@ -1,0 +1,41 @@
+"""The `datahunt` command line: one typer app that gathers each stage's commands.
+
+Every stage's commands live in `server/commands/<stage>.py` and expose `register(app)`. They import their
+stage lazily inside the command so `datahunt --help` stays fast. Logging handlers are set up here, the
+only entry point.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+import typer
+
+app = typer.Typer(
+    name="datahunt",
+    help="Find, vet, curate and regenerate EAGLE-3 draft training data, then retrain and check the draft.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# Command modules, in the order the stages run. Each module defines `register(app: typer.Typer) -> None`.
+# Add a stage's module here when its commands exist.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+@app.callback()
+def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _register_all() -> None:
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(app)
+
+
+_register_all()

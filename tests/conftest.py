@@ -1,0 +1,60 @@
+"""Shared fixtures: isolated settings, and a real catalog database on SQLite and on PostgreSQL.
+
+PostgreSQL runs on 127.0.0.1:5432 (trust auth, database `test`); every test gets its own schema, dropped
+afterwards, so runs never collide. Tests that use `database_url` run once per backend.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.settings import get_settings
+
+PG_ADMIN_CONNINFO = "host=127.0.0.1 port=5432 user=postgres dbname=test"
+PG_URL_TEMPLATE = "postgresql+psycopg://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Point DATAHUNT_HOME at a temp folder, force offline, and drop any DATAHUNT_* from the outer env."""
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("DATAHUNT_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("DATAHUNT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DATAHUNT_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """Create a fresh schema in the machine's PostgreSQL and drop it after the test."""
+    import psycopg
+
+    schema = f"dh_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN_CONNINFO, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(PG_ADMIN_CONNINFO, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A real, empty catalog database URL: a SQLite file, then a private PostgreSQL schema."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'catalog.db'}"
+    schema = request.getfixturevalue("pg_schema")
+    return PG_URL_TEMPLATE.format(schema=schema)
