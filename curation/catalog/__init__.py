@@ -1,0 +1,1 @@
+"""The SQL catalog: SQLModel tables, the store (all data access), Alembic migrations."""

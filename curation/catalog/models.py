@@ -1,0 +1,133 @@
+"""SQLModel tables of the catalog: campaigns, subagent runs, candidates, verdicts, catalog entries, audit.
+
+Lists and nested objects are JSON columns so SQLite and PostgreSQL store them alike. Every status change of a
+campaign, run or entry writes an `AuditEvent` row (the store does it; nothing writes status directly).
+Timestamps are timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    """Return the current time in UTC."""
+    return datetime.now(UTC)
+
+
+class Campaign(SQLModel, table=True):
+    """One discovery campaign: a LangGraph thread over some categories."""
+
+    id: str = Field(primary_key=True, max_length=64)
+    status: str = Field(default="pending", index=True, max_length=32)  # pending|running|succeeded|partial|failed|interrupted
+    categories: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    offline: bool = False
+    backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    thread_id: str = Field(max_length=128)
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class SubagentRun(SQLModel, table=True):
+    """One attempt of one category's subagent in a campaign (DESIGN.md: SubagentRun)."""
+
+    __table_args__ = (UniqueConstraint("campaign_id", "category", "attempt"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: str = Field(foreign_key="campaign.id", index=True, max_length=64)
+    category: str = Field(index=True, max_length=64)
+    attempt: int = 1
+    status: str = Field(default="pending", max_length=16)  # core.types.RunStatus
+    planner: str | None = Field(default=None, max_length=32)
+    queries: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    results_per_backend: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    candidates_found: int = 0
+    candidates_accepted: int = 0
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    reasons: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    elapsed_s: float | None = None
+
+
+class CandidateRecord(SQLModel, table=True):
+    """A candidate as one subagent run delivered it, with its evidence (DESIGN.md: Candidate)."""
+
+    __tablename__ = "candidate"
+
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: str = Field(foreign_key="campaign.id", index=True, max_length=64)
+    run_id: int = Field(foreign_key="subagentrun.id", index=True)
+    category: str = Field(index=True, max_length=64)
+    hub_id: str = Field(index=True, max_length=256)
+    title: str = Field(default="", sa_column=Column(Text, nullable=False))
+    description: str = Field(default="", sa_column=Column(Text, nullable=False))
+    dataset_metadata: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    evidence: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    relevance: float = 0.0
+    relevance_reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    format_guess: str | None = Field(default=None, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Verdict(SQLModel, table=True):
+    """The verifier's decision on a candidate, or on a whole run (empty/missing deliverable)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    campaign_id: str = Field(foreign_key="campaign.id", index=True, max_length=64)
+    run_id: int | None = Field(default=None, foreign_key="subagentrun.id", index=True)
+    candidate_id: int | None = Field(default=None, foreign_key="candidate.id", index=True)
+    hub_id: str | None = Field(default=None, index=True, max_length=256)
+    decision: str = Field(max_length=16)  # core.types.Decision
+    # [{"code": ReasonCode, "detail": str, "blocking": bool}]; non-blocking reasons are flags for the reviewer.
+    reasons: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class CatalogEntry(SQLModel, table=True):
+    """One dataset in the catalog, unique by Hub id, with its review state (DESIGN.md: Catalog entry)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    hub_id: str = Field(unique=True, index=True, max_length=256)
+    title: str = Field(default="", sa_column=Column(Text, nullable=False))
+    description: str = Field(default="", sa_column=Column(Text, nullable=False))
+    categories: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    relevance: dict[str, float] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    best_relevance: float = Field(default=0.0, index=True)
+    status: str = Field(default="pending_review", index=True, max_length=32)  # core.types.EntryStatus
+    verifier_decision: str | None = Field(default=None, max_length=16)
+    reasons: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    dataset_metadata: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    license: str | None = Field(default=None, index=True, max_length=128)
+    format_guess: str | None = Field(default=None, max_length=64)
+    # What the manifest pins when the entry is approved.
+    revision: str | None = Field(default=None, max_length=64)
+    config: str | None = Field(default=None, max_length=128)
+    split: str | None = Field(default=None, max_length=64)
+    field_mapping: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    reviewer: str | None = Field(default=None, max_length=128)
+    note: str | None = Field(default=None, sa_column=Column(Text))
+    version: int = 1  # bumped on every change; guards concurrent reviews
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditEvent(SQLModel, table=True):
+    """One status change of a campaign, run or catalog entry; written by the store, never edited."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    entity: str = Field(index=True, max_length=32)  # campaign | run | entry
+    entity_id: str = Field(index=True, max_length=256)  # campaign id, run id, or Hub id
+    action: str = Field(max_length=64)  # created, status_changed, approved, rejected, verdict, …
+    from_status: str | None = Field(default=None, max_length=32)
+    to_status: str | None = Field(default=None, max_length=32)
+    actor: str = Field(default="system", max_length=128)
+    note: str | None = Field(default=None, sa_column=Column(Text))
+    detail: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    at: datetime = Field(default_factory=utcnow, index=True)

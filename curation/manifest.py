@@ -1,0 +1,135 @@
+"""The manifest: the versioned JSON contract between review (catalog) and curation.
+
+A manifest lists the approved training sources with everything needed to load exactly the same rows again
+(pinned revision, config, split, files for a local mirror, field mapping, format), the eval sets to
+decontaminate against, the per-category budget, and the target model/tokenizer the data is meant for.
+Unknown fields are rejected so a typo never silently changes a run.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from core.types import Category, parse_hub_id
+
+SCHEMA_VERSION = 1
+
+
+class ManifestError(ValueError):
+    """A manifest file is missing, not JSON, or does not match the schema; the message says where."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TargetModel(_Strict):
+    """The model the curated data is for (its tokenizer renders and counts tokens)."""
+
+    model: str = Field(description="Hub id or local path of the target model.")
+    tokenizer: str | None = Field(default=None, description="Tokenizer id/path; defaults to the model's.")
+    chat_template: str | None = Field(default=None, description="Override of the tokenizer's chat template.")
+
+
+class Budget(_Strict):
+    """How many samples to keep overall and how to share them across categories."""
+
+    total: int | None = Field(default=None, gt=0, description="Samples overall; None keeps every row that passes.")
+    shares: dict[Category, float] = Field(default_factory=dict, description="Category → fraction of `total`.")
+    seed: int = 0
+
+    @field_validator("shares")
+    @classmethod
+    def _shares_are_fractions(cls, shares: dict[Category, float]) -> dict[Category, float]:
+        if any(v < 0 for v in shares.values()):
+            raise ValueError("budget shares must be non-negative")
+        if shares and sum(shares.values()) > 1.0 + 1e-6:
+            raise ValueError(f"budget shares sum to {sum(shares.values()):.3f} > 1")
+        return shares
+
+
+class Source(_Strict):
+    """One dataset (or one config/file set of it) to load."""
+
+    hub_id: str
+    revision: str | None = Field(default=None, description="Pinned commit sha on the Hub.")
+    config: str | None = None
+    split: str = "train"
+    data_files: list[str] = Field(
+        default_factory=list, description="Files relative to the mirror folder (offline) or the repo (online)."
+    )
+    format: str | None = Field(default=None, description="Adapter name; detected from columns when None.")
+    field_mapping: dict[str, str] = Field(default_factory=dict, description="Adapter field → dataset column.")
+    category: Category
+    license: str | None = None
+    target_native: bool = Field(default=False, description="Assistant turns were produced by the target model.")
+    max_rows: int | None = Field(default=None, gt=0)
+
+    @field_validator("hub_id")
+    @classmethod
+    def _valid_hub_id(cls, value: str) -> str:
+        return parse_hub_id(value)
+
+    @property
+    def key(self) -> str:
+        """A stable name for this source: hub id plus config."""
+        return f"{self.hub_id}:{self.config}" if self.config else self.hub_id
+
+
+class EvalSet(_Strict):
+    """A benchmark to decontaminate against (its prompts must not leak into training data)."""
+
+    name: str
+    hub_id: str | None = None
+    revision: str | None = None
+    config: str | None = None
+    split: str = "test"
+    data_files: list[str] = Field(default_factory=list)
+    format: str | None = None
+    field_mapping: dict[str, str] = Field(default_factory=dict)
+
+
+class Manifest(_Strict):
+    """The approved set, ready for curation (DESIGN.md: Manifest)."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    target: TargetModel | None = None
+    budget: Budget = Field(default_factory=Budget)
+    sources: list[Source] = Field(default_factory=list)
+    eval_sets: list[EvalSet] = Field(default_factory=list)
+    mirror: str | None = Field(default=None, description="Local mirror folder the data_files are relative to.")
+    notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_sources(self) -> Manifest:
+        keys = [s.key + "|" + ",".join(s.data_files) for s in self.sources]
+        dupes = {k for k in keys if keys.count(k) > 1}
+        if dupes:
+            raise ValueError(f"duplicate sources: {sorted(dupes)}")
+        return self
+
+
+def load_manifest(path: Path) -> Manifest:
+    """Return the manifest at `path`; raise ManifestError with the offending field on a bad file."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(f"manifest {path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"manifest {path} is not valid JSON: {exc}") from None
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ManifestError(f"manifest {path} is invalid: {problems}") from None
+
+
+def dump_manifest(manifest: Manifest) -> str:
+    """Return the manifest as stable, indented JSON text."""
+    return manifest.model_dump_json(indent=2) + "\n"
