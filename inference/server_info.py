@@ -1,0 +1,146 @@
+"""What an inference server says about itself: model, tokenizer, speculative settings, acceptance length.
+
+SGLang answers `GET /get_server_info` (newer alias `/server_info`) with every server argument at top level
+plus `internal_states[*]` (where `avg_spec_accept_length` lives once speculation has run) and `version`;
+`GET /get_model_info` adds `model_path`/`tokenizer_path`. Regeneration uses this to refuse a server that
+serves another model than the manifest's target; the training preflight uses it to check the draft setup.
+Servers that are not SGLang-shaped (llama.cpp, vLLM) raise `ServerInfoError`, or with `fetch_model_name`
+give at least the model name from the OpenAI `/v1/models` list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+
+logger = logging.getLogger(__name__)
+
+INFO_PATHS = ("/get_server_info", "/server_info")
+MODEL_INFO_PATH = "/get_model_info"
+
+
+class ServerInfoError(Exception):
+    """The server is unreachable or does not answer SGLang's introspection endpoints; the message says which."""
+
+
+class ServerInfo(BaseModel):
+    """The fields of SGLang's server info that datahunt reads, plus the raw answer."""
+
+    raw: dict[str, Any] = Field(default_factory=dict, description="The merged JSON the server returned.")
+    model_path: str | None = None
+    tokenizer_path: str | None = None
+    dtype: str | None = None
+    context_length: int | None = None
+    speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    avg_spec_accept_length: float | None = Field(
+        default=None, description="Mean over internal states (cumulative since start); None before any spec step."
+    )
+    version: str | None = None
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_str(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
+def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = None) -> ServerInfo:
+    """Return a ServerInfo built from a `/get_server_info` answer and an optional `/get_model_info` answer."""
+    merged = dict(info)
+    if model_info:
+        merged["model_info"] = model_info
+    model_info = model_info or {}
+    accepts = [
+        float(state["avg_spec_accept_length"])
+        for state in info.get("internal_states") or []
+        if isinstance(state, dict) and state.get("avg_spec_accept_length") is not None
+    ]
+    return ServerInfo(
+        raw=merged,
+        model_path=_as_str(info.get("model_path") or model_info.get("model_path")),
+        tokenizer_path=_as_str(info.get("tokenizer_path") or model_info.get("tokenizer_path")),
+        dtype=_as_str(info.get("dtype")),
+        context_length=_as_int(info.get("context_length")),
+        speculative_algorithm=_as_str(info.get("speculative_algorithm")),
+        speculative_draft_model_path=_as_str(info.get("speculative_draft_model_path")),
+        speculative_num_steps=_as_int(info.get("speculative_num_steps")),
+        speculative_eagle_topk=_as_int(info.get("speculative_eagle_topk")),
+        speculative_num_draft_tokens=_as_int(info.get("speculative_num_draft_tokens")),
+        avg_spec_accept_length=sum(accepts) / len(accepts) if accepts else None,
+        version=_as_str(info.get("version")),
+    )
+
+
+async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
+    """Return the JSON object at `url`, None on 404/405 (endpoint absent); raise ServerInfoError otherwise."""
+    try:
+        response = await client.get(url)
+    except httpx.HTTPError as exc:
+        raise ServerInfoError(f"server at {url} is unreachable: {type(exc).__name__}: {exc}") from None
+    if response.status_code in (404, 405):
+        return None
+    if response.status_code >= 400:
+        raise ServerInfoError(f"{url} answered HTTP {response.status_code}: {response.text[:200]}")
+    try:
+        body = response.json()
+    except ValueError:
+        raise ServerInfoError(f"{url} did not answer JSON: {response.text[:200]!r}") from None
+    if not isinstance(body, dict):
+        raise ServerInfoError(f"{url} answered {type(body).__name__}, expected a JSON object")
+    return body
+
+
+async def fetch_server_info(client: httpx.AsyncClient, base_url: str) -> ServerInfo:
+    """Return the server's info from `/get_server_info` (else `/server_info`) merged with `/get_model_info`."""
+    base = base_url.rstrip("/")
+    info: dict[str, Any] | None = None
+    for path in INFO_PATHS:
+        info = await _get_json(client, base + path)
+        if info is not None:
+            break
+    if info is None:
+        raise ServerInfoError(
+            f"{base} has neither {' nor '.join(INFO_PATHS)}: not an SGLang server (or an old one)"
+        )
+    model_info = await _get_json(client, base + MODEL_INFO_PATH)
+    return parse_server_info(info, model_info)
+
+
+def get_server_info(base_url: str, *, timeout_s: float = 10.0) -> ServerInfo:
+    """Synchronous `fetch_server_info` with its own short-lived client; returns the ServerInfo."""
+
+    async def _run() -> ServerInfo:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s)) as client:
+            return await fetch_server_info(client, base_url)
+
+    return asyncio.run(_run())
+
+
+async def fetch_model_name(client: httpx.AsyncClient, base_url: str) -> str | None:
+    """Return the model a server serves: SGLang's model path, else the first id of `/v1/models`, else None."""
+    base = base_url.rstrip("/")
+    try:
+        return (await fetch_server_info(client, base)).model_path
+    except ServerInfoError as exc:
+        logger.debug("no SGLang server info at %s (%s); trying /v1/models", base, exc)
+    try:
+        body = await _get_json(client, base + "/v1/models")
+    except ServerInfoError:
+        return None
+    models = (body or {}).get("data") or []
+    if models and isinstance(models[0], dict) and models[0].get("id"):
+        return str(models[0]["id"])
+    return None
