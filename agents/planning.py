@@ -1,0 +1,30 @@
+"""The deterministic query planner: a category's seed queries, then keyword pairs, without an LLM.
+
+Seed queries come first (they are written to find the best-known datasets), then pairs of the category's
+keywords that no seed query already covers, so `max_queries` > seeds still widens the search.
+"""
+
+from __future__ import annotations
+
+from agents.categories import CategoryDefinition
+
+
+def plan_queries_deterministic(definition: CategoryDefinition, max_queries: int) -> list[str]:
+    """Return up to `max_queries` distinct queries for `definition`, seed queries first."""
+    queries: list[str] = []
+
+    def add(query: str) -> None:
+        text = " ".join(query.split())
+        if text and text.lower() not in (q.lower() for q in queries):
+            queries.append(text)
+
+    for seed in definition.seed_queries:
+        add(seed)
+    keywords = definition.keywords
+    for i, first in enumerate(keywords):
+        for second in keywords[i + 1 :]:
+            if len(queries) >= max_queries:
+                return queries[:max_queries]
+            if not any(first in q.lower() and second in q.lower() for q in queries):
+                add(f"{first} {second}")
+    return queries[: max(0, max_queries)]

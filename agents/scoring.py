@@ -1,0 +1,98 @@
+"""The deterministic scorer: how relevant a candidate is to its category, and what format its rows are in.
+
+Relevance comes from the category's keywords: a keyword in the dataset's id counts most, one in its tags or
+task categories next, one in its description least; being found by several queries or backends adds a
+little, but never lifts a candidate that matches no keyword at all. The result is squashed into [0, 1] with
+a one-line reason. The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic. `guess_format`
+names the row layout (sharegpt, openai_messages, alpaca, …) from features, tags and description.
+"""
+
+from __future__ import annotations
+
+import math
+
+from agents.categories import CategoryDefinition
+from agents.models import Candidate
+from agents.search.terms import light_stem, split_terms
+
+OFF_TOPIC_BELOW: float = 0.3
+ID_WEIGHT = 1.0
+TAG_WEIGHT = 0.6
+TEXT_WEIGHT = 0.35
+EVIDENCE_WEIGHT = 0.08
+EVIDENCE_CAP = 5
+
+
+def _stems(text: str) -> set[str]:
+    return {light_stem(term) for term in split_terms(text)}
+
+
+def score_candidate(candidate: Candidate, definition: CategoryDefinition) -> tuple[float, str]:
+    """Return `(relevance in [0, 1], reason)` for `candidate` judged against `definition`'s keywords."""
+    keywords = [(k, _stems(k)) for k in definition.keywords if _stems(k)]
+    meta = candidate.metadata
+    id_stems = _stems(candidate.hub_id.split("/", 1)[-1])
+    tag_stems = _stems(" ".join([*meta.tags, *meta.task_categories]))
+    text_stems = _stems(f"{candidate.title} {candidate.description}")
+    in_id = [k for k, stems in keywords if stems <= id_stems]
+    in_tags = [k for k, stems in keywords if stems <= tag_stems and k not in in_id]
+    in_text = [k for k, stems in keywords if stems <= text_stems and k not in in_id and k not in in_tags]
+    raw = ID_WEIGHT * len(in_id) + TAG_WEIGHT * len(in_tags) + TEXT_WEIGHT * len(in_text)
+    sources = {(e.backend, e.query) for e in candidate.evidence}
+    if raw > 0:
+        raw += EVIDENCE_WEIGHT * min(len(sources) - 1, EVIDENCE_CAP) if sources else 0.0
+    relevance = round(1.0 - math.exp(-raw), 3)
+    if raw == 0:
+        return 0.0, f"no {definition.category.value} keyword in id, tags or description"
+    parts = []
+    if in_id:
+        parts.append(f"id matches {', '.join(in_id)}")
+    if in_tags:
+        parts.append(f"tags match {', '.join(in_tags)}")
+    if in_text:
+        parts.append(f"description mentions {', '.join(in_text)}")
+    parts.append(f"found by {len(sources)} search(es)")
+    return relevance, "; ".join(parts)
+
+
+# (format, words that reveal it) checked in order against column names, then tags, then id and description.
+_FEATURE_FORMATS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("trajectories", ("trajectory", "trajectories", "steps", "actions")),
+    ("tool_calls", ("tools", "tool_calls", "functions")),
+    ("openai_messages", ("messages",)),
+    ("sharegpt", ("conversations", "conversation")),
+    ("commits", ("diff", "commit", "message", "old_contents", "new_contents")),
+    ("preference", ("chosen", "rejected")),
+    ("alpaca", ("instruction", "output")),
+    ("qa", ("question", "answer", "problem", "solution")),
+    ("code", ("code", "content", "func_code_string")),
+)
+_TEXT_FORMATS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("trajectories", ("trajectory", "trajectories", "agent-traces", "agent traces", "openhands", "swe-agent")),
+    ("tool_calls", ("function calling", "function-calling", "tool calling", "tool-calling", "tool use")),
+    ("sharegpt", ("sharegpt",)),
+    ("commits", ("commit", "diffs")),
+    ("preference", ("preference", "dpo", "rlhf")),
+    ("openai_messages", ("multi-turn", "multiturn", "conversation", "dialogue", "chat")),
+    ("alpaca", ("alpaca", "instruction")),
+    ("qa", ("question", "answer", "problems", "solutions", "word problems")),
+    ("code", ("source code", "code")),
+)
+
+
+def guess_format(candidate: Candidate) -> str | None:
+    """Return the likely row format of `candidate` (e.g. `sharegpt`, `alpaca`, `qa`), or None if no clue."""
+    features = {f.lower() for f in candidate.metadata.features or []}
+    if features:
+        for name, words in _FEATURE_FORMATS:
+            if name == "alpaca" and not {"instruction", "output"} <= features:
+                continue
+            if any(word in features for word in words):
+                return name
+    tag_text = " ".join([*candidate.metadata.tags, *candidate.metadata.task_categories]).lower()
+    text = f"{candidate.hub_id.replace('_', '-')} {candidate.description}".lower()
+    for haystack in (tag_text, text):
+        for name, words in _TEXT_FORMATS:
+            if any(word in haystack for word in words):
+                return name
+    return None

@@ -1,0 +1,46 @@
+"""Word splitting shared by the offline index and the scorer: Hub ids and free text to lowercase terms.
+
+Hub ids glue words together in many ways (`code-review`, `code_review`, `CodeReviewer`, `gsm8k`), while people
+search with spaced words. `split_terms` breaks text on punctuation, camel case and letter/digit boundaries so
+both sides meet on the same terms; `light_stem` folds plural and -ing/-ed endings for matching outside SQLite.
+"""
+
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+STOPWORDS = frozenset(
+    "a an and are as at be by for from in into is it of on or the to with dataset datasets data hf huggingface "
+    "co https http www".split()
+)
+
+
+def split_terms(text: str) -> list[str]:
+    """Return the lowercase terms of `text`: words, camel-case parts and digit runs, in order, repeats kept."""
+    terms: list[str] = []
+    for word in _WORD.findall(text):
+        parts = _CAMEL.findall(word) if word.isascii() else [word]
+        if len(parts) > 1:
+            terms.append(word.lower())
+        terms.extend(part.lower() for part in parts if part)
+    return terms
+
+
+def query_terms(text: str) -> list[str]:
+    """Return the distinct, meaningful terms of a query (stopwords and one-letter words dropped)."""
+    seen: list[str] = []
+    for term in split_terms(text):
+        if len(term) > 1 and term not in STOPWORDS and term not in seen:
+            seen.append(term)
+    return seen
+
+
+def light_stem(term: str) -> str:
+    """Return `term` without a common English inflection (`reviews`→`review`, `calling`→`call`)."""
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if term.endswith(suffix) and len(term) - len(suffix) >= 3 and not term.endswith("ss"):
+            return term[: len(term) - len(suffix)] + keep
+    return term

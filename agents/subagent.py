@@ -1,0 +1,194 @@
+"""The generic category subagent: plan queries, search every backend concurrently, merge, score, deliver.
+
+One function serves all ten categories; the category's definition file steers it. Every (query × backend)
+call runs concurrently under a per-call timeout, with bounded, capped-backoff retries of transient failures
+only. Each call leaves one `QueryRecord` (ok, empty or failed, with attempts and error text), so a failure is
+always visible and never costs the hits of other calls. Hits are merged by Hub id into one `Candidate` each,
+keeping all evidence; malformed ids are dropped with a note. Relevance comes from the LLM when one is given
+and answers sensibly, otherwise (and for anything it skipped) from the deterministic scorer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+from agents.categories import CategoryDefinition, load_category
+from agents.llm import LLMError, RelevanceLLM
+from agents.models import Candidate, Deliverable, Evidence, QueryRecord, SearchHit
+from agents.planning import plan_queries_deterministic
+from agents.scoring import guess_format, score_candidate
+from agents.search.base import SearchBackend, TransientSearchError
+from core.types import Category, is_hub_id
+
+logger = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 2.0
+LLM_JUDGE_LIMIT = 40  # candidates sent to the LLM judge, best deterministic scores first
+
+
+async def run_subagent(
+    category: Category,
+    *,
+    backends: Sequence[SearchBackend],
+    llm: RelevanceLLM | None = None,
+    max_queries: int = 8,
+    per_query_limit: int = 20,
+    retries: int = 2,
+    timeout_s: float = 20.0,
+    retry_base_delay_s: float = 0.05,
+) -> Deliverable:
+    """Return the deliverable of one category: candidates best first, every query run, and notes."""
+    definition = load_category(category)
+    notes: list[str] = []
+    queries, planner = await _plan(definition, llm, max_queries, notes)
+    calls = [(query, backend) for query in queries for backend in backends]
+    results = await asyncio.gather(
+        *(_search_once(b, q, per_query_limit, retries, timeout_s, retry_base_delay_s) for q, b in calls)
+    )
+    records = [record for record, _ in results]
+    candidates = _merge(category, [hit for _, hits in results for hit in hits], notes)
+    await _score(definition, candidates, llm, notes)
+    failed = sum(r.status == "failed" for r in records)
+    if failed:
+        notes.append(f"{failed} of {len(records)} searches failed; see queries for reasons")
+    if not candidates:
+        notes.append("no candidate found")
+    return Deliverable(
+        category=category,
+        candidates=candidates,
+        queries=records,
+        planner=planner,
+        offline=all(b.name == "offline" for b in backends),
+        notes=notes,
+    )
+
+
+async def _plan(
+    definition: CategoryDefinition, llm: RelevanceLLM | None, max_queries: int, notes: list[str]
+) -> tuple[list[str], str]:
+    deterministic = plan_queries_deterministic(definition, max_queries)
+    if llm is None:
+        return deterministic, "deterministic"
+    try:
+        extra = await llm.plan_queries(definition, max_queries)
+    except LLMError as exc:
+        notes.append(f"LLM query planning failed, used the deterministic planner: {exc}")
+        return deterministic, "deterministic"
+    seeds = definition.seed_queries[: max(1, max_queries // 2)]
+    planned = [*seeds, *(q for q in extra if q.lower() not in {s.lower() for s in seeds})]
+    return planned[:max_queries], "llm"
+
+
+async def _search_once(
+    backend: SearchBackend, query: str, limit: int, retries: int, timeout_s: float, base_delay_s: float
+) -> tuple[QueryRecord, list[SearchHit]]:
+    """Run one query on one backend with bounded retries; never raises."""
+    started = time.monotonic()
+    attempts = 0
+    errors: list[str] = []
+    while True:
+        attempts += 1
+        try:
+            hits = await asyncio.wait_for(backend.search(query, limit=limit), timeout=timeout_s)
+        except (TransientSearchError, TimeoutError) as exc:
+            errors.append(str(exc) or f"timed out after {timeout_s:g}s")
+            if attempts <= retries:
+                await asyncio.sleep(min(base_delay_s * 2 ** (attempts - 1), MAX_BACKOFF_S))
+                continue
+        except Exception as exc:  # a backend bug or a permanent error: recorded on the query, not retried
+            errors.append(f"{type(exc).__name__}: {exc}")
+        else:
+            record = QueryRecord(
+                backend=backend.name,
+                query=query,
+                status="ok" if hits else "empty",
+                hits=len(hits),
+                attempts=attempts,
+                error="; ".join(errors) or None,
+                elapsed_s=round(time.monotonic() - started, 3),
+            )
+            return record, list(hits)
+        logger.info("search %s %r failed after %d attempt(s): %s", backend.name, query, attempts, errors[-1])
+        record = QueryRecord(
+            backend=backend.name,
+            query=query,
+            status="failed",
+            attempts=attempts,
+            error="; ".join(errors),
+            elapsed_s=round(time.monotonic() - started, 3),
+        )
+        return record, []
+
+
+def _merge(category: Category, hits: list[SearchHit], notes: list[str]) -> list[Candidate]:
+    """Return one Candidate per Hub id (case-insensitive), evidence and metadata from every hit kept."""
+    merged: dict[str, Candidate] = {}
+    malformed: list[str] = []
+    for hit in hits:
+        hub_id = hit.hub_id.strip()
+        if not is_hub_id(hub_id):
+            malformed.append(f"{hit.backend}:{hit.hub_id!r}")
+            continue
+        key = hub_id.lower()
+        evidence = Evidence(backend=hit.backend, query=hit.query, rank=hit.rank, score=hit.score, url=hit.url)
+        candidate = merged.get(key)
+        if candidate is None:
+            merged[key] = Candidate(
+                hub_id=hub_id,
+                title=hit.title,
+                description=hit.description,
+                categories=[category],
+                metadata=hit.metadata.model_copy(),
+                evidence=[evidence],
+            )
+            continue
+        candidate.evidence.append(evidence)
+        if len(hit.description) > len(candidate.description):
+            candidate.description = hit.description
+        _fill_metadata(candidate, hit)
+    if malformed:
+        notes.append(f"dropped {len(malformed)} hit(s) with a malformed Hub id: {', '.join(sorted(set(malformed))[:10])}")
+    return list(merged.values())
+
+
+def _fill_metadata(candidate: Candidate, hit: SearchHit) -> None:
+    """Fill fields the candidate does not know yet from another hit (Hub answers are the most complete)."""
+    current = candidate.metadata
+    for field, value in hit.metadata:
+        if value in (None, []) or getattr(current, field) not in (None, []):
+            continue
+        setattr(current, field, value)
+
+
+async def _score(
+    definition: CategoryDefinition, candidates: list[Candidate], llm: RelevanceLLM | None, notes: list[str]
+) -> None:
+    """Set relevance, reason and format on every candidate, then sort them best first (in place)."""
+    for candidate in candidates:
+        candidate.relevance, candidate.relevance_reason = score_candidate(candidate, definition)
+        candidate.format_guess = guess_format(candidate)
+    candidates.sort(key=_order)
+    if llm is not None and candidates:
+        judged_pool = candidates[:LLM_JUDGE_LIMIT]
+        try:
+            judged = await llm.judge(definition, judged_pool)
+        except LLMError as exc:
+            notes.append(f"LLM relevance judgement failed, kept the deterministic scores: {exc}")
+        else:
+            for candidate in judged_pool:
+                judgement = judged.get(candidate.hub_id)
+                if judgement is not None:
+                    candidate.relevance = round(judgement.relevance, 3)
+                    candidate.relevance_reason = f"LLM: {judgement.reason}"
+            missing = [c.hub_id for c in judged_pool if c.hub_id not in judged]
+            if missing:
+                notes.append(f"LLM skipped {len(missing)} candidate(s); kept their deterministic scores")
+            candidates.sort(key=_order)
+
+
+def _order(candidate: Candidate) -> tuple[float, float, str]:
+    best_rank = min((e.rank for e in candidate.evidence), default=10**6)
+    return (-candidate.relevance, best_rank - len(candidate.evidence), candidate.hub_id.lower())
