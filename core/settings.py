@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     )
     api_read_requires_token: bool = Field(default=False, description="Also require the token for read routes.")
     sglang_url: str | None = Field(default=None, description="Default SGLang server for regeneration and checks.")
+    runs_dir: Path | None = Field(default=None, description="Where regeneration runs are listed. Default: `home`/runs.")
     mirror: Path | None = Field(
         default=None, description="Folder of a local dataset mirror (with MIRROR.json) standing in for Hub downloads."
     )
@@ -43,6 +44,9 @@ class Settings(BaseSettings):
     )
     search_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one search call to a backend.")
     search_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed search call.")
+    campaign_branch_timeout_s: float = Field(
+        default=600.0, gt=0, description="Longest one category's subagent may run before its run is marked failed."
+    )
 
     @property
     def resolved_database_url(self) -> str:

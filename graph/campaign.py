@@ -1,0 +1,191 @@
+"""Running campaigns: start one, resume one from its checkpoint, re-run one category, list unfinished ones.
+
+These are the entry points the CLI and the service call. A campaign's LangGraph thread id is its id, so a
+killed process resumes where the checkpoint left off; a single category re-runs on a thread of its own
+(`<id>:rerun:<category>:<n>`) through the same graph, adding a new attempt without touching the other
+categories. Subagent and backends are injectable for tests and benchmarks; by default they are the real
+agents (`agents.subagent.run_subagent`, `agents.backends.default_backends`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from sqlalchemy import Engine
+
+from agents.search.base import SearchBackend
+from core.settings import get_settings
+from core.types import Category, parse_category
+from curation.catalog import store
+from graph.builder import build_graph
+from graph.checkpoint import open_checkpointer
+from graph.context import CampaignContext, SubagentRunner
+from graph.events import CampaignEvent, EventCallback, emit
+
+logger = logging.getLogger(__name__)
+
+UNFINISHED = ("pending", "running")
+
+
+class CampaignError(Exception):
+    """A campaign request that cannot be carried out (the message says why)."""
+
+
+class CampaignFinishedError(CampaignError):
+    """Asked to start or resume a campaign that already finished."""
+
+
+class CategoryNotInCampaignError(CampaignError):
+    """Asked to re-run a category the campaign never searched."""
+
+
+class CampaignRunError(CampaignError):
+    """The graph itself failed (not a subagent: those are recorded per run); the campaign is marked failed."""
+
+
+def make_context(
+    engine: Engine, *, offline: bool | None, on_event: EventCallback | None,
+    subagent: SubagentRunner | None, backends: list[SearchBackend] | None,
+) -> tuple[CampaignContext, list[str]]:
+    """Return the run context (real agents unless injected) and the backends' notes (e.g. 'offline: index only')."""
+    settings = get_settings()
+    if offline is not None:
+        settings = settings.model_copy(update={"offline": offline})
+    notes: list[str] = []
+    if backends is None:
+        from agents.backends import default_backends  # the real clients, only when not injected
+
+        backends, notes = default_backends(settings)
+    if subagent is None:
+        from agents.subagent import run_subagent
+
+        subagent = run_subagent
+    from agents.llm import make_llm
+
+    context = CampaignContext(
+        engine=engine, subagent=subagent, backends=list(backends), llm=make_llm(settings), on_event=on_event,
+        offline=settings.offline, search_retries=settings.search_retries, search_timeout_s=settings.search_timeout_s,
+        branch_timeout_s=settings.campaign_branch_timeout_s, lookup_timeout_s=settings.search_timeout_s,
+    )
+    return context, notes
+
+
+async def _drive(
+    context: CampaignContext, *, campaign_id: str, thread_id: str, categories: list[str], notes: list[str],
+    resume: bool,
+) -> dict[str, Any]:
+    """Run (or resume) the graph on `thread_id`; mark the campaign failed if the graph itself breaks."""
+    engine = context.engine
+    with store.open_session(engine) as session:
+        store.set_campaign_status(session, campaign_id=campaign_id, status="running")
+    emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_started", status="running", detail={
+        "categories": categories, "offline": context.offline, "backends": [b.name for b in context.backends],
+        "notes": notes, "resumed": resume, "thread_id": thread_id}))
+    config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
+    try:
+        async with open_checkpointer(engine.url.render_as_string(hide_password=False)) as saver:
+            graph = build_graph(saver)
+            snapshot = await graph.aget_state(config) if resume else None
+            if snapshot is not None and snapshot.values and not snapshot.next:
+                output: dict[str, Any] = dict(snapshot.values)  # the graph had finished; only the status lagged
+            else:
+                start = None if snapshot is not None and snapshot.values else {
+                    "campaign_id": campaign_id, "categories": categories}
+                output = await graph.ainvoke(start, config, context=context, durability="sync")
+    except Exception as exc:
+        logger.exception("campaign %s: the graph failed", campaign_id)
+        error = f"graph failed: {type(exc).__name__}: {exc}"
+        with store.open_session(engine) as session:
+            store.set_campaign_status(session, campaign_id=campaign_id, status="failed", error=error)
+        emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished", status="failed",
+                                             detail={"error": error}))
+        raise CampaignRunError(f"campaign {campaign_id}: {error} (resume it with `campaign resume`)") from exc
+    with store.open_session(engine) as session:
+        campaign = store.get_campaign(session, campaign_id=campaign_id)
+        status, error = campaign.status, campaign.error
+    emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished", status=status,
+                                         detail={"error": error, **output.get("summary", {})}))
+    return output
+
+
+async def run_campaign(
+    *, engine: Engine, categories: list[Category] | None = None, offline: bool | None = None,
+    campaign_id: str | None = None, on_event: EventCallback | None = None, subagent: SubagentRunner | None = None,
+    backends: list[SearchBackend] | None = None,
+) -> str:
+    """Run a campaign over `categories` (default: all ten) and return its id.
+
+    With the id of an unfinished campaign, resume it from its checkpoint instead; the id of a finished one
+    raises CampaignFinishedError. The final status is succeeded, partial (some runs failed or came back
+    empty) or failed (all did).
+    """
+    if campaign_id is not None:
+        with store.open_session(engine) as session:
+            existing = store.list_campaigns(session, limit=1_000_000)
+        if any(c.id == campaign_id for c in existing):
+            return await resume_campaign(engine=engine, campaign_id=campaign_id, on_event=on_event,
+                                         subagent=subagent, backends=backends)
+    wanted = [parse_category(str(c)).value for c in (categories or list(Category))]
+    chosen = [c.value for c in Category if c.value in wanted]
+    context, notes = make_context(engine, offline=offline, on_event=on_event, subagent=subagent, backends=backends)
+    with store.open_session(engine) as session:
+        campaign = store.create_campaign(session, categories=chosen, offline=context.offline,
+                                         backends=[b.name for b in context.backends], campaign_id=campaign_id)
+        new_id = campaign.id
+    await _drive(context, campaign_id=new_id, thread_id=new_id, categories=chosen, notes=notes, resume=False)
+    return new_id
+
+
+async def resume_campaign(
+    *, engine: Engine, campaign_id: str, on_event: EventCallback | None = None,
+    subagent: SubagentRunner | None = None, backends: list[SearchBackend] | None = None,
+) -> str:
+    """Continue an unfinished (or graph-failed) campaign from its checkpoint; finished branches do not re-run."""
+    with store.open_session(engine) as session:
+        campaign = store.get_campaign(session, campaign_id=campaign_id)
+        status, offline, categories, thread_id = campaign.status, campaign.offline, campaign.categories, campaign.thread_id
+    if status in ("succeeded", "partial"):
+        raise CampaignFinishedError(f"campaign {campaign_id} already finished ({status}); re-run a category instead")
+    context, notes = make_context(engine, offline=offline, on_event=on_event, subagent=subagent, backends=backends)
+    await _drive(context, campaign_id=campaign_id, thread_id=thread_id, categories=list(categories), notes=notes,
+                 resume=True)
+    return campaign_id
+
+
+async def rerun_category(
+    *, engine: Engine, campaign_id: str, category: Category | str, on_event: EventCallback | None = None,
+    subagent: SubagentRunner | None = None, backends: list[SearchBackend] | None = None,
+) -> int:
+    """Run one category of a campaign again as a new attempt, leaving the others alone; return the new run id."""
+    chosen = parse_category(str(category)).value
+    with store.open_session(engine) as session:
+        campaign = store.get_campaign(session, campaign_id=campaign_id)
+        offline, categories = campaign.offline, list(campaign.categories)
+    if chosen not in categories:
+        raise CategoryNotInCampaignError(
+            f"campaign {campaign_id} did not search {chosen!r}; its categories: {', '.join(categories)}")
+    context, notes = make_context(engine, offline=offline, on_event=on_event, subagent=subagent, backends=backends)
+    thread_id = f"{campaign_id}:rerun:{chosen}:{uuid.uuid4().hex[:8]}"
+    await _drive(context, campaign_id=campaign_id, thread_id=thread_id, categories=[chosen], notes=notes, resume=False)
+    with store.open_session(engine) as session:
+        runs = [r for r in store.list_runs(session, campaign_id=campaign_id, latest_only=True) if r.category == chosen]
+    assert runs and runs[0].id is not None, "a re-run always leaves a run row"
+    return runs[0].id
+
+
+def unfinished_campaigns(*, engine: Engine) -> list[str]:
+    """Return the ids of campaigns left pending or running (a crash or a restart stopped them), oldest first."""
+    with store.open_session(engine) as session:
+        campaigns = store.list_campaigns(session, limit=1_000_000)
+    return [c.id for c in reversed(campaigns) if c.status in UNFINISHED]
+
+
+def latest_runs(*, engine: Engine, campaign_id: str) -> list[dict[str, Any]]:
+    """Return each category's latest run of a campaign as plain dicts (for status displays)."""
+    with store.open_session(engine) as session:
+        store.get_campaign(session, campaign_id=campaign_id)
+        runs = store.list_runs(session, campaign_id=campaign_id, latest_only=True)
+        return [r.model_dump(mode="json") for r in runs]
+

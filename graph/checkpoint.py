@@ -1,0 +1,57 @@
+"""The LangGraph checkpointer on the catalog's own database: SQLite by default, PostgreSQL for a team.
+
+A campaign's thread id is its campaign id; every superstep and every finished branch's writes land here
+(the campaign runs with `durability="sync"`), which is what makes a killed campaign resumable. For
+PostgreSQL the SQLAlchemy URL is turned into a libpq conninfo, keeping `options` (e.g. a `search_path`) so
+the checkpoint tables live in the same schema as the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from psycopg.conninfo import make_conninfo
+from sqlalchemy.engine import URL, make_url
+
+
+class UnsupportedDatabaseError(ValueError):
+    """The catalog URL names a database the checkpointer cannot use."""
+
+
+def postgres_conninfo(url: URL) -> str:
+    """Return the libpq conninfo for a `postgresql[+driver]://` SQLAlchemy URL, query options kept."""
+    params: dict[str, str] = {}
+    for key, value in url.query.items():
+        params[key] = value if isinstance(value, str) else value[-1]
+    for key, value in (("host", url.host), ("port", url.port), ("user", url.username), ("password", url.password),
+                       ("dbname", url.database)):
+        if value is not None:
+            params[key] = str(value)
+    return make_conninfo("", **params)
+
+
+@asynccontextmanager
+async def open_checkpointer(database_url: str) -> AsyncIterator[BaseCheckpointSaver[str]]:
+    """Yield a ready (tables created) async checkpointer on the database of `database_url`."""
+    url = make_url(database_url)
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        path = url.database or ":memory:"
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        async with AsyncSqliteSaver.from_conn_string(path) as saver:
+            await saver.setup()
+            yield saver
+    elif backend == "postgresql":
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        async with AsyncPostgresSaver.from_conn_string(postgres_conninfo(url)) as saver:
+            await saver.setup()
+            yield saver
+    else:
+        raise UnsupportedDatabaseError(f"no checkpointer for database {backend!r}: use sqlite or postgresql")

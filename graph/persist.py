@@ -1,0 +1,83 @@
+"""The `persist` node: write verified runs, candidates, verdicts and catalog entries, then the campaign status.
+
+Each run is written in its own transaction, and a run whose row is already finished is skipped, so the node
+is safe to run again after a crash (a resume re-runs it). Nothing is dropped: every candidate is stored with
+its verdict, rejected ones included; a candidate with a malformed Hub id keeps its candidate and verdict rows
+but gets no catalog entry (the catalog is keyed by valid Hub ids).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.runtime import Runtime
+from sqlmodel import Session
+
+from core.types import Decision, RunStatus, is_hub_id
+from curation.catalog import store
+from curation.catalog.models import SubagentRun
+from graph.context import CampaignContext
+from graph.state import CampaignState, VerifiedRun
+
+logger = logging.getLogger(__name__)
+
+
+def campaign_outcome(runs: Sequence[SubagentRun]) -> tuple[str, str | None]:
+    """Return (campaign status, error summary) from the latest run of each category."""
+    bad = [r for r in runs if r.status != RunStatus.SUCCEEDED]
+    if not runs or len(bad) == len(runs):
+        status = "failed"
+    else:
+        status = "partial" if bad else "succeeded"
+    summary = "; ".join(f"{r.category}: {r.status}" + (f" ({r.error})" if r.error else "") for r in bad)
+    return status, summary or None
+
+
+def persist_run(session: Session, *, campaign_id: str, run: VerifiedRun) -> dict[str, int]:
+    """Store one verified run: finish its row, then each candidate, its verdict and its catalog entry."""
+    run_id = run["run_id"]
+    if run_id is None:  # the branch never reported back: give the failure a row of its own
+        run_id = store.start_run(session, campaign_id=campaign_id, category=run["category"]).id
+        assert run_id is not None
+    accepted = sum(c["decision"] == Decision.ACCEPT for c in run["candidates"])
+    store.finish_run(
+        session, run_id=run_id, status=run["status"], planner=run["planner"], queries=run["queries"],
+        results_per_backend=run["results_per_backend"], candidates_found=len(run["candidates"]),
+        candidates_accepted=accepted, error=run["error"], reasons=run["reasons"],
+    )
+    if run["status"] != RunStatus.SUCCEEDED:
+        store.add_verdict(session, campaign_id=campaign_id, decision=Decision.REJECT.value, reasons=run["reasons"],
+                          run_id=run_id)
+    for verified in run["candidates"]:
+        record = store.add_candidate(
+            session, campaign_id=campaign_id, run_id=run_id, category=run["category"], candidate=verified["candidate"]
+        )
+        store.add_verdict(session, campaign_id=campaign_id, decision=verified["decision"], reasons=verified["reasons"],
+                          run_id=run_id, candidate_id=record.id, hub_id=record.hub_id)
+        if is_hub_id(record.hub_id):
+            store.upsert_entry(session, candidate=record, decision=verified["decision"], reasons=verified["reasons"])
+    return {"candidates": len(run["candidates"]), "accepted": accepted}
+
+
+def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> dict[str, dict[str, Any]]:
+    """The `persist` node: store every verified run not stored yet, then set the campaign's status."""
+    engine, campaign_id = runtime.context.engine, state["campaign_id"]
+    with store.open_session(engine) as session:
+        done = {r.id for r in store.list_runs(session, campaign_id=campaign_id, latest_only=False)
+                if r.status != RunStatus.RUNNING}
+    counts = {"candidates": 0, "accepted": 0}
+    for run in state.get("verified", []):
+        if run["run_id"] is not None and run["run_id"] in done:
+            logger.info("campaign %s: run %s already stored, skipped", campaign_id, run["run_id"])
+            continue
+        with store.open_session(engine) as session:
+            for key, value in persist_run(session, campaign_id=campaign_id, run=run).items():
+                counts[key] += value
+    with store.open_session(engine) as session:
+        status, error = campaign_outcome(store.list_runs(session, campaign_id=campaign_id, latest_only=True))
+        store.set_campaign_status(session, campaign_id=campaign_id, status=status, error=error)
+    logger.info("campaign %s: %s, %d candidates stored", campaign_id, status, counts["candidates"])
+    return {"summary": {"status": status, "error": error, **counts,
+                        "runs": {r["category"]: r["status"] for r in state.get("verified", [])}}}

@@ -1,0 +1,61 @@
+"""The typed state of a campaign graph: what the supervisor fans out, what each branch returns, what is verified.
+
+Everything in the state is plain JSON (dicts, lists, strings) so the checkpointer stores it without custom
+serialisation. Branch results meet in `results` through an `operator.add` reducer: each `Send` branch appends
+one `BranchResult`, and a branch that finished before a crash keeps its result in the checkpoint's pending
+writes, so a resume runs only the branches that had not finished.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+
+class BranchInput(TypedDict):
+    """The payload of one `Send`: which campaign and which category this branch searches for."""
+
+    campaign_id: str
+    category: str
+
+
+class BranchResult(TypedDict):
+    """What one category branch hands back: its run row, the deliverable (or why there is none), timings."""
+
+    category: str
+    run_id: int | None
+    deliverable: dict[str, Any] | None  # agents.models.Deliverable as JSON; None when it never came
+    error: str | None  # why the subagent failed or delivered nothing usable
+    elapsed_s: float
+
+
+class VerifiedCandidate(TypedDict):
+    """A candidate with the verifier's decision and every reason (blocking or flag) behind it."""
+
+    candidate: dict[str, Any]  # agents.models.Candidate as JSON, metadata enriched by lookups
+    decision: str  # core.types.Decision
+    reasons: list[dict[str, Any]]
+
+
+class VerifiedRun(TypedDict):
+    """One category's run as the verifier judged it, ready to be persisted."""
+
+    category: str
+    run_id: int | None
+    status: str  # core.types.RunStatus: succeeded | empty | failed
+    error: str | None
+    reasons: list[dict[str, Any]]  # run-level reasons (empty/missing deliverable, backend failures)
+    planner: str | None
+    queries: list[dict[str, Any]]
+    results_per_backend: dict[str, int]
+    candidates: list[VerifiedCandidate]
+
+
+class CampaignState(TypedDict, total=False):
+    """The graph's state: the campaign, its categories, branch results (fan-in), verified runs, a summary."""
+
+    campaign_id: str
+    categories: list[str]
+    results: Annotated[list[BranchResult], operator.add]
+    verified: list[VerifiedRun]
+    summary: dict[str, Any]
