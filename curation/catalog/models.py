@@ -10,13 +10,37 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, DateTime, Dialect, Text, TypeDecorator, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
 def utcnow() -> datetime:
     """Return the current time in UTC."""
     return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """`TIMESTAMP WITH TIME ZONE` that always hands back aware UTC datetimes, on SQLite too.
+
+    SQLite keeps no zone, so values are converted to UTC before they are stored and tagged UTC when read.
+    A naive datetime is refused rather than guessed.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the catalog stores timezone-aware UTC only")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Campaign(SQLModel, table=True):
@@ -29,15 +53,15 @@ class Campaign(SQLModel, table=True):
     backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     thread_id: str = Field(max_length=128)
     error: str | None = Field(default=None, sa_column=Column(Text))
-    created_at: datetime = Field(default_factory=utcnow)
-    updated_at: datetime = Field(default_factory=utcnow)
-    finished_at: datetime | None = None
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class SubagentRun(SQLModel, table=True):
     """One attempt of one category's subagent in a campaign (DESIGN.md: SubagentRun)."""
 
-    __table_args__ = (UniqueConstraint("campaign_id", "category", "attempt"),)
+    __table_args__ = (UniqueConstraint("campaign_id", "category", "attempt", name="uq_subagentrun_attempt"),)
 
     id: int | None = Field(default=None, primary_key=True)
     campaign_id: str = Field(foreign_key="campaign.id", index=True, max_length=64)
@@ -51,8 +75,8 @@ class SubagentRun(SQLModel, table=True):
     candidates_accepted: int = 0
     error: str | None = Field(default=None, sa_column=Column(Text))
     reasons: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     elapsed_s: float | None = None
 
 
@@ -73,7 +97,7 @@ class CandidateRecord(SQLModel, table=True):
     relevance: float = 0.0
     relevance_reason: str = Field(default="", sa_column=Column(Text, nullable=False))
     format_guess: str | None = Field(default=None, max_length=64)
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
 class Verdict(SQLModel, table=True):
@@ -87,7 +111,7 @@ class Verdict(SQLModel, table=True):
     decision: str = Field(max_length=16)  # core.types.Decision
     # [{"code": ReasonCode, "detail": str, "blocking": bool}]; non-blocking reasons are flags for the reviewer.
     reasons: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
 class CatalogEntry(SQLModel, table=True):
@@ -114,8 +138,8 @@ class CatalogEntry(SQLModel, table=True):
     reviewer: str | None = Field(default=None, max_length=128)
     note: str | None = Field(default=None, sa_column=Column(Text))
     version: int = 1  # bumped on every change; guards concurrent reviews
-    created_at: datetime = Field(default_factory=utcnow)
-    updated_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
 class AuditEvent(SQLModel, table=True):
@@ -130,4 +154,4 @@ class AuditEvent(SQLModel, table=True):
     actor: str = Field(default="system", max_length=128)
     note: str | None = Field(default=None, sa_column=Column(Text))
     detail: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    at: datetime = Field(default_factory=utcnow, index=True)
+    at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)

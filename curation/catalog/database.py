@@ -1,0 +1,106 @@
+"""Opening the catalog database: engines for SQLite and PostgreSQL, Alembic upgrades, transactional sessions.
+
+SQLite is the default (a file under `DATAHUNT_HOME`), PostgreSQL is chosen by URL. On SQLite every connection
+runs in WAL mode with foreign keys on and a busy timeout, and transactions are begun by us (`BEGIN`, or
+`BEGIN IMMEDIATE` when a writer asks for it) so savepoints and write locks behave as on a server database.
+Migrations ship as package data and Alembic is configured in code, so an installed datahunt can upgrade.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlmodel import Session
+
+from core.settings import get_settings
+from curation.catalog.errors import DatabaseError
+
+logger = logging.getLogger(__name__)
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_BEGIN_OPTION = "datahunt_sqlite_begin"  # execution option: "IMMEDIATE" takes the write lock at BEGIN
+_PG_MIGRATION_LOCK = 0x64617461  # advisory lock key: one migrating process at a time
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Take transaction control away from the sqlite3 module: it would otherwise begin lazily and break savepoints.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _sqlite_on_begin(connection: Connection) -> None:
+    mode = connection.get_execution_options().get(SQLITE_BEGIN_OPTION, "DEFERRED")
+    connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def make_engine(url: str | None = None) -> Engine:
+    """Return an engine for `url` (default: the settings' catalog URL); creates a SQLite file's folder."""
+    raw = url or get_settings().resolved_database_url
+    try:
+        parsed = make_url(raw)
+    except ArgumentError:
+        raise DatabaseError(f"not a database URL: {raw!r}") from None
+    try:
+        if parsed.get_backend_name() != "sqlite":
+            return create_engine(parsed, pool_pre_ping=True)
+        database = parsed.database or ""
+        if database and database != ":memory:" and not database.startswith("file:"):
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
+    except NoSuchModuleError:
+        raise DatabaseError(f"unsupported database URL {parsed.render_as_string()!r}: use sqlite:/// or postgresql+psycopg://") from None
+    event.listen(engine, "connect", _sqlite_on_connect)
+    event.listen(engine, "begin", _sqlite_on_begin)
+    return engine
+
+
+def alembic_config() -> Config:
+    """Return an Alembic config pointing at the shipped migrations (no alembic.ini needed)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def upgrade_database(engine: Engine) -> None:
+    """Bring the catalog schema to the newest migration; a no-op when it is already there."""
+    config = alembic_config()
+    with engine.connect() as connection:
+        if connection.dialect.name == "sqlite":
+            connection = connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+        with connection.begin():
+            if connection.dialect.name == "postgresql":
+                # Several API replicas may start together: let one migrate, the others then find nothing to do.
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    logger.debug("catalog schema at head on %s", engine.url.render_as_string())
+
+
+@contextmanager
+def open_session(engine: Engine) -> Iterator[Session]:
+    """Yield a session that commits when the block ends and rolls back when it raises.
+
+    Objects stay readable after the commit (`expire_on_commit=False`), so callers can print what they got.
+    """
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise

@@ -1,0 +1,427 @@
+"""All data access of the catalog: keyword-only functions over a session, one per thing the callers do.
+
+Graph nodes, API routes and the CLI never write tables themselves; they call these functions, which validate
+statuses against `core.types`, write one `AuditEvent` row for every status change, and raise a `CatalogError`
+subclass for a bad id or a refused review. Campaign and run bookkeeping lives in `campaigns.py`, the database
+plumbing in `database.py`; both are re-exported here so callers import one module.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections import Counter
+from typing import Any
+
+from sqlalchemy import func, or_, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlmodel import Session, col, select
+
+from core.types import Category, Decision, EntryStatus
+from curation.catalog.audit import record_audit
+from curation.catalog.campaigns import (
+    CAMPAIGN_STATUSES,
+    category_name,
+    create_campaign,
+    finish_run,
+    get_campaign,
+    get_run,
+    list_campaigns,
+    list_runs,
+    set_campaign_status,
+    start_run,
+)
+from curation.catalog.database import SQLITE_BEGIN_OPTION, make_engine, open_session, upgrade_database
+from curation.catalog.errors import (
+    CampaignNotFoundError,
+    CatalogError,
+    ConcurrentUpdateError,
+    DatabaseError,
+    EntryNotFoundError,
+    InvalidValueError,
+    OverrideRequiredError,
+    RunNotFoundError,
+)
+from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
+
+__all__ = [
+    "CAMPAIGN_STATUSES",
+    "CampaignNotFoundError",
+    "CatalogError",
+    "ConcurrentUpdateError",
+    "DatabaseError",
+    "EntryNotFoundError",
+    "InvalidValueError",
+    "OverrideRequiredError",
+    "RunNotFoundError",
+    "add_candidate",
+    "add_verdict",
+    "approved_entries",
+    "catalog_summary",
+    "create_campaign",
+    "entry_history",
+    "finish_run",
+    "get_campaign",
+    "get_entry",
+    "get_run",
+    "list_campaigns",
+    "list_entries",
+    "list_runs",
+    "make_engine",
+    "open_session",
+    "review_entry",
+    "set_campaign_status",
+    "start_run",
+    "upgrade_database",
+    "upsert_entry",
+]
+
+logger = logging.getLogger(__name__)
+
+REVIEW_ATTEMPTS = 8  # optimistic retries of a review that lost a race (SQLite); PostgreSQL locks the row instead
+_ENTRY_STATUSES = {s.value for s in EntryStatus}
+_DECISIONS = {d.value for d in Decision}
+
+
+# ---- candidates and verdicts -------------------------------------------------------------------------------
+
+
+def add_candidate(session: Session, *, campaign_id: str, run_id: int, category: str, candidate: dict[str, Any]) -> CandidateRecord:
+    """Store one candidate as a run delivered it (`agents.models.Candidate.model_dump(mode="json")`); return the row."""
+    run = get_run(session, run_id=run_id)
+    if run.campaign_id != campaign_id:
+        raise RunNotFoundError(f"run {run_id} belongs to campaign {run.campaign_id!r}, not {campaign_id!r}")
+    hub_id = str(candidate.get("hub_id") or "").strip()
+    if not hub_id:
+        raise InvalidValueError("candidate without a hub_id")
+    record = CandidateRecord(
+        campaign_id=campaign_id,
+        run_id=run_id,
+        category=category_name(category),
+        hub_id=hub_id,
+        title=candidate.get("title") or "",
+        description=candidate.get("description") or "",
+        dataset_metadata=dict(candidate.get("metadata") or {}),
+        evidence=list(candidate.get("evidence") or []),
+        relevance=float(candidate.get("relevance") or 0.0),
+        relevance_reason=candidate.get("relevance_reason") or "",
+        format_guess=candidate.get("format_guess"),
+    )
+    session.add(record)
+    session.flush()
+    return record
+
+
+def add_verdict(
+    session: Session,
+    *,
+    campaign_id: str,
+    decision: str,
+    reasons: list[dict[str, Any]],
+    run_id: int | None = None,
+    candidate_id: int | None = None,
+    hub_id: str | None = None,
+) -> Verdict:
+    """Store the verifier's decision on a candidate or on a whole run; return the row."""
+    get_campaign(session, campaign_id=campaign_id)
+    if run_id is not None:
+        get_run(session, run_id=run_id)
+    if candidate_id is not None:
+        candidate = session.get(CandidateRecord, candidate_id)
+        if candidate is None:
+            raise InvalidValueError(f"no candidate with id {candidate_id}")
+        hub_id = hub_id or candidate.hub_id
+        run_id = run_id if run_id is not None else candidate.run_id
+    verdict = Verdict(
+        campaign_id=campaign_id,
+        run_id=run_id,
+        candidate_id=candidate_id,
+        hub_id=hub_id,
+        decision=_decision(decision),
+        reasons=_reasons(reasons),
+    )
+    session.add(verdict)
+    session.flush()
+    return verdict
+
+
+# ---- catalog entries ---------------------------------------------------------------------------------------
+
+
+def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str, reasons: list[dict[str, Any]]) -> CatalogEntry:
+    """Create or refresh the entry for `candidate.hub_id` from a verified candidate; return the entry.
+
+    Categories and per-category relevance are merged (one entry per dataset, however many subagents found it);
+    metadata, license and the verifier's view are refreshed. A new entry waits for review (`pending_review`),
+    also when the verifier rejected it. A human decision (approved/rejected) is never changed here.
+    """
+    decision = _decision(decision)
+    tagged = [{**r, "category": candidate.category} for r in _reasons(reasons)]
+    entry = _select_entry(session, candidate.hub_id, lock=True)
+    if entry is None:
+        entry = _insert_entry(session, candidate, decision, tagged)
+        if entry is not None:
+            return entry
+        entry = _select_entry(session, candidate.hub_id, lock=True)  # lost an insert race: merge into the winner
+        assert entry is not None
+    previous_decision = entry.verifier_decision
+    relevance = {**entry.relevance, candidate.category: candidate.relevance}
+    entry.categories = sorted(set(entry.categories) | {candidate.category})
+    entry.relevance = relevance
+    entry.best_relevance = max(relevance.values())
+    entry.reasons = [r for r in entry.reasons if r.get("category") != candidate.category] + tagged
+    entry.verifier_decision = _merged_decision(entry, candidate.category, decision)
+    _refresh_metadata(entry, candidate)
+    entry.version += 1
+    entry.updated_at = utcnow()
+    session.add(entry)
+    if entry.verifier_decision != previous_decision:
+        record_audit(
+            session, entity="entry", entity_id=entry.hub_id, action="verifier_decision_changed",
+            from_status=entry.status, to_status=entry.status,
+            detail={"from": previous_decision, "to": entry.verifier_decision, "category": candidate.category},
+        )
+    session.flush()
+    return entry
+
+
+def list_entries(
+    session: Session,
+    *,
+    status: str | None = None,
+    category: str | None = None,
+    license: str | None = None,
+    text: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[list[CatalogEntry], int]:
+    """Return one page of entries matching every filter given, and how many match in all.
+
+    With `category`, only that category's entries, best first by its relevance; otherwise best first by the
+    best relevance over all categories. Ties go by Hub id. `text` searches Hub id, title and description.
+    """
+    if limit < 0 or offset < 0:
+        raise InvalidValueError("limit and offset must be non-negative")
+    stmt = select(CatalogEntry)
+    if status is not None:
+        stmt = stmt.where(CatalogEntry.status == _entry_status(status))
+    score = None
+    if category is not None:
+        score = col(CatalogEntry.relevance)[category_name(category)].as_float()
+        stmt = stmt.where(score.is_not(None))
+    if license:
+        stmt = stmt.where(func.lower(col(CatalogEntry.license)) == license.strip().lower())
+    if text:
+        needle = text.strip()
+        stmt = stmt.where(
+            or_(
+                col(CatalogEntry.hub_id).icontains(needle, autoescape=True),
+                col(CatalogEntry.title).icontains(needle, autoescape=True),
+                col(CatalogEntry.description).icontains(needle, autoescape=True),
+            )
+        )
+    total = session.exec(select(func.count()).select_from(stmt.subquery())).one()
+    order = score.desc() if score is not None else col(CatalogEntry.best_relevance).desc()
+    page = session.exec(stmt.order_by(order, col(CatalogEntry.hub_id)).offset(offset).limit(limit)).all()
+    return list(page), int(total)
+
+
+def get_entry(session: Session, *, hub_id: str) -> CatalogEntry:
+    """Return the entry for `hub_id`, or raise EntryNotFoundError."""
+    entry = _select_entry(session, hub_id.strip(), lock=False)
+    if entry is None:
+        raise EntryNotFoundError(f"no catalog entry for {hub_id.strip()!r}")
+    return entry
+
+
+def review_entry(
+    session: Session, *, hub_id: str, approve: bool, reviewer: str, note: str | None = None, override: bool = False
+) -> CatalogEntry:
+    """Approve or reject an entry as `reviewer`; return it as it now stands.
+
+    Approving an entry the verifier rejected raises OverrideRequiredError unless `override`. Repeating the same
+    decision keeps the state; every call writes one audit row. Concurrent reviews are serialised: a row lock on
+    PostgreSQL, a write lock taken at BEGIN plus a version check and retry on SQLite.
+    """
+    target = EntryStatus.APPROVED.value if approve else EntryStatus.REJECTED.value
+    owns_transaction = not session.in_transaction()
+    for attempt in range(1, REVIEW_ATTEMPTS + 1):
+        try:
+            if owns_transaction and session.get_bind().dialect.name == "sqlite":
+                session.connection(execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+            return _review_once(session, hub_id=hub_id, target=target, reviewer=reviewer, note=note, override=override)
+        except (_StaleEntry, OperationalError) as exc:
+            if isinstance(exc, OperationalError) and not _is_sqlite_busy(exc):
+                raise
+            if not owns_transaction:
+                raise ConcurrentUpdateError(f"{hub_id!r} changed during the review; retry it") from None
+            session.rollback()
+            logger.debug("review of %s lost a race (attempt %d), retrying", hub_id, attempt)
+            time.sleep(0.01 * attempt)
+    raise ConcurrentUpdateError(f"{hub_id!r} kept changing during {REVIEW_ATTEMPTS} review attempts; retry it")
+
+
+def entry_history(session: Session, *, hub_id: str) -> dict[str, Any]:
+    """Return `{"entry", "candidates", "verdicts", "audit"}` for `hub_id`: the entry and its rows, oldest first."""
+    entry = get_entry(session, hub_id=hub_id)
+    candidates = session.exec(
+        select(CandidateRecord).where(CandidateRecord.hub_id == entry.hub_id).order_by(col(CandidateRecord.id))
+    ).all()
+    candidate_ids = [c.id for c in candidates]
+    verdict_filter = Verdict.hub_id == entry.hub_id
+    if candidate_ids:
+        verdict_filter = or_(verdict_filter, col(Verdict.candidate_id).in_(candidate_ids))
+    verdicts = session.exec(select(Verdict).where(verdict_filter).order_by(col(Verdict.id))).all()
+    audit = session.exec(
+        select(AuditEvent)
+        .where(AuditEvent.entity == "entry", AuditEvent.entity_id == entry.hub_id)
+        .order_by(col(AuditEvent.id))
+    ).all()
+    return {"entry": entry, "candidates": list(candidates), "verdicts": list(verdicts), "audit": list(audit)}
+
+
+def approved_entries(session: Session) -> list[CatalogEntry]:
+    """Return every approved entry, by Hub id (what a manifest export pins)."""
+    stmt = select(CatalogEntry).where(CatalogEntry.status == EntryStatus.APPROVED.value).order_by(col(CatalogEntry.hub_id))
+    return list(session.exec(stmt).all())
+
+
+def catalog_summary(session: Session, *, campaign_id: str | None = None) -> dict[str, Any]:
+    """Return counts: `{"total", "by_status", "by_category": {category: {total, pending_review, approved,
+    rejected, verifier_rejected}}}`, over the whole catalog or the entries one campaign found."""
+    stmt = select(CatalogEntry)
+    if campaign_id is not None:
+        get_campaign(session, campaign_id=campaign_id)
+        found = select(CandidateRecord.hub_id).where(CandidateRecord.campaign_id == campaign_id)
+        stmt = stmt.where(col(CatalogEntry.hub_id).in_(found))
+    entries = session.exec(stmt).all()
+    by_status: Counter[str] = Counter({s.value: 0 for s in EntryStatus})
+    by_category: dict[str, dict[str, int]] = {c.value: _empty_counts() for c in Category}
+    for entry in entries:
+        by_status[entry.status] += 1
+        for category in entry.categories:
+            counts = by_category.setdefault(category, _empty_counts())
+            counts["total"] += 1
+            counts[entry.status] = counts.get(entry.status, 0) + 1
+            if entry.verifier_decision == Decision.REJECT.value:
+                counts["verifier_rejected"] += 1
+    return {"total": len(entries), "by_status": dict(by_status), "by_category": by_category}
+
+
+# ---- internals ---------------------------------------------------------------------------------------------
+
+
+class _StaleEntry(Exception):
+    """The entry's version moved between our read and our write."""
+
+
+def _review_once(session: Session, *, hub_id: str, target: str, reviewer: str, note: str | None, override: bool) -> CatalogEntry:
+    entry = _select_entry(session, hub_id.strip(), lock=True, refresh=True)
+    if entry is None:
+        raise EntryNotFoundError(f"no catalog entry for {hub_id.strip()!r}")
+    previous = entry.status
+    if target == EntryStatus.APPROVED.value and previous != target and entry.verifier_decision == Decision.REJECT.value:
+        if not override:
+            codes = ", ".join(sorted({r.get("code", "?") for r in entry.reasons if r.get("blocking")})) or "no reason given"
+            raise OverrideRequiredError(f"the verifier rejected {entry.hub_id!r} ({codes}); approving it needs override")
+    if previous != target:
+        result = session.execute(
+            update(CatalogEntry)
+            .where(col(CatalogEntry.id) == entry.id, col(CatalogEntry.version) == entry.version)
+            .values(status=target, reviewer=reviewer, note=note, version=entry.version + 1, updated_at=utcnow())
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            raise _StaleEntry
+        session.refresh(entry)
+    record_audit(
+        session, entity="entry", entity_id=entry.hub_id, action="approved" if target == "approved" else "rejected",
+        from_status=previous, to_status=target, actor=reviewer, note=note,
+        detail={"changed": previous != target, "override": override, "version": entry.version},
+    )
+    session.flush()
+    return entry
+
+
+def _select_entry(session: Session, hub_id: str, *, lock: bool, refresh: bool = False) -> CatalogEntry | None:
+    stmt = select(CatalogEntry).where(CatalogEntry.hub_id == hub_id)
+    if lock and session.get_bind().dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    if refresh:
+        stmt = stmt.execution_options(populate_existing=True)
+    return session.exec(stmt).first()
+
+
+def _insert_entry(session: Session, candidate: CandidateRecord, decision: str, reasons: list[dict[str, Any]]) -> CatalogEntry | None:
+    entry = CatalogEntry(
+        hub_id=candidate.hub_id,
+        categories=[candidate.category],
+        relevance={candidate.category: candidate.relevance},
+        best_relevance=candidate.relevance,
+        status=EntryStatus.PENDING_REVIEW.value,
+        verifier_decision=decision,
+        reasons=reasons,
+    )
+    _refresh_metadata(entry, candidate)
+    try:
+        with session.begin_nested():
+            session.add(entry)
+            session.flush()
+    except IntegrityError:
+        logger.debug("entry %s was created concurrently; merging", candidate.hub_id)
+        return None
+    record_audit(
+        session, entity="entry", entity_id=entry.hub_id, action="created", from_status=None,
+        to_status=entry.status, detail={"category": candidate.category, "verifier_decision": decision},
+    )
+    session.flush()
+    return entry
+
+
+def _refresh_metadata(entry: CatalogEntry, candidate: CandidateRecord) -> None:
+    entry.title = candidate.title or entry.title
+    entry.description = candidate.description or entry.description
+    entry.dataset_metadata = {**entry.dataset_metadata, **candidate.dataset_metadata}
+    entry.license = entry.dataset_metadata.get("license") or entry.license
+    entry.format_guess = candidate.format_guess or entry.format_guess
+    entry.revision = entry.dataset_metadata.get("sha") or entry.revision
+
+
+def _merged_decision(entry: CatalogEntry, category: str, decision: str) -> str:
+    # One verifier decision per dataset: accepted if any category it was found for has no blocking reason.
+    if decision == Decision.ACCEPT.value:
+        return decision
+    blocked = {r.get("category") for r in entry.reasons if r.get("blocking")}
+    others_ok = any(c != category and c not in blocked for c in entry.categories)
+    return Decision.ACCEPT.value if others_ok and entry.verifier_decision == Decision.ACCEPT.value else decision
+
+
+def _is_sqlite_busy(exc: OperationalError) -> bool:
+    return isinstance(exc.orig, sqlite3.OperationalError) and any(w in str(exc.orig) for w in ("locked", "busy"))
+
+
+def _empty_counts() -> dict[str, int]:
+    return {"total": 0, **{s.value: 0 for s in EntryStatus}, "verifier_rejected": 0}
+
+
+
+def _entry_status(value: str) -> str:
+    if value not in _ENTRY_STATUSES:
+        raise InvalidValueError(f"unknown entry status {value!r}; known: {', '.join(sorted(_ENTRY_STATUSES))}")
+    return value
+
+
+def _decision(value: str) -> str:
+    if value not in _DECISIONS:
+        raise InvalidValueError(f"unknown decision {value!r}; known: {', '.join(sorted(_DECISIONS))}")
+    return value
+
+
+def _reasons(reasons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for reason in reasons:
+        if not isinstance(reason, dict) or "code" not in reason:
+            raise InvalidValueError(f"a reason must be a dict with a 'code': {reason!r}")
+        out.append({**reason, "code": str(reason["code"]), "detail": str(reason.get("detail", "")),
+                    "blocking": bool(reason.get("blocking", True))})
+    return out
