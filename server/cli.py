@@ -24,6 +24,7 @@ app = typer.Typer(
 # Add a stage's module here when its commands exist.
 COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.manifest",
+    "server.commands.serve",
 )
 
 

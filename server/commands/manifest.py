@@ -1,13 +1,70 @@
 """`datahunt manifest …`: export the approved set from the catalog, or build a manifest from a local mirror.
 
 The group object `manifest_app` is shared: `export` is defined here, `from-mirror` by the curation commands.
+`export` uses the same builder as the API's `POST /manifest/export` and writes only inside the data directory.
 """
 
 from __future__ import annotations
 
+import json
+
 import typer
 
 manifest_app = typer.Typer(help="Manifests: the approved set, pinned, ready for curation.", no_args_is_help=True)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+@manifest_app.command("export")
+def export(
+    out: str = typer.Option(
+        None, "--out", "-o", help="File inside the data directory (default manifests/manifest-<time>.json)."
+    ),
+    target: str = typer.Option(None, "--target", help="Target model (Hub id or path) the data is meant for."),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenizer id/path, if not the target's."),
+    budget_total: int = typer.Option(None, "--budget-total", min=1, help="Samples overall (default: keep all)."),
+    share: list[str] = typer.Option([], "--share", help="category=fraction of the budget; repeatable."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed for budget sampling."),
+    as_json: bool = typer.Option(False, "--json", help="Print {path, manifest} as JSON."),
+) -> None:
+    """Write the manifest of the approved catalog entries (pinned revision, config, split, mapping, license)."""
+    from core.settings import get_settings
+    from curation.catalog import store
+    from curation.manifest import TargetModel
+    from server.manifest_builder import (
+        ExportPathError,
+        build_manifest,
+        make_budget,
+        parse_shares,
+        resolve_export_path,
+        write_manifest,
+    )
+
+    settings = get_settings()
+    try:
+        budget = make_budget(budget_total, parse_shares(share), seed)
+        path = resolve_export_path(settings.resolved_data_dir, out)
+        engine = store.make_engine(settings.resolved_database_url)
+        store.upgrade_database(engine)
+        with store.open_session(engine) as session:
+            manifest = build_manifest(
+                store.approved_entries(session),
+                budget=budget,
+                target=TargetModel(model=target, tokenizer=tokenizer) if target else None,
+            )
+        write_manifest(manifest, path)
+    except (ExportPathError, ValueError, store.CatalogError, OSError) as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        typer.echo(json.dumps({"path": str(path), "manifest": manifest.model_dump(mode="json")}, indent=2))
+    else:
+        print(f"manifest with {len(manifest.sources)} approved source(s) written to {path}")
+        for note in manifest.notes:
+            print(f"note: {note}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,174 @@
+"""Campaigns running in the service process: background tasks, the event hub behind SSE, restart handling.
+
+`CampaignManager` launches `graph.campaign.run_campaign` / `rerun_category` as asyncio tasks so a request
+returns at once, fans the graph's `CampaignEvent`s out to per-campaign subscriber queues (the SSE stream),
+and on start-up resumes campaigns a previous process left unfinished from their LangGraph checkpoint; a
+campaign whose resume fails is marked `interrupted` so its failed categories can be re-run. On shutdown the
+tasks are cancelled and their campaigns stay `running` in the catalog, which is what the next start resumes.
+Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Coroutine
+from typing import Any
+
+from sqlalchemy import Engine
+
+from core.types import Category
+from curation.catalog import store
+from graph import campaign as campaign_graph
+from graph.events import CampaignEvent
+
+logger = logging.getLogger(__name__)
+
+FINAL_STATUSES = frozenset({"succeeded", "partial", "failed", "interrupted"})
+START_WAIT_S = 5.0
+
+
+class CampaignBusyError(RuntimeError):
+    """A campaign already has a task running in this process."""
+
+
+class CampaignManager:
+    """Owns the campaign tasks of one server process and the queues that stream their events."""
+
+    def __init__(self, engine: Engine, *, overrides: dict[str, Any] | None = None) -> None:
+        self.engine = engine
+        self.overrides = dict(overrides or {})
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+        self._subscribers: dict[str, set[asyncio.Queue[CampaignEvent]]] = {}
+        self._started: dict[str, asyncio.Event] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- events ---------------------------------------------------------------------------------------
+    def publish(self, event: CampaignEvent) -> None:
+        """Hand `event` to every subscriber of its campaign (safe to call from any thread)."""
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._deliver(event)
+        else:
+            loop.call_soon_threadsafe(self._deliver, event)
+
+    def _deliver(self, event: CampaignEvent) -> None:
+        started = self._started.get(event.campaign_id)
+        if started is not None:
+            started.set()
+        for queue in self._subscribers.get(event.campaign_id, set()):
+            queue.put_nowait(event)
+
+    def subscribe(self, campaign_id: str) -> asyncio.Queue[CampaignEvent]:
+        """Return a new queue that receives the events of `campaign_id` from now on."""
+        queue: asyncio.Queue[CampaignEvent] = asyncio.Queue()
+        self._subscribers.setdefault(campaign_id, set()).add(queue)
+        return queue
+
+    def unsubscribe(self, campaign_id: str, queue: asyncio.Queue[CampaignEvent]) -> None:
+        """Stop delivering events to `queue`."""
+        queues = self._subscribers.get(campaign_id)
+        if queues is not None:
+            queues.discard(queue)
+            if not queues:
+                del self._subscribers[campaign_id]
+
+    # -- tasks ----------------------------------------------------------------------------------------
+    def is_active(self, campaign_id: str) -> bool:
+        """True while a task for `campaign_id` runs in this process."""
+        task = self._tasks.get(campaign_id)
+        return task is not None and not task.done()
+
+    def _spawn(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str) -> asyncio.Task[Any]:
+        self._loop = asyncio.get_running_loop()
+        if self.is_active(campaign_id):
+            coro.close()
+            raise CampaignBusyError(f"campaign {campaign_id} is already running in this server")
+        task = asyncio.create_task(self._guarded(campaign_id, coro, what=what), name=f"{what}:{campaign_id}")
+        self._tasks[campaign_id] = task
+        return task
+
+    async def _guarded(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            logger.info("%s of campaign %s cancelled; it is resumed at the next start", what, campaign_id)
+            raise
+        except campaign_graph.CampaignError as exc:  # the graph recorded it on the campaign row already
+            logger.warning("%s of campaign %s ended: %s", what, campaign_id, exc)
+        except Exception as exc:  # recorded on the campaign row, logged with its traceback
+            logger.exception("%s of campaign %s failed", what, campaign_id)
+            await asyncio.to_thread(self._mark, campaign_id, "failed", f"{what} failed: {exc}")
+        finally:
+            started = self._started.pop(campaign_id, None)
+            if started is not None:
+                started.set()
+
+    def _mark(self, campaign_id: str, status: str, error: str) -> None:
+        try:
+            with store.open_session(self.engine) as session:
+                store.set_campaign_status(session, campaign_id=campaign_id, status=status, error=error)
+        except store.CampaignNotFoundError:
+            logger.warning("campaign %s vanished before it could be marked %s", campaign_id, status)
+
+    async def launch(self, *, categories: list[Category] | None, offline: bool | None) -> str:
+        """Start a new campaign in the background; return its id once its row exists (or after a short wait)."""
+        campaign_id = uuid.uuid4().hex[:16]
+        started = self._started[campaign_id] = asyncio.Event()
+        coro = campaign_graph.run_campaign(
+            engine=self.engine, categories=categories, offline=offline, campaign_id=campaign_id,
+            on_event=self.publish, **self.overrides,
+        )
+        task = self._spawn(campaign_id, coro, what="campaign")
+        waiter = asyncio.create_task(started.wait())
+        await asyncio.wait({waiter, task}, timeout=START_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        return campaign_id
+
+    async def rerun(self, *, campaign_id: str, category: Category) -> None:
+        """Re-run one category of a campaign in the background; raise CampaignBusyError while it runs."""
+        coro = campaign_graph.rerun_category(
+            engine=self.engine, campaign_id=campaign_id, category=category, on_event=self.publish, **self.overrides
+        )
+        self._spawn(campaign_id, coro, what=f"rerun of {category.value}")
+        await asyncio.sleep(0)  # let the task start its run row before the response goes out
+
+    async def resume_unfinished(self) -> list[str]:
+        """Resume every campaign a previous process left pending/running; return their ids."""
+        ids = await asyncio.to_thread(campaign_graph.unfinished_campaigns, engine=self.engine)
+        for campaign_id in ids:
+            if self.is_active(campaign_id):
+                continue
+            logger.info("resuming unfinished campaign %s from its checkpoint", campaign_id)
+            coro = self._resume_or_interrupt(campaign_id)
+            self._spawn(campaign_id, coro, what="resume")
+        return list(ids)
+
+    async def _resume_or_interrupt(self, campaign_id: str) -> None:
+        try:
+            await campaign_graph.resume_campaign(
+                engine=self.engine, campaign_id=campaign_id, on_event=self.publish, **self.overrides
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the campaign stays re-runnable category by category
+            logger.exception("resume of campaign %s failed; marking it interrupted", campaign_id)
+            await asyncio.to_thread(self._mark, campaign_id, "interrupted", f"resume failed: {exc}")
+
+    async def shutdown(self) -> None:
+        """Cancel the running tasks (their campaigns stay `running` and are resumed at the next start)."""
+        tasks = [t for t in self._tasks.values() if not t.done()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()

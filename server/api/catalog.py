@@ -1,0 +1,101 @@
+"""Catalog routes: the filtered, paginated list; one entry with its evidence and history; approve and reject.
+
+Hub ids keep their slash in paths (`/catalog/owner/name/approve`): the decision routes are declared before
+the catch-all `{hub_id:path}` detail route, and every id is validated with `core.types.parse_hub_id` (422 on a
+malformed one). Reviews go through `store.review_entry`, which audits every call and is safe under concurrent
+calls; approving what the verifier rejected answers 409 unless the body says `override: true`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, status
+
+from core.types import Category, EntryStatus, MalformedHubIdError, parse_hub_id
+from curation.catalog import store
+from server.api.deps import SessionDep, SettingsDep, require_read_token, require_token
+from server.api.preview import sample_preview
+from server.api.schemas import EntryDetail, EntryOut, EntryPage, ReviewRequest
+
+router = APIRouter(prefix="/catalog", tags=["catalog"])
+
+
+def valid_hub_id(hub_id: str) -> str:
+    """Return the Hub id, or raise a 422 naming the malformed value."""
+    try:
+        return parse_hub_id(hub_id)
+    except MalformedHubIdError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+
+
+def plain(value: Any) -> Any:
+    """Return rows and models as JSON-ready dicts (history items may be tables or dicts)."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+@router.get("", dependencies=[Depends(require_read_token)])
+def list_catalog(
+    session: SessionDep,
+    status_: Annotated[EntryStatus | None, Query(alias="status")] = None,
+    category: Category | None = None,
+    license: Annotated[str | None, Query(max_length=128)] = None,
+    q: Annotated[str | None, Query(max_length=200, description="Text search in id, title, description.")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+) -> EntryPage:
+    """Return one page of catalog entries matching the filters, and the total count."""
+    entries, total = store.list_entries(
+        session,
+        status=status_.value if status_ else None,
+        category=category.value if category else None,
+        license=license or None,
+        text=q or None,
+        limit=limit,
+        offset=offset,
+    )
+    return EntryPage(items=[EntryOut.model_validate(e) for e in entries], total=total, limit=limit, offset=offset)
+
+
+def _review(session: Any, hub_id: str, body: ReviewRequest, *, approve: bool) -> EntryOut:
+    entry = store.review_entry(
+        session,
+        hub_id=valid_hub_id(hub_id),
+        approve=approve,
+        reviewer=body.reviewer.strip(),
+        note=body.note,
+        override=body.override,
+    )
+    return EntryOut.model_validate(entry)
+
+
+@router.post("/{hub_id:path}/approve", dependencies=[Depends(require_token)])
+def approve_entry(hub_id: str, body: ReviewRequest, session: SessionDep) -> EntryOut:
+    """Approve an entry for the manifest (`override: true` needed when the verifier rejected it)."""
+    return _review(session, hub_id, body, approve=True)
+
+
+@router.post("/{hub_id:path}/reject", dependencies=[Depends(require_token)])
+def reject_entry(hub_id: str, body: ReviewRequest, session: SessionDep) -> EntryOut:
+    """Reject an entry; it stays in the catalog with the reviewer's note."""
+    return _review(session, hub_id, body, approve=False)
+
+
+@router.get("/{hub_id:path}", dependencies=[Depends(require_read_token)])
+def get_catalog_entry(hub_id: str, session: SessionDep, settings: SettingsDep) -> EntryDetail:
+    """Return an entry with its evidence (candidates), verdict history, audit trail and a sample preview."""
+    valid = valid_hub_id(hub_id)
+    history = store.entry_history(session, hub_id=valid)
+    return EntryDetail(
+        entry=EntryOut.model_validate(history["entry"]),
+        candidates=plain(list(history.get("candidates", []))),
+        verdicts=plain(list(history.get("verdicts", []))),
+        audit=plain(list(history.get("audit", []))),
+        preview=sample_preview(valid, settings.mirror),
+    )

@@ -1,0 +1,74 @@
+"""FastAPI dependencies of the API: settings, engine, a database session per request, and bearer auth.
+
+Mutating routes depend on `require_token`: with no `DATAHUNT_API_TOKEN` configured they are refused (403),
+never open; a missing or wrong token is a 401. Read routes depend on `require_read_token`, which checks the
+token only when `api_read_requires_token` is set. Tokens are compared with `hmac.compare_digest`.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from core.settings import Settings
+from curation.catalog import store
+
+_bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer $DATAHUNT_API_TOKEN`")
+
+
+def get_app_settings(request: Request) -> Settings:
+    """Return the settings the app was created with."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_engine(request: Request) -> Engine:
+    """Return the catalog engine the app was created with."""
+    engine: Engine = request.app.state.engine
+    return engine
+
+
+def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Session]:
+    """Yield one store session for the request; it commits when the route returns without error."""
+    with store.open_session(engine) as session:
+        yield session
+
+
+def _check(settings: Settings, credentials: HTTPAuthorizationCredentials | None) -> None:
+    if settings.api_token is None or not settings.api_token.get_secret_value():
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "mutations disabled: set DATAHUNT_API_TOKEN on the server")
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, "missing bearer token", headers={"WWW-Authenticate": "Bearer"}
+        )
+    expected = settings.api_token.get_secret_value().encode()
+    if not hmac.compare_digest(credentials.credentials.encode(), expected):
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "wrong token", headers={"WWW-Authenticate": "Bearer"})
+
+
+def require_token(
+    settings: Annotated[Settings, Depends(get_app_settings)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Allow the request only with the configured bearer token (mutating routes)."""
+    _check(settings, credentials)
+
+
+def require_read_token(
+    settings: Annotated[Settings, Depends(get_app_settings)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Allow the request when reads are open, else only with the bearer token."""
+    if settings.api_read_requires_token:
+        _check(settings, credentials)
+
+
+# scope="function": the session commits before the response is sent, so a client sees its own writes.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+SettingsDep = Annotated[Settings, Depends(get_app_settings)]

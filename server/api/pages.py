@@ -1,0 +1,96 @@
+"""The review page: the catalog as a filterable table grouped by category, campaign status, export.
+
+Server-rendered with Jinja2; filters are a plain GET form so the page works without JavaScript, and a small
+script (`static/review.js`) sends approve/reject/re-run/export calls with the API token, which the page asks
+for once and keeps in the tab's sessionStorage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+from core.types import Category, EntryStatus
+from curation.catalog import store
+from curation.catalog.models import CatalogEntry
+from server.api.campaigns import ManagerDep, campaign_out
+from server.api.deps import SessionDep, require_read_token
+from server.manifest_builder import best_category
+
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
+
+PAGE_SIZE = 100
+EVIDENCE_SHOWN = 3
+
+
+def size_text(metadata: dict[str, Any]) -> str:
+    """Return the best known size of a dataset as short text ('12,000 rows', '10K<n<100K', '?')."""
+    if metadata.get("num_rows"):
+        return f"{int(metadata['num_rows']):,} rows"
+    return str(metadata.get("size_category") or metadata.get("size_stated") or "?")
+
+
+def _row(session: Any, entry: CatalogEntry) -> dict[str, Any]:
+    history = store.entry_history(session, hub_id=entry.hub_id)
+    evidence: list[dict[str, Any]] = []
+    for candidate in history.get("candidates", []):
+        items = candidate.get("evidence", []) if isinstance(candidate, dict) else candidate.evidence
+        evidence.extend(items)
+    category = best_category(entry)
+    return {
+        "entry": entry,
+        "group": category.value if category else "uncategorised",
+        "size": size_text(entry.dataset_metadata),
+        "evidence": evidence[:EVIDENCE_SHOWN],
+        "evidence_more": max(0, len(evidence) - EVIDENCE_SHOWN),
+        "needs_override": entry.verifier_decision == "reject",
+    }
+
+
+@router.get("/", response_class=HTMLResponse, dependencies=[Depends(require_read_token)])
+def review_page(
+    request: Request,
+    session: SessionDep,
+    manager: ManagerDep,
+    status: Annotated[EntryStatus | None, Query()] = None,
+    category: Category | None = None,
+    license: Annotated[str | None, Query(max_length=128)] = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    page: Annotated[int, Query(ge=1, le=10**6)] = 1,
+) -> HTMLResponse:
+    """Render the review page for the filters in the query string."""
+    entries, total = store.list_entries(
+        session,
+        status=status.value if status else None,
+        category=category.value if category else None,
+        license=license or None,
+        text=q or None,
+        limit=PAGE_SIZE,
+        offset=(page - 1) * PAGE_SIZE,
+    )
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        row = _row(session, entry)
+        groups.setdefault(category.value if category else row["group"], []).append(row)
+    ordered = sorted(groups.items(), key=lambda kv: [c.value for c in Category].index(kv[0]) if kv[0] in Category._value2member_map_ else 99)
+    latest = store.list_campaigns(session, limit=1)
+    campaign = campaign_out(session, latest[0].id, manager) if latest else None
+    filters = {"status": status.value if status else "", "category": category.value if category else "",
+               "license": license or "", "q": q or ""}
+    context = {
+        "groups": ordered,
+        "total": total,
+        "page": page,
+        "pages": max(1, -(-total // PAGE_SIZE)),
+        "filters": filters,
+        "categories": [c.value for c in Category],
+        "statuses": [s.value for s in EntryStatus],
+        "campaign": campaign,
+        "summary": store.catalog_summary(session),
+    }
+    return templates.TemplateResponse(request, "review.html", context)

@@ -1,0 +1,105 @@
+"""Sample preview of a catalog entry: the first rows of its files in a local mirror, never a network call.
+
+A mirror is a folder with a `MIRROR.json` list of `{id, config?, files: [...]}` whose file paths are
+relative to the folder (the layout `datahunt manifest from-mirror` reads). JSON, JSONL (also gzipped) and
+CSV files are read with the standard library, only as far as the rows shown. Without a mirror copy the
+preview says so instead of going to the Hub.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+PREVIEW_ROWS = 5
+MAX_VALUE_CHARS = 400
+MAX_JSON_BYTES = 8 * 1024 * 1024  # whole-file JSON is parsed only when small
+
+
+def _clip(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= MAX_VALUE_CHARS else value[:MAX_VALUE_CHARS] + "…"
+    if isinstance(value, dict):
+        return {str(k): _clip(v) for k, v in list(value.items())[:20]}
+    if isinstance(value, list):
+        return [_clip(v) for v in value[:10]]
+    return value
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    if path.name.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by the caller
+
+
+def _read_rows(path: Path, limit: int) -> list[Any]:
+    name = path.name.removesuffix(".gz")
+    if name.endswith(".jsonl"):
+        rows: list[Any] = []
+        with _open_text(path) as handle:
+            for line in handle:
+                if line.strip():
+                    rows.append(json.loads(line))
+                if len(rows) >= limit:
+                    break
+        return rows
+    if name.endswith(".csv"):
+        with _open_text(path) as handle:
+            return [row for _, row in zip(range(limit), csv.DictReader(handle), strict=False)]
+    if name.endswith((".json", ".traj")):
+        if path.stat().st_size > MAX_JSON_BYTES:
+            return []
+        with _open_text(path) as handle:
+            data = json.load(handle)
+        if isinstance(data, list):
+            return data[:limit]
+        if isinstance(data, dict):
+            for value in data.values():  # e.g. {"data": [...]} or a trajectory's {"trajectory": [...]}
+                if isinstance(value, list) and value:
+                    return value[:limit]
+            return [data]
+    return []
+
+
+def _mirror_entries(mirror: Path) -> list[dict[str, Any]]:
+    index = mirror / "MIRROR.json"
+    if not index.is_file():
+        return []
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        logger.warning("unreadable mirror index %s: %s", index, exc)
+        return []
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+
+
+def sample_preview(hub_id: str, mirror: Path | None, *, limit: int = PREVIEW_ROWS) -> dict[str, Any]:
+    """Return `{available, source, config, rows, message}` for `hub_id` from the local mirror."""
+    unavailable = {"available": False, "source": None, "config": None, "rows": [],
+                   "message": "no preview available offline: no local copy of this dataset"}
+    if mirror is None:
+        return unavailable
+    root = mirror.resolve()
+    for entry in _mirror_entries(root):
+        if entry.get("id") != hub_id:
+            continue
+        for rel in entry.get("files") or []:
+            path = (root / str(rel)).resolve()
+            if not path.is_relative_to(root) or not path.is_file():
+                continue
+            try:
+                rows = _read_rows(path, limit)
+            except (OSError, ValueError, csv.Error) as exc:
+                logger.warning("preview of %s failed: %s", path, exc)
+                continue
+            if rows:
+                return {"available": True, "source": f"mirror:{rel}", "config": entry.get("config"),
+                        "rows": [_clip(r) for r in rows], "message": None}
+    return unavailable

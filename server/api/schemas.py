@@ -1,0 +1,145 @@
+"""Request and response models of the API, kept apart from the tables they are read from.
+
+Request bodies forbid unknown fields so a typo is a 422, not a silently ignored option. Responses are built
+from catalog rows with `from_attributes`, so a column added to a table never leaks unannounced.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.types import Category
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class CampaignCreate(_Request):
+    """Start a campaign: which categories (default all ten) and whether to stay offline."""
+
+    categories: list[Category] | None = Field(default=None, max_length=10, description="Default: all ten.")
+    offline: bool | None = Field(default=None, description="Default: the server's DATAHUNT_OFFLINE setting.")
+
+
+class CampaignAccepted(BaseModel):
+    """Answer of a launch or re-run: the campaign id and its status at that moment."""
+
+    id: str
+    status: str
+    category: str | None = None
+
+
+class RunOut(_Row):
+    """One subagent run (the latest attempt of its category, unless history was asked for)."""
+
+    id: int | None
+    category: str
+    attempt: int
+    status: str
+    planner: str | None
+    queries: list[dict[str, Any]]
+    results_per_backend: dict[str, int]
+    candidates_found: int
+    candidates_accepted: int
+    error: str | None
+    reasons: list[dict[str, Any]]
+    started_at: datetime | None
+    finished_at: datetime | None
+    elapsed_s: float | None
+
+
+class CampaignOut(_Row):
+    """A campaign with its status, error, and per-category runs."""
+
+    id: str
+    status: str
+    categories: list[str]
+    offline: bool
+    backends: list[str]
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    active: bool = Field(default=False, description="A task for it runs in this server process.")
+    runs: list[RunOut] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict, description="Runs per status.")
+
+
+class EntryOut(_Row):
+    """One catalog entry as the review table shows it."""
+
+    hub_id: str
+    title: str
+    description: str
+    categories: list[str]
+    relevance: dict[str, float]
+    best_relevance: float
+    status: str
+    verifier_decision: str | None
+    reasons: list[dict[str, Any]]
+    dataset_metadata: dict[str, Any]
+    license: str | None
+    format_guess: str | None
+    revision: str | None
+    config: str | None
+    split: str | None
+    reviewer: str | None
+    note: str | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class EntryPage(BaseModel):
+    """A filtered page of the catalog and the total number of matches."""
+
+    items: list[EntryOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class EntryDetail(BaseModel):
+    """An entry with its candidates (evidence), verdict history, audit trail and sample preview."""
+
+    entry: EntryOut
+    candidates: list[dict[str, Any]]
+    verdicts: list[dict[str, Any]]
+    audit: list[dict[str, Any]]
+    preview: dict[str, Any]
+
+
+class ReviewRequest(_Request):
+    """A reviewer's decision. `override` is required to approve what the verifier rejected."""
+
+    reviewer: str = Field(min_length=1, max_length=128, pattern=r"\S")
+    note: str | None = Field(default=None, max_length=4000)
+    override: bool = False
+
+
+class ManifestOptions(_Request):
+    """Budget and target written into the manifest, and where to export it (inside the data directory)."""
+
+    path: str | None = Field(
+        default=None, max_length=1024, description="File under the data directory; default manifests/manifest-<time>.json."
+    )
+    target_model: str | None = Field(default=None, max_length=256)
+    tokenizer: str | None = Field(default=None, max_length=256)
+    budget_total: int | None = Field(default=None, gt=0, le=10**12)
+    shares: dict[Category, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+
+class ManifestExported(BaseModel):
+    """Where the manifest was written, and the manifest itself."""
+
+    path: str
+    manifest: dict[str, Any]

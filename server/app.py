@@ -1,0 +1,115 @@
+"""The FastAPI application factory of the review service: API routers, review page, static files, lifespan.
+
+`create_app()` builds a fresh app and creates nothing at import time. Its lifespan opens the catalog engine
+(unless one is given), runs the Alembic upgrade once, and resumes the campaigns a previous process left
+unfinished (their LangGraph checkpoints live on the same database). Catalog errors map to HTTP answers with
+a message: unknown ids 404, refused reviews 409, bad values 422, an unreachable database 503. Request
+bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request, status
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy import Engine
+
+from core.settings import Settings, get_settings
+from curation.catalog import store
+from server.api import campaigns, catalog, manifest, pages
+from server.api.body_limit import BodyLimitMiddleware
+from server.api.campaign_tasks import CampaignManager
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+_ERROR_STATUS: list[tuple[type[Exception], int]] = [
+    (store.CampaignNotFoundError, status.HTTP_404_NOT_FOUND),
+    (store.RunNotFoundError, status.HTTP_404_NOT_FOUND),
+    (store.EntryNotFoundError, status.HTTP_404_NOT_FOUND),
+    (store.OverrideRequiredError, status.HTTP_409_CONFLICT),
+    (store.ConcurrentUpdateError, status.HTTP_409_CONFLICT),
+    (store.DatabaseError, status.HTTP_503_SERVICE_UNAVAILABLE),
+]
+
+
+def _catalog_error_status(exc: Exception) -> int:
+    for cls, code in _ERROR_STATUS:
+        if isinstance(exc, cls):
+            return code
+    return status.HTTP_422_UNPROCESSABLE_CONTENT  # InvalidValueError and any other refused value
+
+
+async def _catalog_error(_request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc) or type(exc).__name__}, status_code=_catalog_error_status(exc))
+
+
+def _include_runs(app: FastAPI) -> None:
+    # The regeneration runs router belongs to the inference stage; include it when it is installed.
+    if importlib.util.find_spec("server.api.runs") is None:
+        return
+    from server.api import runs
+
+    app.include_router(runs.router)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    engine: Engine | None = None,
+    campaign_overrides: dict[str, Any] | None = None,
+    resume_unfinished: bool = True,
+    event_poll_s: float = 1.0,
+) -> FastAPI:
+    """Return a new review-service app.
+
+    `engine` defaults to one on the settings' catalog URL; `campaign_overrides` (`subagent`, `backends`) pass
+    through to the graph; `resume_unfinished=False` leaves unfinished campaigns alone at start-up (for extra
+    replicas on a shared database).
+    """
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own_engine = engine is None
+        app.state.engine = engine or store.make_engine(settings.resolved_database_url)
+        await asyncio.to_thread(store.upgrade_database, app.state.engine)
+        app.state.campaigns = CampaignManager(app.state.engine, overrides=campaign_overrides)
+        if resume_unfinished:
+            resumed = await app.state.campaigns.resume_unfinished()
+            if resumed:
+                logger.info("resuming %d unfinished campaign(s): %s", len(resumed), ", ".join(resumed))
+        try:
+            yield
+        finally:
+            await app.state.campaigns.shutdown()
+            if own_engine:
+                app.state.engine.dispose()
+
+    app = FastAPI(
+        title="datahunt",
+        summary="Launch discovery campaigns, review and approve datasets, export the manifest.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.event_poll_s = event_poll_s
+    app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
+    app.add_exception_handler(store.CatalogError, _catalog_error)
+    app.include_router(campaigns.router)
+    app.include_router(catalog.router)
+    app.include_router(manifest.router)
+    _include_runs(app)
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app

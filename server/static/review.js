@@ -1,0 +1,121 @@
+// datahunt review page: approve/reject, re-run, start campaign and export through the JSON API.
+// The API token and reviewer name are asked once and kept in this tab's sessionStorage only.
+"use strict";
+
+const store = window.sessionStorage;
+const $ = (sel, root = document) => root.querySelector(sel);
+const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
+
+function flash(text, kind) {
+  const box = $("#flash");
+  box.textContent = text;
+  box.className = kind || "ok";
+}
+
+function showAuth() {
+  $("#reviewer").value = store.getItem("datahunt.reviewer") || "";
+  $("#auth-state").textContent = store.getItem("datahunt.token") ? "token set for this tab" : "no token yet";
+}
+
+function saveAuth() {
+  const token = $("#token").value.trim();
+  if (token) store.setItem("datahunt.token", token);
+  store.setItem("datahunt.reviewer", $("#reviewer").value.trim());
+  $("#token").value = "";
+  showAuth();
+}
+
+function ensureAuth() {
+  if ($("#token").value.trim() || $("#reviewer").value.trim()) saveAuth();
+  let token = store.getItem("datahunt.token");
+  if (!token) {
+    token = (window.prompt("API token (DATAHUNT_API_TOKEN) for approving and exporting:") || "").trim();
+    if (!token) return null;
+    store.setItem("datahunt.token", token);
+  }
+  let reviewer = store.getItem("datahunt.reviewer");
+  if (!reviewer) {
+    reviewer = (window.prompt("Your name (recorded with each decision):") || "").trim();
+    if (!reviewer) return null;
+    store.setItem("datahunt.reviewer", reviewer);
+  }
+  showAuth();
+  return { token, reviewer };
+}
+
+async function call(method, path, body) {
+  const auth = ensureAuth();
+  if (!auth) throw new Error("an API token and your name are needed for this");
+  const response = await fetch(path, {
+    method,
+    headers: { "Content-Type": "application/json", Authorization: "Bearer " + auth.token },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    if (response.status === 401) store.removeItem("datahunt.token");
+    const detail = typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail || data);
+    throw new Error(`${response.status}: ${detail}`);
+  }
+  return data;
+}
+
+async function review(button, approve) {
+  const row = button.closest("tr");
+  const hubId = button.dataset.hubId;
+  const auth = ensureAuth();
+  if (!auth) return flash("an API token and your name are needed for this", "error");
+  const overrideBox = $(".override-box", row);
+  const body = { reviewer: auth.reviewer, note: $(".note", row).value || null, override: !!(overrideBox && overrideBox.checked) };
+  try {
+    const entry = await call("POST", `catalog/${hubId}/${approve ? "approve" : "reject"}`, body);
+    const cell = $(".entry-status", row);
+    cell.textContent = entry.status;
+    cell.className = `status status-${entry.status} entry-status`;
+    flash(`${hubId}: ${entry.status} by ${entry.reviewer}`, "ok");
+  } catch (err) {
+    flash(`${hubId}: ${err.message}`, "error");
+  }
+}
+
+async function rerun(button) {
+  const { campaign, category } = button.dataset;
+  try {
+    await call("POST", `campaigns/${campaign}/subagents/${category}/rerun`);
+    button.disabled = true;
+    flash(`re-running ${category}; reload the page to see its new status`, "ok");
+  } catch (err) {
+    flash(`re-run of ${category}: ${err.message}`, "error");
+  }
+}
+
+async function startCampaign() {
+  try {
+    const started = await call("POST", "campaigns", {});
+    flash(`campaign ${started.id} started (${started.status}); reload to follow it`, "ok");
+  } catch (err) {
+    flash(`campaign: ${err.message}`, "error");
+  }
+}
+
+async function exportManifest() {
+  const target = $("#target-model").value.trim();
+  try {
+    const result = await call("POST", "manifest/export", target ? { target_model: target } : {});
+    $("#export-path").textContent = `written to ${result.path} (${result.manifest.sources.length} sources)`;
+    $("#manifest-output").textContent = JSON.stringify(result.manifest, null, 2);
+    flash("manifest exported", "ok");
+  } catch (err) {
+    flash(`export: ${err.message}`, "error");
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  showAuth();
+  $("#save-auth").addEventListener("click", saveAuth);
+  $$("button.approve").forEach((b) => b.addEventListener("click", () => review(b, true)));
+  $$("button.reject").forEach((b) => b.addEventListener("click", () => review(b, false)));
+  $$("button.rerun").forEach((b) => b.addEventListener("click", () => rerun(b)));
+  $("#start-campaign").addEventListener("click", startCampaign);
+  $("#export-manifest").addEventListener("click", exportManifest);
+});
