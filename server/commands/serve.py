@@ -6,6 +6,11 @@ previous server left unfinished (`--no-resume` leaves them to another replica).
 
 from __future__ import annotations
 
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
 import typer
 
 
@@ -26,6 +31,41 @@ def serve(
         print("note: DATAHUNT_API_TOKEN is not set, so approvals, exports and campaign launches are refused")
     print(f"datahunt review page: http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
     uvicorn.run(create_app(settings, resume_unfinished=resume), host=host, port=port, log_level=log_level)
+
+
+class BackgroundServer:
+    """uvicorn serving `app` from a thread on 127.0.0.1 (port 0 picks a free one); a context manager.
+
+    For embedding the service in another program, the browser tests and the load benchmark.
+    """
+
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 30.0) -> None:
+        import uvicorn
+
+        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+        self._thread = threading.Thread(target=self._server.run, name="datahunt-server", daemon=True)
+        self._timeout = start_timeout_s
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        """Base URL of the running server, without a trailing slash."""
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> BackgroundServer:
+        self._thread.start()
+        deadline = time.monotonic() + self._timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the datahunt server did not start (see the log above)")
+            time.sleep(0.02)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=self._timeout)
 
 
 def register(app: typer.Typer) -> None:
