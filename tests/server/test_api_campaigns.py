@@ -1,0 +1,162 @@
+"""Campaign routes: 202 launch, per-subagent status, SSE progress, re-run of one failed category, restart resume."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from sqlalchemy import Engine
+
+from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence, QueryRecord
+from core.settings import Settings
+from core.types import Category
+from curation.catalog import store
+from server.app import create_app
+
+TOKEN = "campaign-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+FINAL = {"succeeded", "partial", "failed", "interrupted"}
+
+
+class FakeSubagent:
+    """Delivers two candidates per category at once; categories in `failing` raise, as a broken subagent would."""
+
+    def __init__(self, failing: set[str] | None = None) -> None:
+        self.failing = set(failing or ())
+        self.calls: list[str] = []
+
+    async def __call__(self, category: Category, *, backends: Any, llm: Any = None, **_: Any) -> Deliverable:
+        self.calls.append(category.value)
+        if category.value in self.failing:
+            raise RuntimeError(f"{category.value} backend exploded")
+        candidates = [
+            Candidate(
+                hub_id=f"fake-org/{category.value.replace('_', '-')}-{n}", title=f"{category.value} set {n}",
+                description=f"{category.value} conversations", categories=[category],
+                metadata=DatasetMetadata(license="apache-2.0", num_rows=50_000, features=["prompt", "response"]),
+                evidence=[Evidence(backend="offline", query=f"{category.value} data", rank=n, score=2.0)],
+                relevance=0.9 - 0.1 * n, format_guess="prompt_completion",
+            )
+            for n in (1, 2)
+        ]
+        queries = [QueryRecord(backend="offline", query=f"{category.value} data", status="ok", hits=2)]
+        return Deliverable(category=category, candidates=candidates, queries=queries, offline=True)
+
+
+class FakeBackend:
+    """Knows every fake-org dataset (the verifier's existence check)."""
+
+    name = "offline"
+
+    async def search(self, query: str, *, limit: int = 20) -> list[Any]:
+        return []
+
+    async def lookup(self, hub_id: str) -> DatasetMetadata | None:
+        return DatasetMetadata(license="apache-2.0", num_rows=50_000) if hub_id.startswith("fake-org/") else None
+
+
+def make_app(engine: Engine, tmp_path: Path, subagent: FakeSubagent, **kwargs: Any) -> Any:
+    settings = Settings(home=tmp_path / "home", offline=True, api_token=SecretStr(TOKEN))
+    return create_app(settings, engine=engine, campaign_overrides={"subagent": subagent, "backends": [FakeBackend()]},
+                      event_poll_s=0.1, **kwargs)
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = store.make_engine(database_url)
+    store.upgrade_database(engine)
+    yield engine
+    engine.dispose()
+
+
+def wait_final(client: TestClient, campaign_id: str, timeout_s: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        body = client.get(f"/campaigns/{campaign_id}").json()
+        if body["status"] in FINAL and not body["active"]:
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"campaign {campaign_id} did not finish: {body}")
+
+
+def events_of(client: TestClient, campaign_id: str) -> list[tuple[str, dict[str, Any]]]:
+    events: list[tuple[str, dict[str, Any]]] = []
+    with client.stream("GET", f"/campaigns/{campaign_id}/events") as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        kind = ""
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                kind = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                events.append((kind, json.loads(line.removeprefix("data: "))))
+    return events
+
+
+def test_launch_stream_and_rerun_one_failed_category(engine: Engine, tmp_path: Path) -> None:
+    subagent = FakeSubagent(failing={"tool_use"})
+    with TestClient(make_app(engine, tmp_path, subagent)) as client:
+        started = client.post("/campaigns", json={"categories": ["math", "tool_use", "reasoning"]}, headers=AUTH)
+        assert started.status_code == 202
+        campaign_id = started.json()["id"]
+        assert started.json()["status"] in {"pending", "running"}
+
+        events = events_of(client, campaign_id)
+        kinds = [k for k, _ in events]
+        assert kinds[0] == "snapshot" and kinds[-1] == "end"
+        finished = {e["category"]: e["status"] for k, e in events if k == "run_finished"}
+        assert finished == {"math": "succeeded", "reasoning": "succeeded", "tool_use": "failed"}
+
+        body = wait_final(client, campaign_id)
+        assert body["status"] == "partial"
+        assert body["counts"] == {"succeeded": 2, "failed": 1}
+        runs = {r["category"]: r for r in body["runs"]}
+        assert "exploded" in runs["tool_use"]["error"]
+        before = {c: (r["id"], r["attempt"]) for c, r in runs.items() if c != "tool_use"}
+        assert client.get("/campaigns").json()[0]["id"] == campaign_id
+
+        subagent.failing.clear()  # the backend is fixed: re-run only that category
+        rerun = client.post(f"/campaigns/{campaign_id}/subagents/tool_use/rerun", headers=AUTH)
+        assert rerun.status_code == 202 and rerun.json()["category"] == "tool_use"
+        body = wait_final(client, campaign_id)
+        runs = {r["category"]: r for r in body["runs"]}
+        assert runs["tool_use"]["status"] == "succeeded" and runs["tool_use"]["attempt"] == 2
+        assert {c: (r["id"], r["attempt"]) for c, r in runs.items() if c != "tool_use"} == before
+        assert subagent.calls.count("math") == 1 and subagent.calls.count("tool_use") == 2
+        assert client.get("/catalog", params={"category": "tool_use"}).json()["total"] == 2
+
+
+def test_unknown_campaign_or_category_is_404(engine: Engine, tmp_path: Path) -> None:
+    with TestClient(make_app(engine, tmp_path, FakeSubagent())) as client:
+        assert client.get("/campaigns/nope").status_code == 404
+        assert client.get("/campaigns/nope/events").status_code == 404
+        assert client.post("/campaigns/nope/subagents/math/rerun", headers=AUTH).status_code == 404
+        campaign_id = client.post("/campaigns", json={"categories": ["math"]}, headers=AUTH).json()["id"]
+        wait_final(client, campaign_id)
+        unknown = client.post(f"/campaigns/{campaign_id}/subagents/cooking/rerun", headers=AUTH)
+        assert unknown.status_code == 404 and "unknown category 'cooking'" in unknown.json()["detail"]
+        absent = client.post(f"/campaigns/{campaign_id}/subagents/reasoning/rerun", headers=AUTH)
+        assert absent.status_code == 404 and "has no category 'reasoning'" in absent.json()["detail"]
+        bad = client.post("/campaigns", json={"categories": ["cooking"]}, headers=AUTH)
+        assert bad.status_code == 422
+        assert client.post("/campaigns", json={"categorie": ["math"]}, headers=AUTH).status_code == 422
+        assert client.post("/campaigns", json={}).status_code == 401
+
+
+def test_restart_resumes_an_unfinished_campaign(engine: Engine, tmp_path: Path) -> None:
+    # A previous server created the campaign and died before running it: the row says running, no checkpoint.
+    with store.open_session(engine) as session:
+        campaign = store.create_campaign(session, categories=["math", "reasoning"], offline=True, backends=["offline"])
+        store.set_campaign_status(session, campaign_id=campaign.id, status="running")
+    subagent = FakeSubagent()
+    with TestClient(make_app(engine, tmp_path, subagent)) as client:
+        body = wait_final(client, campaign.id)
+    assert body["status"] == "succeeded"
+    assert sorted(subagent.calls) == ["math", "reasoning"]
+    with TestClient(make_app(engine, tmp_path, FakeSubagent(), resume_unfinished=True)) as client:
+        assert client.get(f"/campaigns/{campaign.id}").json()["status"] == "succeeded"  # nothing left to resume
