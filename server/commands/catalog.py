@@ -1,0 +1,287 @@
+"""`datahunt catalog list|show|approve|reject|summary`: review the catalog from the command line.
+
+`list` ranks a category's candidates by that category's relevance (or every entry by its best relevance) in a
+rich table, or prints a JSON array with `--json`; `show` prints one entry with its evidence, verdicts and audit
+trail; `approve`/`reject` record a human decision (approving a verifier rejection needs `--override`). Bad
+input (unknown category or status, malformed or unknown Hub id) gives a one-line error on stderr and a non-zero
+exit: 2 for input that can never work, 1 for an id that is not in the catalog or a refused review.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+catalog_app = typer.Typer(help="The catalog: list, inspect, approve and reject candidate datasets.", no_args_is_help=True)
+
+EXIT_NOT_FOUND = 1
+EXIT_BAD_INPUT = 2
+STATUS_STYLE = {"pending_review": "yellow", "approved": "green", "rejected": "red"}
+
+
+class CliError(Exception):
+    """A message for the user and the exit code that goes with it."""
+
+    def __init__(self, message: str, code: int = EXIT_NOT_FOUND) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@contextmanager
+def _cli_errors() -> Iterator[None]:
+    """Turn the catalog's errors into one line on stderr and a non-zero exit, never a traceback."""
+    from sqlalchemy.exc import OperationalError
+
+    from core.types import MalformedHubIdError, UnknownCategoryError
+    from curation.catalog import store
+
+    try:
+        yield
+    except CliError as exc:
+        _fail(str(exc), exc.code)
+    except (MalformedHubIdError, UnknownCategoryError, store.InvalidValueError) as exc:
+        _fail(str(exc), EXIT_BAD_INPUT)
+    except store.CatalogError as exc:
+        _fail(str(exc), EXIT_NOT_FOUND)
+    except OperationalError as exc:
+        _fail(f"cannot use the catalog database: {str(exc.orig or exc).splitlines()[0]}", EXIT_NOT_FOUND)
+
+
+def _fail(message: str, code: int) -> None:
+    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _session() -> Iterator[Any]:
+    """Yield a session on the configured catalog, migrated to the newest schema."""
+    from curation.catalog import store
+
+    engine = store.make_engine()
+    try:
+        store.upgrade_database(engine)
+        with store.open_session(engine) as session:
+            yield session
+    finally:
+        engine.dispose()
+
+
+def _hub_id(value: str) -> str:
+    from core.types import parse_hub_id
+
+    return parse_hub_id(value)
+
+
+def entry_json(entry: Any, category: str | None = None) -> dict[str, Any]:
+    """Return the JSON object of one entry as `catalog list --json` prints it (score = the category's relevance)."""
+    score = entry.relevance.get(category, 0.0) if category else entry.best_relevance
+    return {
+        "hub_id": entry.hub_id,
+        "status": entry.status,
+        "categories": list(entry.categories),
+        "score": score,
+        "relevance": dict(entry.relevance),
+        "reasons": list(entry.reasons),
+        "verifier_decision": entry.verifier_decision,
+        "title": entry.title,
+        "license": entry.license,
+        "reviewer": entry.reviewer,
+        "note": entry.note,
+        "version": entry.version,
+        "updated_at": entry.updated_at.isoformat(),
+    }
+
+
+@catalog_app.command("list")
+def list_command(
+    status: str | None = typer.Option(None, "--status", help="pending_review, approved or rejected."),
+    category: str | None = typer.Option(None, "--category", "-c", help="Only this category, best first by its relevance."),
+    license: str | None = typer.Option(None, "--license", help="Only this license (case-insensitive)."),
+    search: str | None = typer.Option(None, "--search", "-q", help="Text in the Hub id, title or description."),
+    limit: int = typer.Option(50, "--limit", "-n", min=1, max=10_000, help="At most this many entries."),
+    offset: int = typer.Option(0, "--offset", min=0, help="Skip this many entries first."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array instead of a table."),
+) -> None:
+    """List catalog entries, best first (by the category's relevance score when --category is given)."""
+    from core.types import parse_category
+    from curation.catalog import store
+
+    with _cli_errors():
+        name = parse_category(category).value if category else None
+        if status is not None and status not in STATUS_STYLE:
+            raise CliError(f"unknown status {status!r}; known: {', '.join(STATUS_STYLE)}", EXIT_BAD_INPUT)
+        with _session() as session:
+            entries, total = store.list_entries(
+                session, status=status, category=name, license=license, text=search, limit=limit, offset=offset
+            )
+        if as_json:
+            typer.echo(json.dumps([entry_json(e, name) for e in entries], indent=2))
+            return
+        Console().print(_entries_table(entries, name, total, offset))
+
+
+def _entries_table(entries: list[Any], category: str | None, total: int, offset: int) -> Table:
+    shown = f"{offset + 1}–{offset + len(entries)} of {total}" if entries else f"none of {total}"
+    title = f"catalog{f' · {category}' if category else ''} · {shown}"
+    table = Table(title=title, title_justify="left")
+    table.add_column("#", justify="right", style="dim")
+    table.add_column("hub id", overflow="fold")
+    table.add_column("score", justify="right")
+    table.add_column("status")
+    table.add_column("verifier")
+    table.add_column("categories", overflow="fold")
+    table.add_column("license")
+    table.add_column("reasons", overflow="fold")
+    for rank, entry in enumerate(entries, start=offset + 1):
+        score = entry.relevance.get(category, 0.0) if category else entry.best_relevance
+        verifier = entry.verifier_decision or ""
+        table.add_row(
+            str(rank), entry.hub_id, f"{score:.2f}", f"[{STATUS_STYLE.get(entry.status, '')}]{entry.status}[/]",
+            f"[red]{verifier}[/]" if verifier == "reject" else verifier, ", ".join(entry.categories),
+            entry.license or "?", _reason_codes(entry.reasons),
+        )
+    return table
+
+
+def _reason_codes(reasons: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{r['code']}{'' if r.get('blocking') else ' (flag)'}" for r in reasons)
+
+
+@catalog_app.command("show")
+def show_command(
+    hub_id: str = typer.Argument(..., help="Hub dataset id, owner/name."),
+    as_json: bool = typer.Option(False, "--json", help="Print the entry and its history as JSON."),
+) -> None:
+    """Show one entry: metadata, per-category relevance, evidence, verdicts and the audit trail."""
+    from curation.catalog import store
+
+    with _cli_errors():
+        valid = _hub_id(hub_id)
+        with _session() as session:
+            history = store.entry_history(session, hub_id=valid)
+        if as_json:
+            typer.echo(json.dumps(_history_json(history), indent=2))
+            return
+        _print_history(Console(), history)
+
+
+def _history_json(history: dict[str, Any]) -> dict[str, Any]:
+    return {key: [row.model_dump(mode="json") for row in value] if isinstance(value, list) else value.model_dump(mode="json")
+            for key, value in history.items()}
+
+
+def _print_history(console: Console, history: dict[str, Any]) -> None:
+    entry = history["entry"]
+    console.print(f"[bold]{entry.hub_id}[/bold]  [{STATUS_STYLE.get(entry.status, '')}]{entry.status}[/]  "
+                  f"verifier: {entry.verifier_decision or '?'}  version {entry.version}", highlight=False)
+    if entry.title:
+        console.print(entry.title, highlight=False)
+    if entry.description:
+        console.print(f"[dim]{entry.description[:400]}[/dim]", highlight=False)
+    console.print(f"license: {entry.license or '?'}   format: {entry.format_guess or '?'}   "
+                  f"reviewer: {entry.reviewer or '-'}   note: {entry.note or '-'}", highlight=False)
+    relevance = ", ".join(f"{c} {entry.relevance.get(c, 0.0):.2f}" for c in entry.categories)
+    console.print(f"categories: {relevance}", highlight=False)
+    for reason in entry.reasons:
+        kind = "blocks" if reason.get("blocking") else "flag"
+        console.print(f"  • {reason['code']} ({kind}, {reason.get('category', '?')}): {reason.get('detail', '')}", highlight=False)
+    evidence = Table(title="evidence", title_justify="left")
+    for column in ("campaign", "category", "relevance", "backend", "query", "rank"):
+        evidence.add_column(column)
+    for candidate in history["candidates"]:
+        for item in candidate.evidence or [{}]:
+            evidence.add_row(candidate.campaign_id, candidate.category, f"{candidate.relevance:.2f}",
+                             str(item.get("backend", "")), str(item.get("query", "")), str(item.get("rank", "")))
+    console.print(evidence)
+    audit = Table(title="audit", title_justify="left")
+    for column in ("at", "action", "from", "to", "actor", "note"):
+        audit.add_column(column)
+    for row in history["audit"]:
+        audit.add_row(row.at.strftime("%Y-%m-%d %H:%M:%S"), row.action, row.from_status or "", row.to_status or "",
+                      row.actor, row.note or "")
+    console.print(audit)
+    verdicts = ", ".join(f"{v.decision}[{_reason_codes(v.reasons)}]" for v in history["verdicts"])
+    console.print(f"verdicts: {verdicts or '-'}", highlight=False)
+
+
+def _review(hub_id: str, *, approve: bool, note: str | None, reviewer: str | None, override: bool, as_json: bool) -> None:
+    from curation.catalog import store
+
+    with _cli_errors():
+        valid = _hub_id(hub_id)
+        who = (reviewer or _default_reviewer()).strip()
+        if not who:
+            raise CliError("the reviewer name is empty", EXIT_BAD_INPUT)
+        with _session() as session:
+            entry = store.review_entry(session, hub_id=valid, approve=approve, reviewer=who, note=note, override=override)
+        if as_json:
+            typer.echo(json.dumps(entry_json(entry), indent=2))
+            return
+        Console().print(f"{entry.hub_id}: [{STATUS_STYLE[entry.status]}]{entry.status}[/] by {entry.reviewer} "
+                        f"(version {entry.version})", highlight=False)
+
+
+def _default_reviewer() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "cli"
+
+
+@catalog_app.command("approve")
+def approve_command(
+    hub_id: str = typer.Argument(..., help="Hub dataset id, owner/name."),
+    note: str | None = typer.Option(None, "--note", "-m", help="Why; kept on the entry and in the audit trail."),
+    reviewer: str | None = typer.Option(None, "--reviewer", help="Who approves (default: the login name)."),
+    override: bool = typer.Option(False, "--override", help="Approve even though the verifier rejected it."),
+    as_json: bool = typer.Option(False, "--json", help="Print the entry as JSON."),
+) -> None:
+    """Approve an entry for the manifest."""
+    _review(hub_id, approve=True, note=note, reviewer=reviewer, override=override, as_json=as_json)
+
+
+@catalog_app.command("reject")
+def reject_command(
+    hub_id: str = typer.Argument(..., help="Hub dataset id, owner/name."),
+    note: str | None = typer.Option(None, "--note", "-m", help="Why; kept on the entry and in the audit trail."),
+    reviewer: str | None = typer.Option(None, "--reviewer", help="Who rejects (default: the login name)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the entry as JSON."),
+) -> None:
+    """Reject an entry; it stays in the catalog with the note."""
+    _review(hub_id, approve=False, note=note, reviewer=reviewer, override=False, as_json=as_json)
+
+
+@catalog_app.command("summary")
+def summary_command(
+    campaign: str | None = typer.Option(None, "--campaign", help="Only the entries this campaign found."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+) -> None:
+    """Count entries by status and by category."""
+    from curation.catalog import store
+
+    with _cli_errors():
+        with _session() as session:
+            summary = store.catalog_summary(session, campaign_id=campaign)
+        if as_json:
+            typer.echo(json.dumps(summary, indent=2))
+            return
+        table = Table(title=f"catalog: {summary['total']} entries · {summary['by_status']}", title_justify="left")
+        columns = ("total", "pending_review", "approved", "rejected", "verifier_rejected")
+        table.add_column("category")
+        for column in columns:
+            table.add_column(column, justify="right")
+        for category, counts in summary["by_category"].items():
+            table.add_row(category, *(str(counts.get(c, 0)) for c in columns))
+        Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the `catalog` group to the main app."""
+    app.add_typer(catalog_app, name="catalog")

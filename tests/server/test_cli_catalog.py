@@ -1,0 +1,145 @@
+"""`datahunt catalog …` through typer's CliRunner on a real SQLite catalog in DATAHUNT_HOME."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+from typer.testing import CliRunner
+
+from curation.catalog import store
+from server.cli import app
+
+runner = CliRunner()
+GATED = {"code": "gated", "detail": "manual approval on the Hub", "blocking": True}
+FLAG = {"code": "license_unknown", "detail": "no license in the card", "blocking": False}
+
+
+def _seed(
+    engine: Engine,
+    hub_id: str,
+    category: str,
+    relevance: float,
+    decision: str = "accept",
+    reasons: list[dict[str, Any]] | None = None,
+    **fields: Any,
+) -> None:
+    with store.open_session(engine) as session:
+        campaign = store.create_campaign(session, categories=[category], offline=True, backends=["offline"])
+        run = store.start_run(session, campaign_id=campaign.id, category=category)
+        assert run.id is not None
+        record = store.add_candidate(
+            session,
+            campaign_id=campaign.id,
+            run_id=run.id,
+            category=category,
+            candidate={
+                "hub_id": hub_id,
+                "relevance": relevance,
+                "evidence": [{"backend": "offline", "query": "q", "rank": 1, "score": 1.0}],
+                **fields,
+            },
+        )
+        store.add_verdict(
+            session, campaign_id=campaign.id, decision=decision, reasons=reasons or [], candidate_id=record.id
+        )
+        store.upsert_entry(session, candidate=record, decision=decision, reasons=reasons or [])
+
+
+@pytest.fixture
+def catalog() -> None:
+    engine = store.make_engine()  # the settings' default: a SQLite file under DATAHUNT_HOME
+    store.upgrade_database(engine)
+    _seed(engine, "org/proofs", "math", 0.4, title="Proofs", metadata={"license": "mit"})
+    _seed(engine, "org/gsm", "math", 0.9, title="Grade school math", reasons=[FLAG])
+    _seed(engine, "org/gsm", "reasoning", 0.6)
+    _seed(engine, "org/gated", "math", 0.7, decision="reject", reasons=[GATED])
+    _seed(engine, "org/chat", "general_chat", 0.95)
+    engine.dispose()
+
+
+def _invoke(*args: str) -> Any:
+    return runner.invoke(app, ["catalog", *args])
+
+
+def test_list_json_is_the_category_best_first(catalog: None) -> None:
+    result = _invoke("list", "--category", "math", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["hub_id"] for r in rows] == ["org/gsm", "org/gated", "org/proofs"]
+    assert [r["score"] for r in rows] == [0.9, 0.7, 0.4]
+    first = rows[0]
+    assert {"hub_id", "status", "categories", "score", "reasons"} <= set(first)
+    assert first["categories"] == ["math", "reasoning"] and first["status"] == "pending_review"
+    assert first["reasons"] == [{**FLAG, "category": "math"}]
+    assert rows[1]["verifier_decision"] == "reject"
+
+
+def test_list_filters_limit_and_table(catalog: None) -> None:
+    limited = json.loads(_invoke("list", "-c", "math", "--limit", "1", "--json").stdout)
+    assert [r["hub_id"] for r in limited] == ["org/gsm"]
+    everything = json.loads(_invoke("list", "--json").stdout)
+    assert [r["hub_id"] for r in everything] == ["org/chat", "org/gsm", "org/gated", "org/proofs"]
+    assert json.loads(_invoke("list", "--status", "approved", "--json").stdout) == []
+    table = _invoke("list", "--category", "math")
+    assert table.exit_code == 0
+    assert "org/gsm" in table.stdout and "org/chat" not in table.stdout and "1–3 of 3" in table.stdout
+
+
+def test_show_text_and_json(catalog: None) -> None:
+    text = _invoke("show", "org/gsm")
+    assert text.exit_code == 0, text.output
+    assert "org/gsm" in text.stdout and "math 0.90" in text.stdout and "reasoning 0.60" in text.stdout
+    detail = json.loads(_invoke("show", "org/gsm", "--json").stdout)
+    assert set(detail) == {"entry", "candidates", "verdicts", "audit"}
+    assert len(detail["candidates"]) == 2 and detail["audit"][0]["action"] == "created"
+
+
+def test_approve_reject_and_override(catalog: None) -> None:
+    approved = _invoke("approve", "org/gsm", "--note", "clean", "--reviewer", "ana", "--json")
+    assert approved.exit_code == 0, approved.output
+    assert json.loads(approved.stdout)["status"] == "approved"
+    rejected = _invoke("reject", "org/proofs", "--note", "too small", "--reviewer", "ana")
+    assert rejected.exit_code == 0 and "rejected" in rejected.stdout
+    refused = _invoke("approve", "org/gated", "--reviewer", "ana")
+    assert refused.exit_code == 1
+    assert "override" in refused.stderr and "Traceback" not in refused.output
+    forced = _invoke("approve", "org/gated", "--reviewer", "ana", "--override", "--json")
+    assert forced.exit_code == 0 and json.loads(forced.stdout)["status"] == "approved"
+    approved_ids = [r["hub_id"] for r in json.loads(_invoke("list", "--status", "approved", "--json").stdout)]
+    assert approved_ids == ["org/gsm", "org/gated"]
+    summary = json.loads(_invoke("summary", "--json").stdout)
+    assert summary["by_status"] == {"pending_review": 1, "approved": 2, "rejected": 1}
+    audit = json.loads(_invoke("show", "org/proofs", "--json").stdout)["audit"]
+    assert (audit[-1]["action"], audit[-1]["actor"], audit[-1]["note"]) == ("rejected", "ana", "too small")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("show", "org/missing"), 1, "no catalog entry for 'org/missing'"),
+        (("approve", "org/missing", "--note", "x"), 1, "no catalog entry"),
+        (("show", "not a hub id"), 2, "malformed Hub dataset id"),
+        (("reject", "owner/name/extra"), 2, "malformed Hub dataset id"),
+        (("list", "--category", "poetry"), 2, "unknown category 'poetry'"),
+        (("list", "--status", "maybe"), 2, "unknown status 'maybe'"),
+        (("summary", "--campaign", "nope"), 1, "no campaign 'nope'"),
+    ],
+)
+def test_bad_input_is_one_clean_line(catalog: None, args: tuple[str, ...], code: int, message: str) -> None:
+    result = _invoke(*args)
+    assert result.exit_code == code
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert (
+        "Traceback" not in result.output
+        and result.exception is None
+        or isinstance(result.exception, SystemExit)
+    )
+
+
+def test_empty_catalog_lists_nothing() -> None:
+    result = _invoke("list", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
