@@ -15,7 +15,10 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from agents.backends import default_backends
+from agents.llm import make_llm
 from agents.search.base import SearchBackend
+from agents.subagent import run_subagent
 from core.settings import get_settings
 from core.types import Category, parse_category
 from curation.catalog import store
@@ -55,15 +58,9 @@ def make_context(
         settings = settings.model_copy(update={"offline": offline})
     notes: list[str] = []
     if backends is None:
-        from agents.backends import default_backends  # the real clients, only when not injected
-
         backends, notes = default_backends(settings)
     if subagent is None:
-        from agents.subagent import run_subagent
-
         subagent = run_subagent
-    from agents.llm import make_llm
-
     context = CampaignContext(
         engine=engine, subagent=subagent, backends=list(backends), llm=make_llm(settings), on_event=on_event,
         offline=settings.offline, search_retries=settings.search_retries, search_timeout_s=settings.search_timeout_s,

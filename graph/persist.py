@@ -79,5 +79,16 @@ def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> dict[str
         status, error = campaign_outcome(store.list_runs(session, campaign_id=campaign_id, latest_only=True))
         store.set_campaign_status(session, campaign_id=campaign_id, status=status, error=error)
     logger.info("campaign %s: %s, %d candidates stored", campaign_id, status, counts["candidates"])
-    return {"summary": {"status": status, "error": error, **counts,
-                        "runs": {r["category"]: r["status"] for r in state.get("verified", [])}}}
+    verified = state.get("verified", [])
+    return {"summary": {"status": status, "error": error, "stored": counts,
+                        "by_category": {r["category"]: run_counts(r) for r in verified}}}
+
+
+def run_counts(run: VerifiedRun) -> dict[str, Any]:
+    """Return a run's status and candidate counts: accepted (flagged ones included), flagged, rejected."""
+    accepted = [c for c in run["candidates"] if c["decision"] == Decision.ACCEPT]
+    return {
+        "status": run["status"], "error": run["error"], "candidates": len(run["candidates"]),
+        "accepted": len(accepted), "flagged": sum(bool(c["reasons"]) for c in accepted),
+        "rejected": len(run["candidates"]) - len(accepted),
+    }

@@ -23,8 +23,11 @@ app = typer.Typer(
 # Command modules, in the order the stages run. Each module defines `register(app: typer.Typer) -> None`.
 # Add a stage's module here when its commands exist.
 COMMAND_MODULES: tuple[str, ...] = (
+    "server.commands.campaign",
     "server.commands.catalog",
     "server.commands.manifest",
+    "server.commands.curate",
+    "server.commands.regen",
     "server.commands.serve",
 )
 

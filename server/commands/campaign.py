@@ -1,0 +1,254 @@
+"""`datahunt campaign run|resume|rerun|status|list`: discovery campaigns from the command line.
+
+`run` shows a live table of the subagents (status, queries, candidates, elapsed) while the campaign runs and
+ends with the per-category summary (candidates, accepted, flagged, rejected); `--json` prints one
+machine-readable result instead. Bad input (an unknown category or campaign) gives a one-line error and exit
+code 1; Ctrl-C marks the campaign interrupted, resumable with `campaign resume`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+campaign_app = typer.Typer(help="Discovery campaigns: search the ten categories, verify, fill the catalog.",
+                           no_args_is_help=True)
+
+STATUS_STYLE = {"pending": "dim", "running": "yellow", "succeeded": "green", "empty": "magenta", "failed": "red"}
+
+
+class ProgressBoard:
+    """The live table: one row per category, fed by campaign events."""
+
+    def __init__(self) -> None:
+        self.campaign_id: str | None = None
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.summary: dict[str, Any] = {}
+        self.notes: list[str] = []
+
+    def on_event(self, event: Any) -> None:
+        """Update the rows from one `graph.events.CampaignEvent`."""
+        self.campaign_id = event.campaign_id
+        if event.kind == "campaign_started":
+            self.notes = list(event.detail.get("notes", []))
+            for category in event.detail.get("categories", []):
+                self.rows.setdefault(category, {"status": "pending"})
+        elif event.kind == "run_started" and event.category:
+            self.rows[event.category] = {"status": "running", "started": time.monotonic()}
+        elif event.kind == "run_finished" and event.category:
+            self.rows[event.category] = {"status": event.status, **event.detail}
+        elif event.kind == "campaign_finished":
+            self.summary = {"status": event.status, **event.detail}
+
+    def render(self) -> Table:
+        """Return the table as it stands now."""
+        table = Table(title=f"campaign {self.campaign_id or '…'}", title_justify="left")
+        for column in ("category", "status", "queries", "failed", "candidates", "elapsed", "error"):
+            table.add_column(column, justify="right" if column in ("queries", "failed", "candidates", "elapsed") else "left")
+        for category, row in self.rows.items():
+            status = row["status"]
+            elapsed = row.get("elapsed_s")
+            if elapsed is None and "started" in row:
+                elapsed = time.monotonic() - row["started"]
+            table.add_row(
+                category, f"[{STATUS_STYLE.get(status, '')}]{status}[/]", str(row.get("queries", "")),
+                str(row.get("failed_queries", "")), str(row.get("candidates", "")),
+                f"{elapsed:.1f}s" if elapsed is not None else "", (row.get("error") or "")[:60],
+            )
+        return table
+
+
+def fail(message: str) -> typer.Exit:
+    """Print a one-line error to stderr and return the exit to raise."""
+    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(1)
+
+
+def open_catalog() -> Any:
+    """Return an engine on the configured catalog, migrated to the latest schema."""
+    from curation.catalog import store
+
+    engine = store.make_engine()
+    store.upgrade_database(engine)
+    return engine
+
+
+def parse_categories(values: list[str] | None) -> list[Any] | None:
+    """Return the categories named (comma-separated or repeated), or None for all ten."""
+    from core.types import parse_category
+
+    names = [n for value in values or [] for n in value.split(",") if n.strip()]
+    return [parse_category(n) for n in names] or None
+
+
+def summary_table(by_category: dict[str, dict[str, Any]]) -> Table:
+    """Return the end-of-run table: per category, status and candidate counts."""
+    table = Table(title="catalog summary of this campaign", title_justify="left")
+    for column in ("category", "status", "candidates", "accepted", "flagged", "rejected"):
+        table.add_column(column, justify="left" if column in ("category", "status") else "right")
+    for category, row in by_category.items():
+        table.add_row(category, row["status"], *(str(row[k]) for k in ("candidates", "accepted", "flagged", "rejected")))
+    return table
+
+
+def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
+    """Run a campaign coroutine with the live table (or silently for --json); Ctrl-C marks it interrupted."""
+    from curation.catalog import store
+    from graph.campaign import CampaignError
+
+    board = ProgressBoard()
+    engine = open_catalog()
+    try:
+        if as_json:
+            asyncio.run(coroutine_factory(engine, board.on_event))
+        else:
+            with Live(get_renderable=board.render, refresh_per_second=4, transient=True):
+                asyncio.run(coroutine_factory(engine, board.on_event))
+    except KeyboardInterrupt:
+        if board.campaign_id:
+            with store.open_session(engine) as session:
+                store.set_campaign_status(session, campaign_id=board.campaign_id, status="interrupted",
+                                          error="interrupted by the user", actor="cli")
+            raise fail(f"interrupted; resume with `datahunt campaign resume {board.campaign_id}`") from None
+        raise fail("interrupted") from None
+    except (CampaignError, store.CatalogError) as exc:
+        raise fail(str(exc)) from None
+    return board
+
+
+def report(board: ProgressBoard, *, as_json: bool) -> None:
+    """Print the campaign's outcome: JSON, or the summary table and any error."""
+    console = Console()
+    by_category = board.summary.get("by_category", {})
+    if as_json:
+        result = {"campaign_id": board.campaign_id, "status": board.summary.get("status"),
+                  "error": board.summary.get("error"), "notes": board.notes, "by_category": by_category}
+        typer.echo(json.dumps(result, indent=2))
+        return
+    for note in board.notes:
+        console.print(f"note: {note}", highlight=False)
+    console.print(summary_table(by_category))
+    console.print(f"campaign {board.campaign_id}: [bold]{board.summary.get('status')}[/bold]", highlight=False)
+    if board.summary.get("error"):
+        console.print(f"problems: {board.summary['error']}", highlight=False, soft_wrap=True)
+
+
+@campaign_app.command("run")
+def run_command(
+    categories: Annotated[list[str] | None, typer.Option(
+        "--categories", "-c", help="Categories to search, comma-separated or repeated (default: all ten).")] = None,
+    offline: Annotated[bool, typer.Option("--offline", help="Search the embedded offline index only.")] = False,
+    campaign_id: Annotated[str | None, typer.Option("--id", help="Campaign id (default: a new random id).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable result instead of tables.")] = False,
+) -> None:
+    """Run a discovery campaign and store every candidate, verified, in the catalog."""
+    from core.types import UnknownCategoryError
+    from graph.campaign import run_campaign
+
+    try:
+        chosen = parse_categories(categories)
+    except UnknownCategoryError as exc:
+        raise fail(str(exc)) from None
+    board = drive(lambda engine, on_event: run_campaign(
+        engine=engine, categories=chosen, offline=True if offline else None, campaign_id=campaign_id,
+        on_event=on_event), as_json=as_json)
+    report(board, as_json=as_json)
+
+
+@campaign_app.command("resume")
+def resume_command(
+    campaign_id: Annotated[str, typer.Argument(help="The campaign to continue from its checkpoint.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable result instead of tables.")] = False,
+) -> None:
+    """Continue an unfinished campaign; categories that had finished are not searched again."""
+    from graph.campaign import resume_campaign
+
+    board = drive(lambda engine, on_event: resume_campaign(engine=engine, campaign_id=campaign_id, on_event=on_event),
+                  as_json=as_json)
+    report(board, as_json=as_json)
+
+
+@campaign_app.command("rerun")
+def rerun_command(
+    campaign_id: Annotated[str, typer.Argument(help="The campaign.")],
+    category: Annotated[str, typer.Argument(help="The one category to search again.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable result instead of tables.")] = False,
+) -> None:
+    """Search one category of a campaign again (a new attempt); the other categories are left alone."""
+    from core.types import UnknownCategoryError, parse_category
+    from graph.campaign import rerun_category
+
+    try:
+        chosen = parse_category(category)
+    except UnknownCategoryError as exc:
+        raise fail(str(exc)) from None
+    board = drive(lambda engine, on_event: rerun_category(
+        engine=engine, campaign_id=campaign_id, category=chosen, on_event=on_event), as_json=as_json)
+    report(board, as_json=as_json)
+
+
+@campaign_app.command("status")
+def status_command(
+    campaign_id: Annotated[str, typer.Argument(help="The campaign.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Show a campaign's status and, per category, its latest run: status, attempt, counts, error."""
+    from curation.catalog import store
+
+    engine = open_catalog()
+    try:
+        with store.open_session(engine) as session:
+            campaign = store.get_campaign(session, campaign_id=campaign_id).model_dump(mode="json")
+            runs = [r.model_dump(mode="json") for r in store.list_runs(session, campaign_id=campaign_id)]
+    except store.CatalogError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        typer.echo(json.dumps({"campaign": campaign, "runs": runs}, indent=2))
+        return
+    table = Table(title=f"campaign {campaign_id}: {campaign['status']}", title_justify="left")
+    for column in ("category", "try", "status", "queries", "failed", "found", "accepted", "elapsed"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("error", overflow="fold")
+    for run in runs:
+        failed = sum(q.get("status") == "failed" for q in run["queries"])
+        elapsed = f"{run['elapsed_s']:.1f}s" if run["elapsed_s"] is not None else ""
+        table.add_row(run["category"], str(run["attempt"]), run["status"], str(len(run["queries"])), str(failed),
+                      str(run["candidates_found"]), str(run["candidates_accepted"]), elapsed, run["error"] or "")
+    Console().print(table)
+    if campaign["error"]:
+        Console().print(f"problems: {campaign['error']}", highlight=False, soft_wrap=True)
+
+
+@campaign_app.command("list")
+def list_command(
+    limit: Annotated[int, typer.Option(min=1, help="How many campaigns, newest first.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List recent campaigns, newest first."""
+    from curation.catalog import store
+
+    engine = open_catalog()
+    with store.open_session(engine) as session:
+        campaigns = [c.model_dump(mode="json") for c in store.list_campaigns(session, limit=limit)]
+    if as_json:
+        typer.echo(json.dumps(campaigns, indent=2))
+        return
+    table = Table(title="campaigns", title_justify="left")
+    for column in ("id", "status", "categories", "offline", "created", "error"):
+        table.add_column(column)
+    for c in campaigns:
+        table.add_row(c["id"], c["status"], str(len(c["categories"])), str(c["offline"]), c["created_at"][:19],
+                      (c["error"] or "")[:60])
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the `campaign` group to the main app."""
+    app.add_typer(campaign_app, name="campaign")

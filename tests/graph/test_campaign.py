@@ -1,0 +1,165 @@
+"""Campaigns end to end on the real catalog (SQLite and PostgreSQL): fan-out, faults, re-runs, resume."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from campaign_fakes import SHARED_ID, FakeIndex, FlakySearch, ScriptedSubagent, empty, raises
+from sqlalchemy import Engine
+from sqlmodel import Session, select
+
+from agents.subagent import run_subagent
+from core.settings import get_settings
+from core.types import Category, UnknownCategoryError
+from curation.catalog import store
+from curation.catalog.models import CandidateRecord, SubagentRun
+from graph.campaign import (
+    CampaignFinishedError,
+    CategoryNotInCampaignError,
+    rerun_category,
+    resume_campaign,
+    run_campaign,
+    unfinished_campaigns,
+)
+from graph.events import CampaignEvent
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = store.make_engine(database_url)
+    store.upgrade_database(engine)
+    yield engine
+    engine.dispose()
+
+
+def runs_by_category(engine: Engine, campaign_id: str, *, latest_only: bool = True) -> dict[str, list[SubagentRun]]:
+    with store.open_session(engine) as session:
+        runs = store.list_runs(session, campaign_id=campaign_id, latest_only=latest_only)
+        session.expunge_all()
+    grouped: dict[str, list[SubagentRun]] = {}
+    for run in runs:
+        grouped.setdefault(run.category, []).append(run)
+    return grouped
+
+
+def test_ten_way_campaign_stores_every_category_and_merges_duplicates(engine: Engine) -> None:
+    events: list[CampaignEvent] = []
+    subagent = ScriptedSubagent()
+    campaign_id = asyncio.run(run_campaign(engine=engine, subagent=subagent, backends=[FakeIndex()],
+                                           on_event=events.append))
+    assert sorted(subagent.calls) == sorted(c.value for c in Category)
+    with store.open_session(engine) as session:
+        assert store.get_campaign(session, campaign_id=campaign_id).status == "succeeded"
+        summary = store.catalog_summary(session, campaign_id=campaign_id)
+        shared = store.get_entry(session, hub_id=SHARED_ID)
+        verdicts = store.entry_history(session, hub_id=SHARED_ID)["verdicts"]
+        assert set(shared.categories) == {c.value for c in Category}
+        flags = [r["code"] for v in verdicts for r in v.reasons]
+        assert flags.count("duplicate") == 9  # every copy after code_review's, none rejected
+        assert all(v.decision == "accept" for v in verdicts)
+    assert summary["total"] == 21  # two own datasets per category plus the shared one, once
+    assert all(counts["total"] == 3 for counts in summary["by_category"].values())
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "campaign_started" and kinds[-1] == "campaign_finished"
+    assert kinds.count("run_started") == kinds.count("run_finished") == 10
+    assert events[-1].detail["by_category"]["math"] == {
+        "status": "succeeded", "error": None, "candidates": 3, "accepted": 3, "flagged": 1, "rejected": 0}
+
+
+def test_failing_and_empty_subagents_leave_eight_stored_and_two_rerunnable(engine: Engine) -> None:
+    broken = ScriptedSubagent({"tool_use": raises, "math": empty})
+    campaign_id = asyncio.run(run_campaign(engine=engine, subagent=broken, backends=[FakeIndex()]))
+    runs = runs_by_category(engine, campaign_id)
+    with store.open_session(engine) as session:
+        campaign = store.get_campaign(session, campaign_id=campaign_id)
+        assert campaign.status == "partial"
+        assert "tool_use: failed" in (campaign.error or "") and "math: empty" in (campaign.error or "")
+    assert runs["tool_use"][0].status == "failed" and "RuntimeError" in (runs["tool_use"][0].error or "")
+    assert [r["code"] for r in runs["tool_use"][0].reasons] == ["missing_deliverable"]
+    assert runs["math"][0].status == "empty"
+    assert [r["code"] for r in runs["math"][0].reasons] == ["empty_deliverable"]
+    good = {c: r[0] for c, r in runs.items() if c not in ("tool_use", "math")}
+    assert len(good) == 8 and all(r.status == "succeeded" and r.candidates_found == 3 for r in good.values())
+
+    fixed = ScriptedSubagent()
+    for category in ("tool_use", "math"):
+        new_run = asyncio.run(rerun_category(engine=engine, campaign_id=campaign_id, category=category,
+                                             subagent=fixed, backends=[FakeIndex()]))
+        assert new_run not in {r.id for r in good.values()}
+    assert fixed.calls == ["tool_use", "math"]
+    after = runs_by_category(engine, campaign_id)
+    assert {c: (r[0].id, r[0].attempt) for c, r in after.items() if c in good} == {c: (r.id, 1) for c, r in good.items()}
+    assert (after["tool_use"][0].attempt, after["tool_use"][0].status) == (2, "succeeded")
+    assert (after["math"][0].attempt, after["math"][0].status) == (2, "succeeded")
+    with store.open_session(engine) as session:
+        assert store.get_campaign(session, campaign_id=campaign_id).status == "succeeded"
+        assert "math" in store.get_entry(session, hub_id="org-math/math-set-a").categories
+
+
+def test_thirty_percent_failing_searches_lose_nothing_and_retry_boundedly(engine: Engine) -> None:
+    backends = [FlakySearch("hub", failure_rate=0.3, seed=7), FlakySearch("offline", failure_rate=0.3, seed=11)]
+    retries = get_settings().search_retries
+    campaign_id = asyncio.run(run_campaign(engine=engine, subagent=run_subagent, backends=backends))  # type: ignore[arg-type]
+    runs = [r for rs in runs_by_category(engine, campaign_id).values() for r in rs]
+    assert len(runs) == 10
+    records = [q for run in runs for q in run.queries]
+    calls = [c for b in backends for c in b.calls]
+    failures = [c for c in calls if c[1] != "ok"]
+    assert len(failures) > 0.15 * len(calls)  # the fault injection really happened
+    assert all(q["attempts"] <= retries + 1 for q in records)
+    assert len(calls) == sum(q["attempts"] for q in records)  # every call is accounted for on a query record
+    failed = [q for q in records if q["status"] == "failed"]
+    assert failed and all(q["error"] for q in failed)
+    found = {b.hit(query, rank).hub_id for b in backends for query, outcome in b.calls if outcome == "ok"
+             for rank in range(1, 4)}
+    with store.open_session(engine) as session:
+        stored = {c["hub_id"] for cat in Category for c in _campaign_candidates(session, campaign_id, cat.value)}
+        assert store.get_campaign(session, campaign_id=campaign_id).status in ("succeeded", "partial")
+    assert found and found <= stored
+
+
+def _campaign_candidates(session: Session, campaign_id: str, category: str) -> list[dict[str, object]]:
+    rows = session.exec(select(CandidateRecord).where(CandidateRecord.campaign_id == campaign_id,
+                                                      CandidateRecord.category == category)).all()
+    return [r.model_dump() for r in rows]
+
+
+class Crash(BaseException):
+    """Stands in for the process dying mid-campaign (not an Exception, so nothing catches it)."""
+
+
+def test_a_crashed_campaign_resumes_without_rerunning_finished_branches(engine: Engine) -> None:
+    async def crash_late(category: Category) -> None:
+        await asyncio.sleep(0.3)  # let the other nine finish and their writes reach the checkpoint
+        raise Crash()
+
+    with pytest.raises(BaseException):  # noqa: B017 - the crash surfaces in whatever shape the runtime wraps it
+        asyncio.run(run_campaign(engine=engine, campaign_id="crashy", subagent=ScriptedSubagent({"reasoning": crash_late}),
+                                 backends=[FakeIndex()]))
+    assert unfinished_campaigns(engine=engine) == ["crashy"]
+    second = ScriptedSubagent()
+    assert asyncio.run(run_campaign(engine=engine, campaign_id="crashy", subagent=second,
+                                    backends=[FakeIndex()])) == "crashy"
+    assert second.calls == ["reasoning"]
+    runs = runs_by_category(engine, "crashy", latest_only=False)
+    assert all(rs[-1].status == "succeeded" for rs in runs.values()) and len(runs) == 10
+    assert [r.status for r in runs["reasoning"]] == ["failed", "succeeded"]  # the dead attempt is closed, not lost
+    assert unfinished_campaigns(engine=engine) == []
+    with pytest.raises(CampaignFinishedError):
+        asyncio.run(resume_campaign(engine=engine, campaign_id="crashy", subagent=second, backends=[FakeIndex()]))
+
+
+def test_bad_requests_get_clear_errors(engine: Engine) -> None:
+    subagent = ScriptedSubagent()
+    with pytest.raises(UnknownCategoryError, match="unknown category 'maths'"):
+        asyncio.run(run_campaign(engine=engine, categories=["maths"], subagent=subagent, backends=[]))  # type: ignore[list-item]
+    campaign_id = asyncio.run(run_campaign(engine=engine, categories=[Category.MATH], subagent=subagent,
+                                           backends=[FakeIndex()]))
+    with pytest.raises(CategoryNotInCampaignError, match="did not search 'tool_use'"):
+        asyncio.run(rerun_category(engine=engine, campaign_id=campaign_id, category="tool_use", subagent=subagent,
+                                   backends=[]))
+    with pytest.raises(store.CampaignNotFoundError):
+        asyncio.run(rerun_category(engine=engine, campaign_id="nope", category="math", subagent=subagent, backends=[]))
+    assert subagent.calls == ["math"]
