@@ -31,6 +31,8 @@ def export(
     as_json: bool = typer.Option(False, "--json", help="Print {path, manifest} as JSON."),
 ) -> None:
     """Write the manifest of the approved catalog entries (pinned revision, config, split, mapping, license)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from core.settings import get_settings
     from curation.catalog import store
     from curation.manifest import TargetModel
@@ -48,16 +50,22 @@ def export(
         budget = make_budget(budget_total, parse_shares(share), seed)
         path = resolve_export_path(settings.resolved_data_dir, out)
         engine = store.make_engine(settings.resolved_database_url)
-        store.upgrade_database(engine)
-        with store.open_session(engine) as session:
-            manifest = build_manifest(
-                store.approved_entries(session),
-                budget=budget,
-                target=TargetModel(model=target, tokenizer=tokenizer) if target else None,
-            )
+        try:
+            store.upgrade_database(engine)
+            with store.open_session(engine) as session:
+                manifest = build_manifest(
+                    store.approved_entries(session),
+                    budget=budget,
+                    target=TargetModel(model=target, tokenizer=tokenizer) if target else None,
+                )
+        finally:
+            engine.dispose()
         write_manifest(manifest, path)
     except (ExportPathError, ValueError, store.CatalogError, OSError) as exc:
         _fail(str(exc))
+        return
+    except SQLAlchemyError as exc:
+        _fail(f"catalog database unavailable: {type(exc).__name__}: {str(exc).splitlines()[0]}")
         return
     if as_json:
         typer.echo(json.dumps({"path": str(path), "manifest": manifest.model_dump(mode="json")}, indent=2))

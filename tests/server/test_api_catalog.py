@@ -51,7 +51,7 @@ def seed(engine: Engine) -> str:
             store.add_verdict(session, campaign_id=campaign.id, decision=decision, reasons=reasons,
                               candidate_id=candidate.id)
             store.upsert_entry(session, candidate=candidate, decision=decision, reasons=reasons)
-        for cat, run_id in runs.items():
+        for run_id in runs.values():
             store.finish_run(session, run_id=run_id, status="succeeded", planner="deterministic", queries=[],
                              results_per_backend={"offline": 1}, candidates_found=1, candidates_accepted=1,
                              error=None, reasons=[])

@@ -1,0 +1,135 @@
+"""Manifest export: built from approved entries, confined to the data directory, same from API and CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import typer
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from sqlalchemy import Engine
+from typer.testing import CliRunner
+
+from core.settings import Settings, get_settings
+from core.types import Category
+from curation.catalog import store
+from curation.catalog.models import CatalogEntry
+from curation.manifest import load_manifest
+from server.app import create_app
+from server.commands import manifest as manifest_commands
+from server.manifest_builder import (
+    ExportPathError,
+    build_manifest,
+    make_budget,
+    parse_shares,
+    resolve_export_path,
+)
+
+AUTH = {"Authorization": "Bearer tok"}
+
+
+def entry(hub_id: str, categories: list[str], relevance: dict[str, float], **fields: object) -> CatalogEntry:
+    return CatalogEntry(hub_id=hub_id, categories=categories, relevance=relevance, status="approved", **fields)
+
+
+def test_sources_pin_what_the_entry_knows() -> None:
+    manifest = build_manifest([
+        entry("openai/gsm8k", ["reasoning", "math"], {"reasoning": 0.4, "math": 0.9}, config="main",
+              license="mit", format_guess="qa", dataset_metadata={"sha": "deadbeef"},
+              field_mapping={"prompt": "question", "response": "answer"}),
+        entry("bigcode/commitpackft", ["commit_messages"], {"commit_messages": 0.7}, revision="cafe", split="train",
+              format_guess="unknown"),
+        entry("odd/legacy", ["cooking"], {"cooking": 1.0}),
+    ], budget=make_budget(1000, parse_shares(["math=0.5"])))
+    by_id = {s.hub_id: s for s in manifest.sources}
+    gsm = by_id["openai/gsm8k"]
+    assert (gsm.category, gsm.revision, gsm.config, gsm.split, gsm.license, gsm.format) == (
+        Category.MATH, "deadbeef", "main", "train", "mit", "qa")
+    assert gsm.field_mapping == {"prompt": "question", "response": "answer"}
+    assert by_id["bigcode/commitpackft"].revision == "cafe" and by_id["bigcode/commitpackft"].format is None
+    assert "odd/legacy" not in by_id and "skipped odd/legacy" in manifest.notes[0]
+    assert [s.category for s in manifest.sources] == [Category.COMMIT_MESSAGES, Category.MATH]
+    assert manifest.budget.total == 1000 and manifest.budget.shares == {Category.MATH: 0.5}
+
+
+def test_bad_shares_are_named() -> None:
+    for bad in (["math"], ["cooking=0.1"], ["math=lots"], ["math=nan"], ["math=1.5"]):
+        with pytest.raises(ValueError, match="category=fraction"):
+            parse_shares(bad)
+    with pytest.raises(ValueError, match="sum to"):
+        make_budget(10, parse_shares(["math=0.7", "reasoning=0.6"]))
+
+
+def test_export_path_stays_inside_the_data_dir(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    assert resolve_export_path(data, "m.json") == (data / "m.json").resolve()
+    assert resolve_export_path(data, str(data / "sub" / "m.json")) == (data / "sub" / "m.json").resolve()
+    assert resolve_export_path(data, None).parent == (data / "manifests").resolve()
+    (tmp_path / "outside").mkdir()
+    (data / "escape").symlink_to(tmp_path / "outside")
+    for bad, reason in [("../m.json", "'..'"), (str(tmp_path / "m.json"), "outside"), ("escape/m.json", "outside"),
+                        ("m.txt", ".json"), ("/etc/passwd.json", "outside")]:
+        with pytest.raises(ExportPathError, match=reason):
+            resolve_export_path(data, bad)
+
+
+@pytest.fixture
+def approved_engine(database_url: str) -> Iterator[Engine]:
+    engine = store.make_engine(database_url)
+    store.upgrade_database(engine)
+    with store.open_session(engine) as session:
+        campaign = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"])
+        run = store.start_run(session, campaign_id=campaign.id, category="math")
+        for hub_id in ("openai/gsm8k", "meta-math/MetaMathQA"):
+            candidate = store.add_candidate(session, campaign_id=campaign.id, run_id=run.id, category="math", candidate={
+                "hub_id": hub_id, "categories": ["math"], "relevance": 0.8,
+                "metadata": {"license": "mit", "sha": "0123abcd"}})
+            store.upsert_entry(session, candidate=candidate, decision="accept", reasons=[])
+        store.review_entry(session, hub_id="openai/gsm8k", approve=True, reviewer="alice")
+    yield engine
+    engine.dispose()
+
+
+def test_api_export_writes_what_it_returns(approved_engine: Engine, tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / "home", api_token=SecretStr("tok"))
+    with TestClient(create_app(settings, engine=approved_engine, resume_unfinished=False)) as client:
+        shown = client.get("/manifest", params={"target_model": "Qwen/Qwen3-8B", "share": "math=1"}).json()
+        assert [s["hub_id"] for s in shown["sources"]] == ["openai/gsm8k"]
+        assert shown["target"]["model"] == "Qwen/Qwen3-8B" and shown["budget"]["shares"] == {"math": 1.0}
+        assert client.get("/manifest", params={"share": "math=2"}).status_code == 422
+        exported = client.post("/manifest/export", json={"path": "team/m1.json", "target_model": "Qwen/Qwen3-8B",
+                                                         "budget_total": 5000}, headers=AUTH)
+        assert exported.status_code == 200
+        path = Path(exported.json()["path"])
+        assert path == settings.resolved_data_dir / "team" / "m1.json"
+        written = load_manifest(path)
+        assert written.model_dump(mode="json") == exported.json()["manifest"]
+        assert written.sources[0].revision == "0123abcd" and written.budget.total == 5000
+        outside = client.post("/manifest/export", json={"path": str(tmp_path / "evil.json")}, headers=AUTH)
+        assert outside.status_code == 422 and "outside the data directory" in outside.json()["detail"]
+        assert not (tmp_path / "evil.json").exists()
+        assert client.post("/manifest/export", json={"shares": {"math": 0.9, "reasoning": 0.9}},
+                           headers=AUTH).status_code == 422
+
+
+def test_cli_export(approved_engine: Engine, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATAHUNT_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    cli = typer.Typer()
+    cli.callback()(lambda: None)
+    manifest_commands.register(cli)
+    runner = CliRunner()
+    done = runner.invoke(cli, ["manifest", "export", "--out", "cli.json", "--target", "Qwen/Qwen3-8B", "--json"])
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.output)
+    assert [s["hub_id"] for s in result["manifest"]["sources"]] == ["openai/gsm8k"]
+    assert load_manifest(Path(result["path"])).target.model == "Qwen/Qwen3-8B"  # type: ignore[union-attr]
+    refused = runner.invoke(cli, ["manifest", "export", "--out", "../../x.json"])
+    assert refused.exit_code == 2 and refused.output.strip().startswith("error: export path")
+    assert "Traceback" not in refused.output
+    bad_share = runner.invoke(cli, ["manifest", "export", "--share", "cooking=0.5"])
+    assert bad_share.exit_code == 2 and "category=fraction" in bad_share.output
