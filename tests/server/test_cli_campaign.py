@@ -1,0 +1,70 @@
+"""`datahunt campaign …` through the real CLI: an offline campaign end to end, status, re-run, bad input."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from core.types import Category
+from server.cli import app
+
+runner = CliRunner()
+
+
+def test_offline_campaign_stores_all_ten_then_status_and_rerun() -> None:
+    result = runner.invoke(app, ["campaign", "run", "--offline", "--json"])
+    assert result.exit_code == 0, result.output
+    outcome = json.loads(result.stdout)
+    assert outcome["status"] == "succeeded"
+    assert set(outcome["by_category"]) == {c.value for c in Category}
+    assert all(row["candidates"] > 0 for row in outcome["by_category"].values())
+    assert all(row["accepted"] + row["rejected"] == row["candidates"] for row in outcome["by_category"].values())
+    campaign_id = outcome["campaign_id"]
+
+    status = runner.invoke(app, ["campaign", "status", campaign_id, "--json"])
+    assert status.exit_code == 0, status.output
+    runs = json.loads(status.stdout)["runs"]
+    assert len(runs) == 10 and {r["status"] for r in runs} == {"succeeded"}
+
+    rerun = runner.invoke(app, ["campaign", "rerun", campaign_id, "math"])
+    assert rerun.exit_code == 0, rerun.output
+    assert "catalog summary" in rerun.stdout and "math" in rerun.stdout
+    after = json.loads(runner.invoke(app, ["campaign", "status", campaign_id, "--json"]).stdout)["runs"]
+    attempts = {r["category"]: r["attempt"] for r in after}
+    assert attempts.pop("math") == 2 and set(attempts.values()) == {1}
+
+    listed = json.loads(runner.invoke(app, ["campaign", "list", "--json"]).stdout)
+    assert [c["id"] for c in listed] == [campaign_id]
+
+
+def test_a_table_run_prints_the_summary() -> None:
+    result = runner.invoke(app, ["campaign", "run", "--offline", "--categories", "math,tool_use"])
+    assert result.exit_code == 0, result.output
+    assert "catalog summary of this campaign" in result.stdout
+    assert "tool_use" in result.stdout and "succeeded" in result.stdout
+    assert "code_review" not in result.stdout
+
+
+def test_bad_input_gives_one_line_errors_and_exit_1() -> None:
+    cases = [
+        (["campaign", "run", "--offline", "-c", "maths"], "unknown category 'maths'"),
+        (["campaign", "status", "no-such-campaign"], "no campaign 'no-such-campaign'"),
+        (["campaign", "rerun", "no-such-campaign", "math"], "no campaign 'no-such-campaign'"),
+        (["campaign", "rerun", "no-such-campaign", "cooking"], "unknown category 'cooking'"),
+        (["campaign", "resume", "no-such-campaign"], "no campaign 'no-such-campaign'"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_rerun_of_a_category_the_campaign_never_searched_is_refused() -> None:
+    outcome = json.loads(runner.invoke(app, ["campaign", "run", "--offline", "-c", "math", "--json"]).stdout)
+    result = runner.invoke(app, ["campaign", "rerun", outcome["campaign_id"], "tool_use"])
+    assert result.exit_code == 1
+    assert "did not search 'tool_use'" in result.stderr
+    finished = runner.invoke(app, ["campaign", "resume", outcome["campaign_id"]])
+    assert finished.exit_code == 1 and "already finished" in finished.stderr
