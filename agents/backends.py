@@ -24,7 +24,9 @@ PROBE_URL = "https://huggingface.co/api/datasets?limit=1"
 PROBE_TIMEOUT_S = 3.0
 
 
-def probe_hub(url: str = PROBE_URL, *, timeout_s: float = PROBE_TIMEOUT_S, transport: httpx.BaseTransport | None = None) -> str | None:
+def probe_hub(
+    url: str = PROBE_URL, *, timeout_s: float = PROBE_TIMEOUT_S, transport: httpx.BaseTransport | None = None
+) -> str | None:
     """Return None when the Hub API answers, else a short reason why it is unreachable."""
     try:
         with httpx.Client(timeout=timeout_s, transport=transport) as client:

@@ -39,7 +39,9 @@ class CategoryDefinition(BaseModel):
     good_dataset: str = Field(description="What a dataset worth keeping looks like.")
     seed_queries: list[str] = Field(description="Queries every search for this category starts from.")
     keywords: list[str] = Field(description="Words whose presence marks a dataset as on-topic.")
-    hub_task_filters: list[str] = Field(default_factory=list, description="Hub `filter=` values, e.g. task_categories:…")
+    hub_task_filters: list[str] = Field(
+        default_factory=list, description="Hub `filter=` values, e.g. task_categories:…"
+    )
 
 
 def parse_category_definition(category: Category, text: str) -> CategoryDefinition:
@@ -48,7 +50,9 @@ def parse_category_definition(category: Category, text: str) -> CategoryDefiniti
     lines = text.splitlines()
     title = next((line for line in lines if line.strip()), "")
     if title.strip() != f"# {category.value}":
-        raise CategoryDefinitionError(f"{where}: first line must be '# {category.value}', found {title.strip()!r}")
+        raise CategoryDefinitionError(
+            f"{where}: first line must be '# {category.value}', found {title.strip()!r}"
+        )
     sections: dict[str, list[str]] = {}
     current: str | None = None
     for line in lines:
@@ -67,8 +71,10 @@ def parse_category_definition(category: Category, text: str) -> CategoryDefiniti
             if field in _REQUIRED:
                 raise CategoryDefinitionError(f"{where}: missing section '## {heading_text}'")
             continue
-        values[field] = _parse_list(where, heading_text, body) if field in _LIST_FIELDS else " ".join(
-            line.strip() for line in body if line.strip()
+        values[field] = (
+            _parse_list(where, heading_text, body)
+            if field in _LIST_FIELDS
+            else " ".join(line.strip() for line in body if line.strip())
         )
         if field in _REQUIRED and not values[field]:
             raise CategoryDefinitionError(f"{where}: section '## {heading_text}' is empty")
@@ -82,7 +88,9 @@ def _parse_list(where: str, heading: str, body: list[str]) -> list[str]:
         if not text:
             continue
         if not text.startswith(("- ", "* ")):
-            raise CategoryDefinitionError(f"{where}: section '## {heading}' must be a bullet list, found {text!r}")
+            raise CategoryDefinitionError(
+                f"{where}: section '## {heading}' must be a bullet list, found {text!r}"
+            )
         item = text[2:].strip()
         if item and item.lower() not in (i.lower() for i in items):
             items.append(item)

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from agents.categories import CategoryDefinition
 from agents.models import Candidate
@@ -32,7 +32,9 @@ class LLMError(RuntimeError):
 class PlannedQueries(BaseModel):
     """Search queries proposed for one category."""
 
-    queries: list[str] = Field(description="Short, distinct search queries, each likely to find a different dataset.")
+    queries: list[str] = Field(
+        description="Short, distinct search queries, each likely to find a different dataset."
+    )
 
 
 class Judgement(BaseModel):
@@ -76,7 +78,9 @@ class RelevanceLLM:
             raise LLMError("the LLM proposed no new query")
         return queries[:max_queries]
 
-    async def judge(self, definition: CategoryDefinition, candidates: Sequence[Candidate]) -> dict[str, Judgement]:
+    async def judge(
+        self, definition: CategoryDefinition, candidates: Sequence[Candidate]
+    ) -> dict[str, Judgement]:
         """Return judgements keyed by hub id for the listed candidates (ids the LLM invented are dropped)."""
         lines = []
         for c in candidates:
@@ -111,7 +115,9 @@ class RelevanceLLM:
         if isinstance(parsed, schema):
             return parsed
         error = result.get("parsing_error") if isinstance(result, dict) else None
-        raise LLMError(f"LLM answer did not match {schema.__name__}: {_first_line(error) if error else 'no content'}")
+        raise LLMError(
+            f"LLM answer did not match {schema.__name__}: {_first_line(error) if error else 'no content'}"
+        )
 
 
 def _first_line(value: object) -> str:
@@ -119,19 +125,24 @@ def _first_line(value: object) -> str:
     return text[0][:200] if text else type(value).__name__
 
 
-def make_llm(settings: Settings, *, http_async_client: Any | None = None) -> RelevanceLLM | None:
-    """Return the agents' LLM configured from `settings`, or None when no `llm_base_url` is set."""
+def make_llm(
+    settings: Settings, *, http_async_client: Any | None = None, max_retries: int = 1
+) -> RelevanceLLM | None:
+    """Return the agents' LLM configured from `settings`, or None when no `llm_base_url` is set.
+
+    `http_async_client` (an `httpx.AsyncClient`) replaces the OpenAI client's transport, e.g. in tests.
+    """
     if not settings.llm_base_url:
         return None
     from langchain_openai import ChatOpenAI
 
-    api_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
+    api_key = settings.llm_api_key or SecretStr("not-needed")  # local servers accept any key
     chat = ChatOpenAI(
         base_url=settings.llm_base_url,
         model=settings.llm_model,
         api_key=api_key,
         timeout=settings.llm_timeout_s,
-        max_retries=1,
+        max_retries=max_retries,
         temperature=0.0,
         http_async_client=http_async_client,
     )

@@ -15,7 +15,7 @@ from agents.categories import CategoryDefinition
 from agents.models import Candidate
 from agents.search.terms import light_stem, split_terms
 
-OFF_TOPIC_BELOW: float = 0.3
+OFF_TOPIC_BELOW: float = 0.25
 ID_WEIGHT = 1.0
 TAG_WEIGHT = 0.6
 TEXT_WEIGHT = 0.35
@@ -68,7 +68,10 @@ _FEATURE_FORMATS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("code", ("code", "content", "func_code_string")),
 )
 _TEXT_FORMATS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("trajectories", ("trajectory", "trajectories", "agent-traces", "agent traces", "openhands", "swe-agent")),
+    (
+        "trajectories",
+        ("trajectory", "trajectories", "agent-traces", "agent traces", "openhands", "swe-agent"),
+    ),
     ("tool_calls", ("function calling", "function-calling", "tool calling", "tool-calling", "tool use")),
     ("sharegpt", ("sharegpt",)),
     ("commits", ("commit", "diffs")),

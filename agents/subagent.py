@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 from agents.categories import CategoryDefinition, load_category
 from agents.llm import LLMError, RelevanceLLM
@@ -21,7 +22,7 @@ from agents.models import Candidate, Deliverable, Evidence, QueryRecord, SearchH
 from agents.planning import plan_queries_deterministic
 from agents.scoring import guess_format, score_candidate
 from agents.search.base import SearchBackend, TransientSearchError
-from core.types import Category, is_hub_id
+from core.types import Category, is_hub_id, parse_category
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ LLM_JUDGE_LIMIT = 40  # candidates sent to the LLM judge, best deterministic sco
 
 
 async def run_subagent(
-    category: Category,
+    category: Category | str,
     *,
     backends: Sequence[SearchBackend],
     llm: RelevanceLLM | None = None,
@@ -40,7 +41,12 @@ async def run_subagent(
     timeout_s: float = 20.0,
     retry_base_delay_s: float = 0.05,
 ) -> Deliverable:
-    """Return the deliverable of one category: candidates best first, every query run, and notes."""
+    """Return the deliverable of one category: candidates best first, every query run, and notes.
+
+    Raises UnknownCategoryError for a name that is not a category and CategoryDefinitionError for a malformed
+    definition file; search failures never raise, they are recorded on the queries.
+    """
+    category = category if isinstance(category, Category) else parse_category(category)
     definition = load_category(category)
     notes: list[str] = []
     queries, planner = await _plan(definition, llm, max_queries, notes)
@@ -68,7 +74,7 @@ async def run_subagent(
 
 async def _plan(
     definition: CategoryDefinition, llm: RelevanceLLM | None, max_queries: int, notes: list[str]
-) -> tuple[list[str], str]:
+) -> tuple[list[str], Literal["llm", "deterministic"]]:
     deterministic = plan_queries_deterministic(definition, max_queries)
     if llm is None:
         return deterministic, "deterministic"
@@ -150,7 +156,9 @@ def _merge(category: Category, hits: list[SearchHit], notes: list[str]) -> list[
             candidate.description = hit.description
         _fill_metadata(candidate, hit)
     if malformed:
-        notes.append(f"dropped {len(malformed)} hit(s) with a malformed Hub id: {', '.join(sorted(set(malformed))[:10])}")
+        notes.append(
+            f"dropped {len(malformed)} hit(s) with a malformed Hub id: {', '.join(sorted(set(malformed))[:10])}"
+        )
     return list(merged.values())
 
 

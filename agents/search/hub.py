@@ -13,6 +13,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from agents.models import BackendName, DatasetMetadata, SearchHit
@@ -22,7 +23,7 @@ from core.types import is_hub_id
 
 logger = logging.getLogger(__name__)
 
-EXPAND = ["cardData", "tags", "downloads", "likes", "gated", "description", "sha", "lastModified"]
+EXPAND: list[Any] = ["cardData", "tags", "downloads", "likes", "gated", "description", "sha", "lastModified"]
 MAX_VARIANTS = 4
 T = TypeVar("T")
 
@@ -62,11 +63,7 @@ class HubSearch:
         variants = id_variants(query)
         found: dict[str, tuple[int, Any]] = {}
         for order, variant in enumerate(variants):
-            infos = await self._call(
-                lambda v=variant: list(
-                    self._api.list_datasets(search=v, sort="downloads", limit=limit, expand=EXPAND)
-                )
-            )
+            infos = await self._call(partial(self._list, variant, limit))
             for info in infos:
                 hub_id = getattr(info, "id", "") or ""
                 if is_hub_id(hub_id) and hub_id not in found:
@@ -91,6 +88,11 @@ class HubSearch:
                 )
             )
         return hits
+
+    def _list(self, search: str, limit: int) -> list[Any]:
+        return list(
+            self._api.list_datasets(search=search, sort="downloads", limit=limit, expand=list(EXPAND))
+        )
 
     async def lookup(self, hub_id: str) -> DatasetMetadata | None:
         """Return the Hub's metadata of `hub_id`, or None when the Hub says it does not exist."""

@@ -3,15 +3,18 @@
 The snapshot (`data/hf_datasets_snapshot.jsonl`, shipped as package data) is loaded once per process into an
 in-memory FTS5 table. Ids are indexed twice: as written and split into words (`CodeReviewer` → `code
 reviewer`), so spaced queries find glued ids. Columns are weighted: id words and tags/task categories above
-the curated-list section names, above free description text. Queries are split the same way, every term is
-quoted (user text never reaches FTS5 syntax) and OR-ed; documents matching every query term get a bonus so
-"code review" prefers review datasets over anything that merely mentions code.
+the curated-list section names, above free description text. Queries are split the same way and every term
+is quoted (user text never reaches FTS5 syntax); each term is scored with BM25, weighted by its repeats in
+the query, and documents covering more of the terms get a bonus, so "code review" prefers review datasets
+over anything that merely mentions code.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -22,7 +25,7 @@ from typing import Any
 
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import SearchError
-from agents.search.terms import query_terms, split_terms
+from agents.search.terms import query_terms_repeated, split_terms
 from core.types import is_hub_id
 
 logger = logging.getLogger(__name__)
@@ -30,9 +33,9 @@ logger = logging.getLogger(__name__)
 SNAPSHOT_NAME = "hf_datasets_snapshot.jsonl"
 # bm25() weights per indexed column, in table order: id_words, tags, sections, description.
 COLUMN_WEIGHTS = (6.0, 4.0, 2.0, 1.0)
-ALL_TERMS_BONUS = 1.6  # multiplier of a document's score when it matches every query term
-EVAL_ONLY_PENALTY = 0.7  # datasets only seen as evaluation-harness tasks are benchmarks, rarely training data
-CANDIDATE_POOL = 200  # BM25 results re-ranked per query
+COVERAGE_BONUS = 0.6  # a document matching every query term scores up to 1.6× one matching a single term
+EVAL_ONLY_PENALTY = 0.7  # records only ever listed as evaluation benchmarks are rarely training data
+_BENCHMARK_SECTION = re.compile(r"lm-eval task|evaluation datasets|benchmarks?\b", re.IGNORECASE)
 
 
 class OfflineIndex:
@@ -78,25 +81,36 @@ class OfflineIndex:
         return len(self._records)
 
     def rank(self, query: str, *, limit: int = 20) -> list[tuple[str, float]]:
-        """Return up to `limit` `(hub_id, score)` pairs for `query`, best first (score > 0)."""
-        terms = query_terms(query)
-        if not terms or limit <= 0:
+        """Return up to `limit` `(hub_id, score)` pairs for `query`, best first (score > 0).
+
+        Each distinct query term is scored with BM25 on its own and weighted by how often the query repeats
+        it (a term in several seed queries matters more); documents covering more of the query's terms get a
+        bonus, and records that are only ever listed as evaluation benchmarks are discounted.
+        """
+        counts: dict[str, int] = {}
+        for term in query_terms_repeated(query):
+            counts[term] = counts.get(term, 0) + 1
+        if not counts or limit <= 0:
             return []
-        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
         weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
-        sql = f"SELECT rowid, -bm25(docs, {weights}) FROM docs WHERE docs MATCH ? ORDER BY bm25(docs, {weights}) LIMIT ?"
+        sql = f"SELECT rowid, -bm25(docs, {weights}) FROM docs WHERE docs MATCH ?"
+        totals: dict[int, float] = {}
+        matched: dict[int, int] = {}
         with self._lock:
-            try:
-                rows = self._db.execute(sql, (match, CANDIDATE_POOL)).fetchall()
-                full = {r[0] for r in self._db.execute("SELECT rowid FROM docs WHERE docs MATCH ?", (match.replace(" OR ", " AND "),))}
-            except sqlite3.Error as exc:  # quoting makes this unreachable for text input; keep the message clear
-                raise SearchError(f"offline index could not run query {query!r}: {exc}") from exc
+            for term, count in counts.items():
+                try:
+                    rows = self._db.execute(sql, ('"' + term.replace('"', '""') + '"',)).fetchall()
+                except sqlite3.Error as exc:  # quoting makes this unreachable for text input; keep it clear
+                    raise SearchError(f"offline index could not run query {query!r}: {exc}") from exc
+                weight = 1.0 + math.log(count)
+                for rowid, score in rows:
+                    totals[rowid] = totals.get(rowid, 0.0) + weight * score
+                    matched[rowid] = matched.get(rowid, 0) + 1
         scored: list[tuple[str, float]] = []
-        for rowid, score in rows:
+        for rowid, score in totals.items():
             record = self._records[rowid]
-            if len(terms) > 1 and rowid in full:
-                score *= ALL_TERMS_BONUS
-            if _eval_only(record):
+            score *= 1.0 + COVERAGE_BONUS * (matched[rowid] - 1) / max(1, len(counts) - 1)
+            if _benchmark_only(record):
                 score *= EVAL_ONLY_PENALTY
             scored.append((record["id"], float(score)))
         scored.sort(key=lambda pair: (-pair[1], pair[0].lower()))
@@ -158,14 +172,19 @@ def record_metadata(record: dict[str, Any]) -> DatasetMetadata:
 def _columns(hub_id: str, record: dict[str, Any]) -> tuple[str, str, str, str]:
     owner, name = hub_id.split("/", 1)
     id_words = " ".join([name, *split_terms(name), owner])
-    tag_text = " ".join(split_terms(" ".join([*(record.get("tags") or []), *(record.get("task_categories") or [])])))
+    tag_text = " ".join(
+        split_terms(" ".join([*(record.get("tags") or []), *(record.get("task_categories") or [])]))
+    )
     sections = " ".join(record.get("source_sections") or [])
     return id_words, tag_text, sections, str(record.get("description") or "")
 
 
-def _eval_only(record: dict[str, Any]) -> bool:
+def _benchmark_only(record: dict[str, Any]) -> bool:
+    """True when every curated-list section naming the record is an evaluation/benchmark list, or it is tagged so."""
+    if "benchmark" in (t.lower() for t in record.get("tags") or []):
+        return True
     sections: Sequence[str] = record.get("source_sections") or []
-    return bool(sections) and all(s.startswith("lm-eval task") for s in sections)
+    return bool(sections) and all(_BENCHMARK_SECTION.search(s) for s in sections)
 
 
 def _read_jsonl(text: str, where: str) -> list[dict[str, Any]]:

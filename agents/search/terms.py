@@ -29,13 +29,14 @@ def split_terms(text: str) -> list[str]:
     return terms
 
 
+def query_terms_repeated(text: str) -> list[str]:
+    """Return the meaningful terms of a query in order, repeats kept (stopwords and one-letter words dropped)."""
+    return [term for term in split_terms(text) if len(term) > 1 and term not in STOPWORDS]
+
+
 def query_terms(text: str) -> list[str]:
     """Return the distinct, meaningful terms of a query (stopwords and one-letter words dropped)."""
-    seen: list[str] = []
-    for term in split_terms(text):
-        if len(term) > 1 and term not in STOPWORDS and term not in seen:
-            seen.append(term)
-    return seen
+    return list(dict.fromkeys(query_terms_repeated(text)))
 
 
 def light_stem(term: str) -> str:

@@ -67,7 +67,8 @@ class WebSearch:
         text = f"{query.strip()} {SITE_FILTER}"
         try:
             results = await asyncio.wait_for(
-                asyncio.to_thread(_text_search, self._factory, text, max(limit * 2, 10)), timeout=self.timeout_s * 2
+                asyncio.to_thread(_text_search, self._factory, text, max(limit * 2, 10)),
+                timeout=self.timeout_s * 2,
             )
         except TimeoutError:
             raise TransientSearchError(f"web: no answer within {self.timeout_s * 2:g}s") from None

@@ -1,0 +1,165 @@
+"""The offline index: category queries find judged datasets, ids are split, hostile query text is harmless."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from agents.categories import load_category
+from agents.search.offline import OfflineIndex
+from core.types import Category
+
+JUDGMENTS = json.loads((Path(__file__).parent.parent / "data" / "index_judgments.json").read_text())[
+    "judgements"
+]
+
+
+@pytest.fixture(scope="module")
+def index() -> OfflineIndex:
+    return OfflineIndex.default()
+
+
+def test_the_shipped_snapshot_is_loaded_once(index: OfflineIndex) -> None:
+    assert len(index) == 917
+    assert OfflineIndex.default() is index
+
+
+@pytest.mark.parametrize("category", list(Category))
+def test_each_seed_query_finds_judged_datasets_in_the_top_20(index: OfflineIndex, category: Category) -> None:
+    keep = set(JUDGMENTS[category.value])
+    seed = load_category(category).seed_queries[0]
+    top = [hub_id for hub_id, _ in index.rank(seed, limit=20)]
+    found = keep.intersection(top)
+    assert len(found) >= 2, f"{seed!r} found only {sorted(found)} of the judged {category.value} datasets"
+
+
+def test_glued_and_camel_case_ids_match_spaced_words() -> None:
+    index = OfflineIndex(
+        [
+            {"id": "a/code-review", "description": ""},
+            {"id": "b/CodeReviewer", "description": ""},
+            {"id": "c/code_review_pairs", "description": ""},
+            {"id": "d/cooking-recipes", "description": "code for recipes"},
+        ]
+    )
+    top = [hub_id for hub_id, _ in index.rank("code review", limit=10)]
+    assert set(top[:3]) == {"a/code-review", "b/CodeReviewer", "c/code_review_pairs"}
+    assert top[-1] == "d/cooking-recipes"
+
+
+def test_id_and_tags_outweigh_the_description() -> None:
+    index = OfflineIndex(
+        [
+            {
+                "id": "x/general-text",
+                "description": "some math appears here among many other words in a long text",
+            },
+            {"id": "y/math-problems", "description": "problems"},
+            {"id": "z/assorted", "description": "", "tags": ["math"]},
+        ]
+    )
+    top = [hub_id for hub_id, _ in index.rank("math", limit=3)]
+    assert top[0] == "y/math-problems"
+    assert top.index("z/assorted") < top.index("x/general-text")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        'code" OR review',
+        "AND",
+        "code AND NOT review",
+        "*",
+        "math*",
+        "NEAR(a b)",
+        "col:val",
+        "^start",
+        "(((",
+        "数学 题",
+        "ünïcödé çhat",
+        "",
+        "   ",
+        "a",
+        "-",
+        "'; DROP TABLE docs; --",
+    ],
+)
+def test_fts_hostile_queries_never_crash(index: OfflineIndex, query: str) -> None:
+    hits = asyncio.run(index.search(query, limit=5))
+    assert len(hits) <= 5
+    assert all(h.backend == "offline" and h.query == query for h in hits)
+
+
+def test_search_returns_ranked_hits_with_the_records_metadata(index: OfflineIndex) -> None:
+    hits = asyncio.run(index.search("code review", limit=10))
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    assert all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
+    by_id = {h.hub_id: h for h in hits}
+    assert "irfanalee/github-code-review-full" in by_id
+    hit = by_id["irfanalee/github-code-review-full"]
+    assert "code-review" in hit.metadata.tags
+    assert hit.url == "https://huggingface.co/datasets/irfanalee/github-code-review-full"
+
+
+def test_lookup_is_case_insensitive_and_returns_none_for_unknown_ids(index: OfflineIndex) -> None:
+    metadata = asyncio.run(index.lookup("HKS350D/commit-message-generation"))
+    assert metadata is not None
+    assert (metadata.license, metadata.num_rows, metadata.size_category) == (
+        "apache-2.0",
+        13811,
+        "10K<n<100K",
+    )
+    assert metadata.task_categories == ["text-generation"]
+    assert asyncio.run(index.lookup("nobody/does-not-exist")) is None
+
+
+def test_lookup_maps_every_stated_field() -> None:
+    index = OfflineIndex(
+        [
+            {
+                "id": "o/n",
+                "license": "apache-2.0",
+                "size_category": "10K<n<100K",
+                "num_rows": 123,
+                "size_stated": "12k",
+                "tags": ["chat"],
+                "task_categories": ["text-generation"],
+                "language": "en",
+                "downloads": 5,
+                "likes": 2,
+            }
+        ]
+    )
+    metadata = asyncio.run(index.lookup("o/n"))
+    assert metadata is not None
+    assert (metadata.license, metadata.size_category, metadata.num_rows, metadata.size_stated) == (
+        "apache-2.0",
+        "10K<n<100K",
+        123,
+        "12k",
+    )
+    assert (metadata.tags, metadata.task_categories, metadata.languages) == (
+        ["chat"],
+        ["text-generation"],
+        ["en"],
+    )
+    assert (metadata.downloads, metadata.likes, metadata.gated) == (5, 2, None)
+
+
+def test_records_with_malformed_or_repeated_ids_are_skipped_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    index = OfflineIndex([{"id": "good/one"}, {"id": "no-slash"}, {"id": "GOOD/one"}, {"id": "a/b--c"}])
+    assert len(index) == 1
+    assert "skipped 3 records" in caplog.text
+
+
+def test_a_broken_snapshot_file_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "snap.jsonl"
+    path.write_text('{"id": "a/b"}\n{not json}\n')
+    with pytest.raises(ValueError, match=r"snap.jsonl:2: not JSON"):
+        OfflineIndex.from_jsonl(path)

@@ -1,0 +1,72 @@
+"""The deterministic scorer and the format guesser."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.categories import load_category
+from agents.models import Candidate, DatasetMetadata, Evidence
+from agents.planning import plan_queries_deterministic
+from agents.scoring import OFF_TOPIC_BELOW, guess_format, score_candidate
+from core.types import Category
+
+
+def candidate(hub_id: str, description: str = "", searches: int = 1, **meta: object) -> Candidate:
+    evidence = [Evidence(backend="offline", query=f"q{i}", rank=1, score=1.0) for i in range(searches)]
+    return Candidate(
+        hub_id=hub_id,
+        description=description,
+        categories=[Category.MATH],
+        metadata=DatasetMetadata(**meta),
+        evidence=evidence,
+    )
+
+
+def test_keywords_in_the_id_score_above_the_description_and_unrelated_is_off_topic() -> None:
+    math = load_category(Category.MATH)
+    in_id, _ = score_candidate(candidate("org/math-word-problems"), math)
+    in_text, _ = score_candidate(candidate("org/set-17", "a few math questions"), math)
+    unrelated, reason = score_candidate(candidate("org/cat-pictures", "photos of cats", searches=6), math)
+    assert 1.0 >= in_id > in_text > OFF_TOPIC_BELOW > unrelated == 0.0
+    assert reason == "no math keyword in id, tags or description"
+
+
+def test_more_evidence_raises_the_score_and_the_reason_says_why() -> None:
+    chat = load_category(Category.GENERAL_CHAT)
+    once, _ = score_candidate(candidate("org/ultrachat-200k", tags=["conversational"]), chat)
+    often, reason = score_candidate(
+        candidate("org/ultrachat-200k", searches=4, tags=["conversational"]), chat
+    )
+    assert often > once
+    assert "id matches ultrachat" in reason and "found by 4 search(es)" in reason
+
+
+@pytest.mark.parametrize(
+    ("hub_id", "description", "meta", "expected"),
+    [
+        ("a/b", "", {"features": ["messages"]}, "openai_messages"),
+        ("a/b", "", {"features": ["conversations", "id"]}, "sharegpt"),
+        ("a/b", "", {"features": ["instruction", "input", "output"]}, "alpaca"),
+        ("a/b", "", {"features": ["question", "answer"]}, "qa"),
+        ("a/b", "", {"features": ["chosen", "rejected", "prompt"]}, "preference"),
+        ("a/b", "", {"features": ["old_contents", "new_contents", "message"]}, "commits"),
+        ("a/b", "", {"tags": ["agent-traces", "format:agent-traces"]}, "trajectories"),
+        ("a/xlam-function-calling-60k", "", {}, "tool_calls"),
+        ("a/ShareGPT_Vicuna_unfiltered", "", {}, "sharegpt"),
+        ("a/commit-chronicle", "commits with diffs and messages", {}, "commits"),
+        ("a/mystery", "", {}, None),
+    ],
+)
+def test_formats_are_guessed_from_columns_then_tags_then_text(
+    hub_id: str, description: str, meta: dict, expected: str | None
+) -> None:
+    assert guess_format(candidate(hub_id, description, **meta)) == expected
+
+
+@pytest.mark.parametrize("category", list(Category))
+def test_the_deterministic_planner_starts_with_seeds_and_fills_up_to_the_cap(category: Category) -> None:
+    definition = load_category(category)
+    queries = plan_queries_deterministic(definition, 8)
+    assert queries[: len(definition.seed_queries)] == definition.seed_queries
+    assert len(queries) == 8 and len({q.lower() for q in queries}) == 8
+    assert plan_queries_deterministic(definition, 2) == definition.seed_queries[:2]
