@@ -10,16 +10,23 @@ import uuid
 from typing import Any
 
 from sqlalchemy import func
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from core.types import RunStatus, UnknownCategoryError, parse_category
 from curation.catalog.audit import record_audit
-from curation.catalog.errors import CampaignNotFoundError, InvalidValueError, RunNotFoundError
+from curation.catalog.errors import (
+    CampaignNotFoundError,
+    ConcurrentUpdateError,
+    InvalidValueError,
+    RunNotFoundError,
+)
 from curation.catalog.models import Campaign, SubagentRun, utcnow
 
 CAMPAIGN_STATUSES = ("pending", "running", "succeeded", "partial", "failed", "interrupted")
 FINAL_CAMPAIGN_STATUSES = frozenset({"succeeded", "partial", "failed", "interrupted"})
 _RUN_STATUSES = {s.value for s in RunStatus}
+_ATTEMPT_RACES = 5
 
 
 def create_campaign(
@@ -90,14 +97,23 @@ def start_run(session: Session, *, campaign_id: str, category: str) -> SubagentR
     """Open the next attempt of `category`'s subagent in the campaign, status running; return it."""
     get_campaign(session, campaign_id=campaign_id)
     name = category_name(category)
-    last = session.exec(
-        select(func.max(SubagentRun.attempt)).where(SubagentRun.campaign_id == campaign_id, SubagentRun.category == name)
-    ).one()
-    run = SubagentRun(
-        campaign_id=campaign_id, category=name, attempt=(last or 0) + 1, status=RunStatus.RUNNING.value, started_at=utcnow()
-    )
-    session.add(run)
-    session.flush()
+    for _ in range(_ATTEMPT_RACES):
+        last = session.exec(
+            select(func.max(SubagentRun.attempt)).where(SubagentRun.campaign_id == campaign_id, SubagentRun.category == name)
+        ).one()
+        run = SubagentRun(
+            campaign_id=campaign_id, category=name, attempt=(last or 0) + 1, status=RunStatus.RUNNING.value,
+            started_at=utcnow(),
+        )
+        try:
+            with session.begin_nested():  # another process took this attempt number: count again
+                session.add(run)
+                session.flush()
+            break
+        except IntegrityError:
+            continue
+    else:
+        raise ConcurrentUpdateError(f"could not number a new {name} run of campaign {campaign_id!r}; retry it")
     assert run.id is not None
     record_audit(
         session, entity="run", entity_id=str(run.id), action="started", from_status=None, to_status=run.status,

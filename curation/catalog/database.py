@@ -18,7 +18,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlmodel import Session
 
 from core.settings import get_settings
@@ -55,15 +55,18 @@ def make_engine(url: str | None = None) -> Engine:
         parsed = make_url(raw)
     except ArgumentError:
         raise DatabaseError(f"not a database URL: {raw!r}") from None
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise DatabaseError(f"unsupported database {backend!r}: use sqlite:///PATH or postgresql+psycopg://…")
     try:
-        if parsed.get_backend_name() != "sqlite":
+        if backend == "postgresql":
             return create_engine(parsed, pool_pre_ping=True)
         database = parsed.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
-    except NoSuchModuleError:
-        raise DatabaseError(f"unsupported database URL {parsed.render_as_string()!r}: use sqlite:/// or postgresql+psycopg://") from None
+    except (NoSuchModuleError, ImportError) as exc:
+        raise DatabaseError(f"cannot use {parsed.render_as_string()}: {exc}; use sqlite:///PATH or postgresql+psycopg://…") from None
     event.listen(engine, "connect", _sqlite_on_connect)
     event.listen(engine, "begin", _sqlite_on_begin)
     return engine
@@ -79,25 +82,34 @@ def alembic_config() -> Config:
 def upgrade_database(engine: Engine) -> None:
     """Bring the catalog schema to the newest migration; a no-op when it is already there."""
     config = alembic_config()
-    with engine.connect() as connection:
-        if connection.dialect.name == "sqlite":
-            connection = connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
-        with connection.begin():
-            if connection.dialect.name == "postgresql":
-                # Several API replicas may start together: let one migrate, the others then find nothing to do.
-                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+    try:
+        with engine.connect() as connection:
+            if connection.dialect.name == "sqlite":
+                connection = connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+            with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    # Several API replicas may start together: one migrates, the others then find nothing to do.
+                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+    except OperationalError as exc:
+        first_line = str(exc.orig or exc).strip().splitlines()[0] if str(exc.orig or exc).strip() else "no detail"
+        raise DatabaseError(f"cannot open the catalog at {engine.url.render_as_string()}: {first_line}") from exc
     logger.debug("catalog schema at head on %s", engine.url.render_as_string())
 
 
 @contextmanager
-def open_session(engine: Engine) -> Iterator[Session]:
+def open_session(engine: Engine, *, readonly: bool = False) -> Iterator[Session]:
     """Yield a session that commits when the block ends and rolls back when it raises.
 
+    On SQLite a session takes the database's single write lock when its transaction begins (`BEGIN
+    IMMEDIATE`), so a read-then-write transaction never fails half-way because another writer committed in
+    between; short sessions queue on the busy timeout instead. `readonly=True` skips the lock (plain `BEGIN`).
     Objects stay readable after the commit (`expire_on_commit=False`), so callers can print what they got.
     """
     with Session(engine, expire_on_commit=False) as session:
+        if engine.dialect.name == "sqlite" and not readonly:
+            session.connection(execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"})
         try:
             yield session
             session.commit()

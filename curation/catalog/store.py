@@ -269,9 +269,7 @@ def entry_history(session: Session, *, hub_id: str) -> dict[str, Any]:
         select(CandidateRecord).where(CandidateRecord.hub_id == entry.hub_id).order_by(col(CandidateRecord.id))
     ).all()
     candidate_ids = [c.id for c in candidates]
-    verdict_filter = Verdict.hub_id == entry.hub_id
-    if candidate_ids:
-        verdict_filter = or_(verdict_filter, col(Verdict.candidate_id).in_(candidate_ids))
+    verdict_filter = or_(col(Verdict.hub_id) == entry.hub_id, col(Verdict.candidate_id).in_(candidate_ids))
     verdicts = session.exec(select(Verdict).where(verdict_filter).order_by(col(Verdict.id))).all()
     audit = session.exec(
         select(AuditEvent)

@@ -60,14 +60,14 @@ def _fail(message: str, code: int) -> None:
 
 
 @contextmanager
-def _session() -> Iterator[Any]:
+def _session(*, readonly: bool = False) -> Iterator[Any]:
     """Yield a session on the configured catalog, migrated to the newest schema."""
     from curation.catalog import store
 
     engine = store.make_engine()
     try:
         store.upgrade_database(engine)
-        with store.open_session(engine) as session:
+        with store.open_session(engine, readonly=readonly) as session:
             yield session
     finally:
         engine.dispose()
@@ -117,7 +117,7 @@ def list_command(
         name = parse_category(category).value if category else None
         if status is not None and status not in STATUS_STYLE:
             raise CliError(f"unknown status {status!r}; known: {', '.join(STATUS_STYLE)}", EXIT_BAD_INPUT)
-        with _session() as session:
+        with _session(readonly=True) as session:
             entries, total = store.list_entries(
                 session, status=status, category=name, license=license, text=search, limit=limit, offset=offset
             )
@@ -164,7 +164,7 @@ def show_command(
 
     with _cli_errors():
         valid = _hub_id(hub_id)
-        with _session() as session:
+        with _session(readonly=True) as session:
             history = store.entry_history(session, hub_id=valid)
         if as_json:
             typer.echo(json.dumps(_history_json(history), indent=2))
@@ -267,7 +267,7 @@ def summary_command(
     from curation.catalog import store
 
     with _cli_errors():
-        with _session() as session:
+        with _session(readonly=True) as session:
             summary = store.catalog_summary(session, campaign_id=campaign)
         if as_json:
             typer.echo(json.dumps(summary, indent=2))
