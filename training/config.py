@@ -1,0 +1,84 @@
+"""The strict run configuration of one draft training run, saved beside every checkpoint.
+
+Unknown keys are rejected (a typo must not silently fall back to a default). Defaults follow the EAGLE-3
+recipe: 7 TTT steps weighted 0.8^i, AdamW lr 1e-4, 1.5% warmup then cosine, gradient clip 0.5, max length
+2048, a 32,000-token draft vocab.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONFIG_FILE = "train_config.json"
+
+
+class ConfigError(ValueError):
+    """A run configuration that cannot be used (unknown key, bad value, unreadable file)."""
+
+
+class TrainConfig(BaseModel):
+    """Everything one run needs. Paths are local folders or files."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: Path = Field(description="Training JSONL (regenerated ShareGPT rows or curated rows).")
+    target: Path = Field(description="Folder of the target model (transformers layout) and its tokenizer.")
+    out: Path = Field(description="Run folder: checkpoints/, export/, vocab cache.")
+    messages_field: Literal["conversations", "messages", "original_messages"] = Field(
+        default="conversations", description="Which turns to train on; original_messages is the control run."
+    )
+    max_length: int = Field(default=2048, ge=8)
+    ttt_steps: int = Field(default=7, ge=1, le=16)
+    step_decay: float = Field(default=0.8, gt=0, le=1)
+    draft_vocab_size: int = Field(default=32000, ge=2)
+    aux_layer_ids: tuple[int, int, int] | None = Field(
+        default=None, description="Input-of-layer ids (SGLang convention); default [2, L//2, L-3]."
+    )
+    draft_intermediate_size: int | None = Field(default=None, description="Default: the target's.")
+    serving_context: int | None = Field(
+        default=None, description="max_position_embeddings written to the draft; default the target's."
+    )
+    mode: Literal["online", "offline"] = "online"
+    lr: float = Field(default=1e-4, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    warmup_ratio: float = Field(default=0.015, ge=0, lt=1)
+    grad_clip: float = Field(default=0.5, gt=0)
+    batch_size: int = Field(default=1, ge=1)
+    epochs: int = Field(default=1, ge=1)
+    max_steps: int | None = Field(default=None, ge=1, description="Stop after this many optimizer steps.")
+    save_every: int = Field(default=1000, ge=1)
+    log_every: int = Field(default=50, ge=1)
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    bf16: bool = Field(default=True, description="bf16 autocast on GPU (ignored on CPU).")
+    resume: bool = Field(default=True, description="Continue from the newest checkpoint in out/checkpoints.")
+
+
+def load_config(path: Path, overrides: dict[str, object] | None = None) -> TrainConfig:
+    """Read a JSON config and apply overrides; raise ConfigError with pydantic's message on a bad key."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read training config {path}: {exc}") from None
+    return make_config({**raw, **(overrides or {})})
+
+
+def make_config(values: dict[str, object]) -> TrainConfig:
+    """Validate values into a TrainConfig; raise ConfigError naming the offending keys."""
+    try:
+        return TrainConfig.model_validate(values)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid training config: {problems}") from None
+
+
+def save_config(cfg: TrainConfig, folder: Path) -> Path:
+    """Write cfg as train_config.json into folder and return the path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / CONFIG_FILE
+    path.write_text(cfg.model_dump_json(indent=2))
+    return path

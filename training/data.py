@@ -1,0 +1,147 @@
+"""Training rows: read regenerated (or curated) JSONL, render with the target's chat template, mask the loss.
+
+Rows are ShareGPT-style `{"id", "conversations": [{"role", "content"}, ...]}` from the regeneration stage, or
+curated rows whose turns sit under `messages` / `original_messages` (the dataset's own answers, for a
+non-regenerated control run). Only assistant tokens are supervised: each assistant turn's span is found by
+rendering the conversation up to the turn with the generation prompt and up to the end of the turn, so the
+span covers the answer and the template's end-of-turn marker. `check_template` prints the supervised spans and
+compares our ids with `tokenizer.apply_chat_template`, so a template mismatch is seen, not guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "bot": "assistant"}
+
+
+class DataError(ValueError):
+    """A training file or row that cannot be used, with the line number where known."""
+
+
+@dataclass
+class TokenizedRow:
+    """One rendered conversation: token ids and the loss mask (1 on assistant tokens)."""
+
+    id: str
+    input_ids: list[int]
+    loss_mask: list[int]
+
+
+def _turns(raw: Any, where: str) -> list[dict[str, str]]:
+    if not isinstance(raw, list) or not raw:
+        raise DataError(f"{where}: expected a non-empty list of turns")
+    turns = []
+    for turn in raw:
+        if not isinstance(turn, dict):
+            raise DataError(f"{where}: a turn is not an object")
+        role = turn.get("role", turn.get("from"))
+        content = turn.get("content", turn.get("value"))
+        role = ROLE_ALIASES.get(str(role), str(role))
+        if role not in {"system", "user", "assistant"} or not isinstance(content, str) or not content:
+            raise DataError(f"{where}: turn with role {role!r} needs a non-empty string content")
+        turns.append({"role": role, "content": content})
+    return turns
+
+
+def load_conversations(path: Path, field: str = "conversations") -> list[tuple[str, list[dict[str, str]]]]:
+    """Read (id, turns) from a JSONL file, using `field` ('conversations', 'messages', 'original_messages').
+
+    For the default field, rows holding `messages` instead are accepted too. Raises DataError on a bad row.
+    """
+    if not path.is_file():
+        raise DataError(f"training data {path} does not exist")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        raw = row.get(field)
+        if raw is None and field == "conversations":
+            raw = row.get("messages")
+        if raw is None:
+            raise DataError(f"{path}:{n}: row has no {field!r} field")
+        turns = _turns(raw, f"{path}:{n}")
+        if not any(t["role"] == "assistant" for t in turns):
+            raise DataError(f"{path}:{n}: no assistant turn to learn from")
+        rows.append((str(row.get("id", n)), turns))
+    if not rows:
+        raise DataError(f"{path}: no rows")
+    return rows
+
+
+def _render(tokenizer: Any, turns: list[dict[str, str]], generation_prompt: bool = False) -> str:
+    return str(tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=generation_prompt))
+
+
+def assistant_spans(tokenizer: Any, turns: list[dict[str, str]]) -> tuple[str, list[tuple[int, int]]]:
+    """Render the conversation; return the text and the character spans of each assistant turn.
+
+    Raises DataError when the template is not prefix-stable (a rendering of the first turns is not a prefix of
+    the whole), since then no mask derived from it can be trusted.
+    """
+    text = _render(tokenizer, turns)
+    spans = []
+    for i, turn in enumerate(turns):
+        if turn["role"] != "assistant":
+            continue
+        before = _render(tokenizer, turns[:i], generation_prompt=True)
+        upto = _render(tokenizer, turns[: i + 1])
+        if not text.startswith(before) or not text.startswith(upto) or len(upto) <= len(before):
+            raise DataError(
+                f"chat template is not prefix-stable at turn {i}: the supervised span of that answer cannot be "
+                "located; check the template (e.g. one that rewrites earlier turns)"
+            )
+        spans.append((len(before), len(upto)))
+    return text, spans
+
+
+def tokenize_row(tokenizer: Any, row_id: str, turns: list[dict[str, str]], max_length: int) -> TokenizedRow:
+    """Token ids of the rendered conversation and a mask of 1 on tokens starting inside an assistant span."""
+    text, spans = assistant_spans(tokenizer, turns)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = list(enc["input_ids"])[:max_length]
+    mask = [int(any(a <= start < b for a, b in spans)) for start, _ in enc["offset_mapping"][:max_length]]
+    return TokenizedRow(id=row_id, input_ids=ids, loss_mask=mask)
+
+
+@dataclass
+class TemplateCheck:
+    """What `check_template` found: the rendered text, supervised spans as text, and whether ids agree."""
+
+    text: str
+    supervised: list[str]
+    ids_match: bool
+    detail: str
+
+
+def check_template(tokenizer: Any, turns: list[dict[str, str]]) -> TemplateCheck:
+    """Render one sample both ways (ours, `apply_chat_template(tokenize=True)`) and list the supervised spans."""
+    row = tokenize_row(tokenizer, "check", turns, max_length=10**9)
+    reference = tokenizer.apply_chat_template(turns, tokenize=True)
+    if isinstance(reference, dict) or hasattr(reference, "keys"):
+        reference = reference["input_ids"]
+    reference = list(reference)
+    spans, current = [], []
+    for tok, m in zip(row.input_ids, row.loss_mask, strict=True):
+        if m:
+            current.append(tok)
+        elif current:
+            spans.append(current)
+            current = []
+    if current:
+        spans.append(current)
+    supervised = [tokenizer.decode(s) for s in spans]
+    match = reference == row.input_ids
+    detail = "ids match apply_chat_template" if match else (
+        f"ids differ from apply_chat_template: ours {len(row.input_ids)} tokens, template {len(reference)}; "
+        "first difference at token "
+        f"{next((i for i, (a, b) in enumerate(zip(row.input_ids, reference, strict=False)) if a != b), min(len(row.input_ids), len(reference)))}"
+    )
+    return TemplateCheck(text=_render(tokenizer, turns), supervised=supervised, ids_match=match, detail=detail)

@@ -1,0 +1,209 @@
+"""The EAGLE-3 draft model in plain PyTorch, with the key names SGLang's `LlamaForCausalLMEagle3` loads.
+
+Layout: frozen token embeddings borrowed from the target; `fc` fuses the three auxiliary target hidden states
+(3 x target_hidden) into one hidden state; one decoder layer (`midlayer`) whose attention reads
+[input_layernorm(token embeddings) || hidden_norm(fused state)] (2 x hidden into q/k/v); final `norm`;
+`lm_head` over the draft vocab. `d2t` / `t2d` map draft ids to target ids. No transformers import here: the
+training benchmark runs with torch alone.
+
+Training-time test (TTT) attention: step 0 attends causally over all earlier positions; step j additionally
+attends to its own position's keys from steps 1..j (the "diagonal"), exactly what a chain of j draft tokens
+sees at inference when it sits on top of the step-0 prefix.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """Shapes of the draft. `vocab_size` is the target's vocab; `draft_vocab_size` the lm_head's rows."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int
+    draft_vocab_size: int
+    target_hidden_size: int
+    max_position_embeddings: int = 2048
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    head_dim: int | None = None
+
+    @property
+    def resolved_head_dim(self) -> int:
+        """Per-head width: explicit, else hidden / heads."""
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    def to_dict(self) -> dict[str, object]:
+        """Return the fields as a plain dict (for checkpoints)."""
+        return asdict(self)
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm computed in fp32, as Llama does."""
+
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (self.weight * x32.to(x.dtype)).to(x.dtype)
+
+
+def rope(x: Tensor, positions: Tensor, theta: float) -> Tensor:
+    """Apply rotary position embedding to x [B, heads, T, d] at integer positions [T] (half-split layout)."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
+    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # [T, d/2]
+    cos = torch.cat([angles.cos(), angles.cos()], -1).to(x.dtype)
+    sin = torch.cat([angles.sin(), angles.sin()], -1).to(x.dtype)
+    half = d // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos + rotated * sin
+
+
+class DraftAttention(nn.Module):
+    """Grouped-query attention whose q/k/v read 2 x hidden (embeddings || fused state)."""
+
+    def __init__(self, cfg: DraftConfig) -> None:
+        super().__init__()
+        hd = cfg.resolved_head_dim
+        self.heads, self.kv_heads, self.head_dim, self.theta = (
+            cfg.num_attention_heads, cfg.num_key_value_heads, hd, cfg.rope_theta)
+        self.q_proj = nn.Linear(2 * cfg.hidden_size, self.heads * hd, bias=False)
+        self.k_proj = nn.Linear(2 * cfg.hidden_size, self.kv_heads * hd, bias=False)
+        self.v_proj = nn.Linear(2 * cfg.hidden_size, self.kv_heads * hd, bias=False)
+        self.o_proj = nn.Linear(self.heads * hd, cfg.hidden_size, bias=False)
+
+    def project(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Return q [B,h,T,d], and k, v repeated to h heads, with RoPE applied to q and k."""
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = rope(q, positions, self.theta), rope(k, positions, self.theta)
+        repeat = self.heads // self.kv_heads
+        return q, k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+
+
+class DraftMLP(nn.Module):
+    """SwiGLU feed-forward."""
+
+    def __init__(self, cfg: DraftConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DraftLayer(nn.Module):
+    """The one decoder layer, split into `project` (before attention) and `finish` (after it)."""
+
+    def __init__(self, cfg: DraftConfig) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = DraftAttention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = DraftMLP(cfg)
+
+    def project(self, embeds: Tensor, hidden: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v from [input_layernorm(embeds) || hidden_norm(hidden)]."""
+        x = torch.cat([self.input_layernorm(embeds), self.hidden_norm(hidden)], dim=-1)
+        return self.self_attn.project(x, positions)
+
+    def finish(self, attn: Tensor, residual: Tensor) -> Tensor:
+        """o_proj + residual, then the MLP block with its own residual. attn is [B, T, h*d]."""
+        h = residual + self.self_attn.o_proj(attn)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+def ttt_attention(q: Tensor, keys: list[Tensor], values: list[Tensor]) -> Tensor:
+    """Attention of TTT step j = len(keys) - 1, returning [B, T, h*d].
+
+    keys[0]/values[0] are step 0's, attended causally (position t sees 0..t). keys[i] for i >= 1 are step i's,
+    attended only at the same position t (the draft tokens of this position's own chain).
+    """
+    b, h, t, d = q.shape
+    scale = 1.0 / math.sqrt(d)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    scores0 = (q @ keys[0].transpose(-1, -2)).float() * scale
+    scores0 = scores0.masked_fill(~causal, float("-inf"))
+    diag = [(q * k).sum(-1, keepdim=True).float() * scale for k in keys[1:]]  # each [B,h,T,1]
+    weights = torch.softmax(torch.cat([scores0, *diag], dim=-1), dim=-1).to(q.dtype)
+    out = weights[..., :t] @ values[0]
+    for i, v in enumerate(values[1:]):
+        out = out + weights[..., t + i : t + i + 1] * v
+    return out.transpose(1, 2).reshape(b, t, h * d)
+
+
+def shift_left(x: Tensor, n: int, fill: float | int = 0) -> Tensor:
+    """Shift along dim 1 by n (x[:, t] <- x[:, t+n]), filling the end with `fill`."""
+    if n == 0:
+        return x
+    pad = torch.full_like(x[:, :n], fill)
+    return torch.cat([x[:, n:], pad], dim=1)
+
+
+class Eagle3Draft(nn.Module):
+    """The draft: embed_tokens (frozen), fc, midlayer, norm, lm_head, and the d2t / t2d vocab maps."""
+
+    def __init__(self, cfg: DraftConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.embed_tokens.weight.requires_grad_(False)
+        self.fc = nn.Linear(3 * cfg.target_hidden_size, cfg.hidden_size, bias=False)
+        self.midlayer = DraftLayer(cfg)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
+        self.register_buffer("t2d", torch.zeros(cfg.vocab_size, dtype=torch.bool))
+
+    def set_vocab(self, d2t: Tensor, t2d: Tensor) -> None:
+        """Install the draft vocab maps (d2t: offsets, t2d: mask over the target vocab)."""
+        self.d2t.copy_(d2t)
+        self.t2d.copy_(t2d)
+
+    def draft_to_target(self, draft_ids: Tensor) -> Tensor:
+        """Map draft-vocab ids to target ids: target = draft + d2t[draft]."""
+        return draft_ids + self.d2t[draft_ids]
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """Draft-vocab logits from the layer's output hidden state."""
+        return self.lm_head(self.norm(hidden))
+
+    def forward(self, input_ids: Tensor, aux: Tensor, steps: int) -> list[Tensor]:
+        """Unroll `steps` TTT steps; return each step's draft-vocab logits [B, T, draft_vocab].
+
+        input_ids [B, T] are the target's tokens x_0..x_{T-1}; aux [B, T, 3*target_hidden] the target's aux
+        states at each position. At step j, position t reads token x_{t+1+j} (teacher forcing) and the
+        previous step's hidden state, and predicts x_{t+2+j}.
+        """
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        hidden = self.fc(aux.to(self.fc.weight.dtype))
+        keys: list[Tensor] = []
+        values: list[Tensor] = []
+        outputs: list[Tensor] = []
+        for j in range(steps):
+            embeds = self.embed_tokens(shift_left(input_ids, j + 1)).to(hidden.dtype)
+            q, k, v = self.midlayer.project(embeds, hidden, positions)
+            keys.append(k)
+            values.append(v)
+            hidden = self.midlayer.finish(ttt_attention(q, keys, values), residual=hidden)
+            outputs.append(self.logits(hidden))
+        return outputs

@@ -1,0 +1,177 @@
+"""Export a trained draft in the layout SGLang loads with `--speculative-algorithm EAGLE3`, and read it back.
+
+The folder holds `config.json` (`architectures: ["LlamaForCausalLMEagle3"]`, sizes, `draft_vocab_size`,
+`target_hidden_size`, `max_position_embeddings`, dtype, `eagle_config.eagle_aux_hidden_state_layer_ids`) and
+`model.safetensors` with `fc.weight`, `midlayer.*`, `norm.weight`, `lm_head.weight`, `d2t`, `t2d`. The token
+embeddings are left out: SGLang borrows the target's. The aux ids are written in the output-of-layer
+convention starting at 1 (`[1, L//2-1, L-4]` for the default), which old and new SGLang both turn into the
+same input-of-layer capture; our own `datahunt` block records the input-of-layer ids too. Nothing is written
+when a key is missing or mis-shaped: a checkpoint without `lm_head` silently accepts 1.00 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from training.draft_model import DraftConfig, Eagle3Draft
+from training.hidden_states import AuxLayers
+
+ARCHITECTURE = "LlamaForCausalLMEagle3"
+WEIGHTS_FILE = "model.safetensors"
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+class ExportError(ValueError):
+    """A checkpoint with missing, extra or mis-shaped tensors, or an unreadable export folder."""
+
+
+def expected_shapes(cfg: DraftConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor SGLang's EAGLE-3 loader reads, with its shape."""
+    h, hd = cfg.hidden_size, cfg.resolved_head_dim
+    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    return {
+        "fc.weight": (h, 3 * cfg.target_hidden_size),
+        "midlayer.input_layernorm.weight": (h,),
+        "midlayer.hidden_norm.weight": (h,),
+        "midlayer.post_attention_layernorm.weight": (h,),
+        "midlayer.self_attn.q_proj.weight": (q, 2 * h),
+        "midlayer.self_attn.k_proj.weight": (kv, 2 * h),
+        "midlayer.self_attn.v_proj.weight": (kv, 2 * h),
+        "midlayer.self_attn.o_proj.weight": (h, q),
+        "midlayer.mlp.gate_proj.weight": (cfg.intermediate_size, h),
+        "midlayer.mlp.up_proj.weight": (cfg.intermediate_size, h),
+        "midlayer.mlp.down_proj.weight": (h, cfg.intermediate_size),
+        "norm.weight": (h,),
+        "lm_head.weight": (cfg.draft_vocab_size, h),
+        "d2t": (cfg.draft_vocab_size,),
+        "t2d": (cfg.vocab_size,),
+    }
+
+
+def shape_problems(shapes: dict[str, tuple[int, ...]], cfg: DraftConfig) -> list[str]:
+    """Return one message per missing, unexpected or mis-shaped tensor (empty when the set is right)."""
+    expected = expected_shapes(cfg)
+    problems = [f"missing {k} (expected {list(s)})" for k, s in expected.items() if k not in shapes]
+    problems += [f"unexpected {k}" for k in shapes if k not in expected]
+    problems += [
+        f"{k} has shape {list(shapes[k])}, expected {list(s)}"
+        for k, s in expected.items()
+        if k in shapes and tuple(shapes[k]) != s
+    ]
+    return problems
+
+
+def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str) -> dict[str, Any]:
+    """The config.json SGLang reads for an EAGLE-3 draft."""
+    return {
+        "architectures": [ARCHITECTURE],
+        "model_type": "llama",
+        "hidden_size": cfg.hidden_size,
+        "intermediate_size": cfg.intermediate_size,
+        "num_attention_heads": cfg.num_attention_heads,
+        "num_key_value_heads": cfg.num_key_value_heads,
+        "head_dim": cfg.resolved_head_dim,
+        "num_hidden_layers": 1,
+        "hidden_act": "silu",
+        "vocab_size": cfg.vocab_size,
+        "draft_vocab_size": cfg.draft_vocab_size,
+        "target_hidden_size": cfg.target_hidden_size,
+        "max_position_embeddings": cfg.max_position_embeddings,
+        "rms_norm_eps": cfg.rms_norm_eps,
+        "rope_theta": cfg.rope_theta,
+        "rope_scaling": None,
+        "tie_word_embeddings": False,
+        "torch_dtype": dtype,
+        "eagle_config": {
+            "eagle_aux_hidden_state_layer_ids": list(layers.as_output().ids),
+            "use_aux_hidden_state": True,
+        },
+        "datahunt": {"aux_layer_ids_input_of_layer": list(layers.as_input().ids)},
+    }
+
+
+def export_draft(draft: Eagle3Draft, layers: AuxLayers, folder: Path, dtype: str = "bfloat16") -> Path:
+    """Validate and write draft as an SGLang-loadable folder; raise ExportError (writing nothing) on mismatch."""
+    if dtype not in DTYPES:
+        raise ExportError(f"unknown dtype {dtype!r}; one of {sorted(DTYPES)}")
+    state = {k: v for k, v in draft.state_dict().items() if not k.startswith("embed_tokens.")}
+    return write_export(state, draft.cfg, layers, folder, dtype)
+
+
+def write_export(
+    state: dict[str, Tensor], cfg: DraftConfig, layers: AuxLayers, folder: Path, dtype: str = "bfloat16"
+) -> Path:
+    """Write config.json and model.safetensors from a state dict, after checking every key and shape."""
+    problems = shape_problems({k: tuple(v.shape) for k, v in state.items()}, cfg)
+    if problems:
+        raise ExportError("refusing to export the draft: " + "; ".join(problems))
+    target_dtype = DTYPES[dtype]
+    tensors = {
+        k: (v.to(torch.int64) if k == "d2t" else v.to(torch.bool) if k == "t2d" else v.to(target_dtype))
+        .detach().cpu().contiguous()
+        for k, v in state.items()
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(config_json(cfg, layers, dtype), indent=2))
+    return folder
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """The config.json of an exported draft; ExportError when absent or unreadable."""
+    path = folder / "config.json"
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ExportError(f"cannot read draft config {path}: {exc}") from None
+
+
+def draft_config_from_json(config: dict[str, Any]) -> DraftConfig:
+    """DraftConfig from an exported config.json."""
+    try:
+        return DraftConfig(
+            hidden_size=config["hidden_size"],
+            intermediate_size=config["intermediate_size"],
+            num_attention_heads=config["num_attention_heads"],
+            num_key_value_heads=config.get("num_key_value_heads", config["num_attention_heads"]),
+            vocab_size=config["vocab_size"],
+            draft_vocab_size=config.get("draft_vocab_size", config["vocab_size"]),
+            target_hidden_size=config.get("target_hidden_size", config["hidden_size"]),
+            max_position_embeddings=config.get("max_position_embeddings", 2048),
+            rms_norm_eps=config.get("rms_norm_eps", 1e-6),
+            rope_theta=config.get("rope_theta", 10000.0),
+            head_dim=config.get("head_dim"),
+        )
+    except KeyError as exc:
+        raise ExportError(f"draft config.json lacks {exc.args[0]!r}") from None
+
+
+def aux_layers_of(config: dict[str, Any]) -> AuxLayers | None:
+    """The aux layers an exported draft was trained with (our record first, else eagle_config as output ids)."""
+    ours = (config.get("datahunt") or {}).get("aux_layer_ids_input_of_layer")
+    if ours:
+        return AuxLayers(tuple(ours), "input")  # type: ignore[arg-type]
+    ids = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    return AuxLayers(tuple(ids), "output") if ids else None  # type: ignore[arg-type]
+
+
+def load_draft(folder: Path, embed_weight: Tensor) -> tuple[Eagle3Draft, AuxLayers]:
+    """Read an exported draft back (fp32), with the target's embeddings; ExportError on any mismatch."""
+    config = read_config(folder)
+    cfg = draft_config_from_json(config)
+    layers = aux_layers_of(config)
+    if layers is None:
+        raise ExportError(f"{folder}/config.json has no eagle_config aux layer ids")
+    state = load_file(str(folder / WEIGHTS_FILE))
+    problems = shape_problems({k: tuple(v.shape) for k, v in state.items()}, cfg)
+    if problems:
+        raise ExportError(f"draft at {folder} is malformed: " + "; ".join(problems))
+    draft = Eagle3Draft(cfg)
+    draft.load_state_dict({**state, "embed_tokens.weight": embed_weight}, strict=True)
+    return draft.float(), layers

@@ -1,0 +1,135 @@
+"""Target hidden states for the draft: which layers (with their convention), capture, and an offline cache.
+
+Conventions. SGLang captures the *input* of layers `[2, L//2, L-3]` by default (61 layers -> [2, 30, 58]);
+SpecForge writes *output*-of-layer ids `[1, L//2-1, L-4]`, the same tensors. In `transformers`,
+`hidden_states[0]` is the embedding output, so the input of layer i is `hidden_states[i]` and the output of
+layer i is `hidden_states[i+1]`. `AuxLayers` always carries its convention, so the +1 is applied once.
+
+Online mode runs the target on each batch; offline mode writes shards (input ids, loss mask, aux states,
+final hidden state) keyed by the data hash and the target, and computes the target's logits at training time
+from the final hidden state and the target's output head.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+Convention = Literal["input", "output"]
+
+
+@dataclass(frozen=True)
+class AuxLayers:
+    """Three layer ids and what they mean: `input` (SGLang's: input of layer i) or `output` (SpecForge's)."""
+
+    ids: tuple[int, int, int]
+    convention: Convention
+
+    def as_input(self) -> AuxLayers:
+        """The same tensors as input-of-layer ids (output of layer i is the input of layer i+1)."""
+        if self.convention == "input":
+            return self
+        a, b, c = self.ids
+        return AuxLayers((a + 1, b + 1, c + 1), "input")
+
+    def as_output(self) -> AuxLayers:
+        """The same tensors as output-of-layer ids."""
+        if self.convention == "output":
+            return self
+        a, b, c = self.ids
+        return AuxLayers((a - 1, b - 1, c - 1), "output")
+
+    def hidden_state_indices(self) -> tuple[int, int, int]:
+        """Indices into transformers' `hidden_states` tuple (index 0 = embedding output = input of layer 0)."""
+        a, b, c = self.as_input().ids
+        return (a, b, c)
+
+    def validate(self, num_layers: int) -> None:
+        """Raise ValueError unless every id is a real layer input of a target with num_layers layers."""
+        ids = self.as_input().ids
+        if min(ids) < 1 or max(ids) > num_layers - 1:
+            raise ValueError(
+                f"aux layers {list(self.ids)} ({self.convention}-of-layer) are outside a {num_layers}-layer target: "
+                f"input-of-layer ids must lie in [1, {num_layers - 1}]"
+            )
+
+
+def default_aux_layers(num_layers: int) -> AuxLayers:
+    """SGLang's default capture, input-of-layer `[2, L//2, L-3]`; tiny targets (< 7 layers) use [1, L//2, L-1]."""
+    if num_layers >= 7:
+        return AuxLayers((2, num_layers // 2, num_layers - 3), "input")
+    if num_layers < 2:
+        raise ValueError("a target needs at least 2 layers to give auxiliary hidden states")
+    return AuxLayers((1, max(1, num_layers // 2), num_layers - 1), "input")
+
+
+@dataclass
+class TargetStates:
+    """Aux states [B, T, 3*H] (low || mid || high), the final hidden state [B, T, H], the logits [B, T, V]."""
+
+    aux: Tensor
+    final: Tensor
+    logits: Tensor
+
+
+@torch.no_grad()
+def capture(target: Any, input_ids: Tensor, attention_mask: Tensor, layers: AuxLayers) -> TargetStates:
+    """Run the target once with `output_hidden_states` and gather the three aux layers and the final state."""
+    out = target(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+    hs = out.hidden_states
+    aux = torch.cat([hs[i] for i in layers.hidden_state_indices()], dim=-1)
+    return TargetStates(aux=aux, final=hs[-1], logits=out.logits)
+
+
+def output_head(target: Any) -> tuple[Tensor, float | None]:
+    """The target's output projection weight [V, H] and its final-logit softcap (Gemma), for offline mode."""
+    softcap = getattr(target.config, "final_logit_softcapping", None)
+    return target.get_output_embeddings().weight.detach(), softcap
+
+
+def logits_from_final(final: Tensor, head: Tensor, softcap: float | None) -> Tensor:
+    """Recompute the target's logits from its final hidden state (as the target's own head does)."""
+    logits = final.to(head.dtype) @ head.T
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    return logits
+
+
+def data_hash(rows: list[tuple[list[int], list[int]]]) -> str:
+    """A short hash of tokenized training rows (ids and masks), the key of caches built from them."""
+    h = hashlib.sha256()
+    for ids, mask in rows:
+        h.update(json.dumps([ids, mask]).encode())
+    return h.hexdigest()[:24]
+
+
+def write_shards(
+    target: Any, rows: list[tuple[list[int], list[int]]], layers: AuxLayers, folder: Path, shard_size: int = 64
+) -> Path:
+    """Capture every row once and write shards of up to shard_size rows under folder; return the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    head, softcap = output_head(target)
+    torch.save({"head": head.cpu(), "softcap": softcap}, folder / "head.pt")
+    device = next(target.parameters()).device
+    for start in range(0, len(rows), shard_size):
+        shard = []
+        for ids, mask in rows[start : start + shard_size]:
+            x = torch.tensor([ids], device=device)
+            st = capture(target, x, torch.ones_like(x), layers)
+            shard.append({"ids": ids, "mask": mask, "aux": st.aux[0].cpu(), "final": st.final[0].cpu()})
+        torch.save(shard, folder / f"shard_{start // shard_size:05d}.pt")
+    (folder / "meta.json").write_text(json.dumps({"rows": len(rows), "aux_input_ids": list(layers.as_input().ids)}))
+    return folder
+
+
+def read_shards(folder: Path) -> Iterator[dict[str, Any]]:
+    """Yield the cached rows of folder in order: ids, mask, aux [T, 3H], final [T, H]."""
+    for path in sorted(folder.glob("shard_*.pt")):
+        yield from torch.load(path, weights_only=True)

@@ -1,0 +1,119 @@
+"""The training-time-test (TTT) loss of EAGLE-3, a fast batched version and a plain reference of it.
+
+Alignment, stated once: `loss_mask[t] = 1` when token t is an assistant token (supervised). The target's
+logits at position p predict token p+1. The draft at TTT step j, position t, predicts token t+2+j, so it is
+compared with the target's logits at p = t+1+j, and counts only when token t+2+j is supervised
+(`loss_mask[t+2+j]`) and the target's own choice there lies inside the draft vocab. Getting this shift wrong
+by one silently trains on the wrong half of each turn (SpecForge #885); the reference below is written
+position by position so the two can be compared.
+
+Loss per step: cross-entropy of the draft against the target's distribution renormalised over the draft
+vocab, averaged over counted positions; total = sum_j decay^j * loss_j (decay 0.8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from training.draft_model import Eagle3Draft, shift_left
+
+
+@dataclass
+class TTTLoss:
+    """Total weighted loss, and per-step loss and top-1 agreement with the target over counted positions."""
+
+    total: Tensor
+    step_losses: list[float]
+    step_accuracies: list[float]
+    counted: int
+
+
+def restrict_to_draft_vocab(target_logits: Tensor, d2t: Tensor, t2d: Tensor) -> tuple[Tensor, Tensor]:
+    """Return the target's logits over the draft vocab [B,T,N] and whether its argmax is in the draft vocab."""
+    used = d2t + torch.arange(d2t.shape[0], device=d2t.device)
+    in_vocab = t2d[target_logits.argmax(-1)]
+    return target_logits[..., used], in_vocab
+
+
+def ttt_loss(
+    step_logits: list[Tensor],
+    target_draft_logits: Tensor,
+    in_vocab: Tensor,
+    loss_mask: Tensor,
+    decay: float = 0.8,
+) -> TTTLoss:
+    """Weighted TTT loss from the draft's per-step logits (see the module docstring for the alignment)."""
+    target_logp = F.log_softmax(target_draft_logits.float(), dim=-1)
+    total = torch.zeros((), device=target_draft_logits.device)
+    losses: list[float] = []
+    accs: list[float] = []
+    counted = 0
+    for j, logits in enumerate(step_logits):
+        # The draft at position t predicts token t+2+j: target logits at t+1+j, mask at t+2+j.
+        tgt = shift_left(target_logp, j + 1)
+        mask = (shift_left(loss_mask, j + 2) * shift_left(in_vocab, j + 1)).float()
+        draft_logp = F.log_softmax(logits.float(), dim=-1)
+        per_pos = -(tgt.exp() * draft_logp).sum(-1)
+        n = mask.sum()
+        step = (per_pos * mask).sum() / n.clamp(min=1.0)
+        total = total + (decay**j) * step
+        agree = (logits.argmax(-1) == tgt.argmax(-1)).float()
+        losses.append(float(step.detach()))
+        accs.append(float(((agree * mask).sum() / n.clamp(min=1.0)).detach()))
+        counted = max(counted, int(n))
+    return TTTLoss(total=total, step_losses=losses, step_accuracies=accs, counted=counted)
+
+
+def reference_ttt_loss(
+    draft: Eagle3Draft,
+    input_ids: Tensor,
+    aux: Tensor,
+    target_logits: Tensor,
+    loss_mask: Tensor,
+    steps: int,
+    decay: float = 0.8,
+) -> Tensor:
+    """The same loss computed position by position with explicit key lists: slow, obviously right.
+
+    Batch size 1 (input_ids [1, T]). For each step j and position t: the attention keys are step 0's keys at
+    positions 0..t plus steps 1..j's keys at position t; the token read is x_{t+1+j} (0 past the end).
+    """
+    T = input_ids.shape[1]
+    ids = input_ids[0].tolist()
+    layer = draft.midlayer
+    positions = torch.arange(T)
+    used = draft.d2t + torch.arange(draft.d2t.shape[0])
+    hidden = draft.fc(aux)  # [1, T, H]
+    step_keys: list[Tensor] = []
+    step_values: list[Tensor] = []
+    total = torch.zeros(())
+    for j in range(steps):
+        tokens = torch.tensor([[ids[t + 1 + j] if t + 1 + j < T else 0 for t in range(T)]])
+        q, k, v = layer.project(draft.embed_tokens(tokens), hidden, positions)  # [1,h,T,d]
+        step_keys.append(k)
+        step_values.append(v)
+        outs = []
+        for t in range(T):
+            ks = torch.cat([step_keys[0][:, :, : t + 1]] + [sk[:, :, t : t + 1] for sk in step_keys[1:]], 2)
+            vs = torch.cat([step_values[0][:, :, : t + 1]] + [sv[:, :, t : t + 1] for sv in step_values[1:]], 2)
+            w = torch.softmax((q[:, :, t : t + 1] @ ks.transpose(-1, -2)) / q.shape[-1] ** 0.5, dim=-1)
+            outs.append((w @ vs).transpose(1, 2).reshape(1, 1, -1))
+        hidden = layer.finish(torch.cat(outs, 1), residual=hidden)
+        logits = draft.logits(hidden)[0]
+        step_sum, count = torch.zeros(()), 0
+        for t in range(T):
+            p = t + 1 + j
+            if p + 1 >= T or not loss_mask[0, p + 1]:
+                continue
+            if not draft.t2d[int(target_logits[0, p].argmax())]:
+                continue
+            target = torch.softmax(target_logits[0, p, used].float(), -1)
+            step_sum = step_sum - (target * torch.log_softmax(logits[t].float(), -1)).sum()
+            count += 1
+        total = total + decay**j * step_sum / max(count, 1)
+    return total
+

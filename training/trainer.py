@@ -1,0 +1,275 @@
+"""`train(cfg)`: one EAGLE-3 draft training run, read top to bottom, with the small helpers it calls.
+
+The story: load the target and its tokenizer; render and mask the data; build (or verify and reuse) the draft
+vocab; build the draft on the target's frozen embeddings; AdamW with warmup + cosine; for each batch get the
+target's aux states and logits (online, or from offline shards), unroll the TTT steps, take the weighted loss,
+clip and step; checkpoint with the run config beside it; resume from the newest checkpoint; export the SGLang
+folder at the end. Several GPUs: launch with `torchrun`, each rank takes every world_size-th row and DDP
+averages the gradients; rank 0 alone writes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from training.config import TrainConfig, save_config
+from training.data import TokenizedRow, load_conversations, tokenize_row
+from training.draft_model import DraftConfig, Eagle3Draft
+from training.export import export_draft
+from training.hidden_states import (
+    AuxLayers,
+    capture,
+    data_hash,
+    default_aux_layers,
+    logits_from_final,
+    read_shards,
+    write_shards,
+)
+from training.loss import restrict_to_draft_vocab, ttt_loss
+from training.vocab import DraftVocab, load_or_build, vocab_key
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    """Where the run ended: steps taken, last loss and per-step accuracy, the export folder."""
+
+    steps: int
+    loss: float
+    step_accuracies: list[float]
+    export_dir: Path
+    vocab_coverage: float
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    """Train a draft for cfg.target on cfg.data; return where the run ended."""
+    # --- Where we run: one process, or one rank of a torchrun job.
+    rank, world, device = _setup_distributed(cfg)
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+
+    # --- Target, tokenizer, data (rendered with the target's chat template, assistant tokens supervised).
+    target, tokenizer = load_target(cfg.target, device, cfg.bf16)
+    rows = tokenize_file(cfg, tokenizer)
+    layers = AuxLayers(cfg.aux_layer_ids, "input") if cfg.aux_layer_ids else default_aux_layers(
+        target.config.num_hidden_layers)
+    layers.validate(target.config.num_hidden_layers)
+
+    # --- Draft vocab: cached per (data, tokenizer, N), verified before reuse.
+    pairs = [(r.input_ids, r.loss_mask) for r in rows]
+    key = vocab_key(data_hash(pairs), tokenizer_hash(tokenizer), cfg.draft_vocab_size)
+    vocab = load_or_build(cfg.out / "vocab_cache", key, pairs, len(tokenizer), cfg.draft_vocab_size)
+    logger.info("draft vocab covers %.1f%% of supervised tokens", 100 * vocab.coverage)
+
+    # --- Draft on the target's frozen embeddings; optimizer; schedule; resume.
+    draft = build_draft(target, cfg, vocab).to(device)
+    optimizer = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad],
+                                  lr=cfg.lr, weight_decay=cfg.weight_decay)
+    total_steps = cfg.max_steps or cfg.epochs * math.ceil(len(rows[rank::world]) / cfg.batch_size)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(total_steps, cfg.warmup_ratio))
+    step = resume(cfg, draft, optimizer, scheduler) if cfg.resume else 0
+    model = torch.nn.parallel.DistributedDataParallel(draft) if world > 1 else draft
+    source = offline_source(cfg, target, rows, layers, key) if cfg.mode == "offline" else None
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16 else nullcontext()
+
+    # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step.
+    last_loss, accs = float("nan"), [0.0] * cfg.ttt_steps
+    while step < total_steps:
+        for batch in batches(rows[rank::world], cfg.batch_size, seed=cfg.seed + step):
+            ids, attn, mask = (t.to(device) for t in batch)
+            aux, target_logits = target_states(target, source, ids, attn, layers)
+            target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
+            with autocast:
+                step_logits = model(ids, aux, cfg.ttt_steps)
+            result = ttt_loss(step_logits, target_draft_logits, in_vocab, mask, cfg.step_decay)
+            optimizer.zero_grad(set_to_none=True)
+            result.total.backward()
+            torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            last_loss, accs = float(result.total.detach()), result.step_accuracies
+            if step % cfg.log_every == 0 and rank == 0:
+                logger.info("step %d loss %.4f acc %s", step, last_loss, [round(a, 3) for a in accs])
+            if rank == 0 and (step % cfg.save_every == 0 or step == total_steps):
+                save_checkpoint(cfg, draft, optimizer, scheduler, step)
+            if step >= total_steps:
+                break
+
+    # --- Export the SGLang folder (rank 0), and finish.
+    export_dir = cfg.out / "export"
+    if rank == 0:
+        export_draft(draft, layers, export_dir, dtype="bfloat16" if device.type == "cuda" else "float32")
+    if world > 1:
+        dist.destroy_process_group()
+    return TrainResult(steps=step, loss=last_loss, step_accuracies=accs, export_dir=export_dir,
+                       vocab_coverage=vocab.coverage)
+
+
+def _setup_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device]:
+    """Rank, world size and device; under torchrun, join the process group (NCCL on GPU, gloo on CPU)."""
+    use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    if dist.is_torchelastic_launched() and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    if use_cuda:
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        return rank, world, torch.device("cuda", rank % torch.cuda.device_count())
+    return rank, world, torch.device("cpu")
+
+
+def load_target(path: Path, device: torch.device, bf16: bool = True) -> tuple[Any, Any]:
+    """The frozen target (bf16 on GPU, fp32 on CPU) and its tokenizer, from a local folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = torch.bfloat16 if device.type == "cuda" and bf16 else torch.float32
+    target = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device).eval()
+    target.requires_grad_(False)
+    return target, AutoTokenizer.from_pretrained(str(path))
+
+
+def tokenize_file(cfg: TrainConfig, tokenizer: Any) -> list[TokenizedRow]:
+    """Render and mask every row of cfg.data; rows with nothing supervised within max_length are dropped."""
+    rows = [tokenize_row(tokenizer, rid, turns, cfg.max_length)
+            for rid, turns in load_conversations(cfg.data, cfg.messages_field)]
+    kept = [r for r in rows if sum(r.loss_mask) > 0]
+    if len(kept) < len(rows):
+        logger.warning("dropped %d rows with no supervised token within %d tokens", len(rows) - len(kept),
+                       cfg.max_length)
+    return kept
+
+
+def tokenizer_hash(tokenizer: Any) -> str:
+    """A stable fingerprint of the tokenizer's vocabulary and chat template."""
+    import hashlib
+
+    blob = json.dumps([sorted(tokenizer.get_vocab().items()), getattr(tokenizer, "chat_template", None)])
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def build_draft(target: Any, cfg: TrainConfig, vocab: DraftVocab) -> Eagle3Draft:
+    """A fresh draft shaped after the target, with its embeddings copied (frozen) and the vocab maps set."""
+    tc = target.config
+    draft_cfg = DraftConfig(
+        hidden_size=tc.hidden_size,
+        intermediate_size=cfg.draft_intermediate_size or tc.intermediate_size,
+        num_attention_heads=tc.num_attention_heads,
+        num_key_value_heads=getattr(tc, "num_key_value_heads", tc.num_attention_heads),
+        vocab_size=target.get_input_embeddings().weight.shape[0],
+        draft_vocab_size=cfg.draft_vocab_size,
+        target_hidden_size=tc.hidden_size,
+        max_position_embeddings=cfg.serving_context or tc.max_position_embeddings,
+        rms_norm_eps=getattr(tc, "rms_norm_eps", 1e-6),
+        rope_theta=float(getattr(tc, "rope_theta", None) or 10000.0),
+        head_dim=getattr(tc, "head_dim", None),
+    )
+    draft = Eagle3Draft(draft_cfg)
+    embed = target.get_input_embeddings()
+    weight = embed.weight.detach().float()
+    scale = getattr(embed, "embed_scale", None)  # Gemma scales its embeddings by sqrt(hidden)
+    draft.embed_tokens.weight.data.copy_(weight * float(scale) if scale is not None else weight)
+    draft.set_vocab(vocab.d2t, vocab.t2d)
+    return draft
+
+
+def warmup_cosine(total_steps: int, warmup_ratio: float) -> Any:
+    """LR multiplier: linear warmup over warmup_ratio of the steps, then cosine down to 0."""
+    warmup = max(1, int(total_steps * warmup_ratio))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total_steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+def batches(rows: list[TokenizedRow], size: int, seed: int) -> Any:
+    """Yield shuffled right-padded (input_ids, attention_mask, loss_mask) batches."""
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)
+    for start in range(0, len(order), size):
+        chunk = [rows[i] for i in order[start : start + size]]
+        width = max(len(r.input_ids) for r in chunk)
+        ids = torch.zeros(len(chunk), width, dtype=torch.long)
+        attn = torch.zeros(len(chunk), width, dtype=torch.long)
+        mask = torch.zeros(len(chunk), width, dtype=torch.long)
+        for i, r in enumerate(chunk):
+            n = len(r.input_ids)
+            ids[i, :n] = torch.tensor(r.input_ids)
+            attn[i, :n] = 1
+            mask[i, :n] = torch.tensor(r.loss_mask)
+        yield ids, attn, mask
+
+
+def target_states(target: Any, source: Any, ids: Tensor, attn: Tensor, layers: AuxLayers) -> tuple[Tensor, Tensor]:
+    """Aux states and target logits: computed now (online) or looked up in the offline shards."""
+    if source is None:
+        states = capture(target, ids, attn, layers)
+        return states.aux.float(), states.logits.float()
+    return source.lookup(ids, attn)
+
+
+class OfflineSource:
+    """Offline mode: rows' aux and final states read from shards, logits recomputed with the target's head."""
+
+    def __init__(self, folder: Path) -> None:
+        head = torch.load(folder / "head.pt", weights_only=True)
+        self.head, self.softcap = head["head"].float(), head["softcap"]
+        self.by_ids = {tuple(r["ids"]): r for r in read_shards(folder)}
+
+    def lookup(self, ids: Tensor, attn: Tensor) -> tuple[Tensor, Tensor]:
+        """Stack the cached states for a padded batch (padding rows are zeros)."""
+        b, t = ids.shape
+        aux = torch.zeros(b, t, 3 * self.head.shape[1])
+        final = torch.zeros(b, t, self.head.shape[1])
+        for i in range(b):
+            n = int(attn[i].sum())
+            row = self.by_ids[tuple(ids[i, :n].tolist())]
+            aux[i, :n], final[i, :n] = row["aux"].float(), row["final"].float()
+        device = ids.device
+        return aux.to(device), logits_from_final(final, self.head, self.softcap).to(device)
+
+
+def offline_source(cfg: TrainConfig, target: Any, rows: list[TokenizedRow], layers: AuxLayers, key: str) -> OfflineSource:
+    """Write the shards once per (data, tokenizer, layers) key, then serve them."""
+    folder = cfg.out / "hidden_cache" / f"{key}-{'-'.join(map(str, layers.as_input().ids))}"
+    if not (folder / "meta.json").exists():
+        write_shards(target, [(r.input_ids, r.loss_mask) for r in rows], layers, folder)
+    return OfflineSource(folder)
+
+
+def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any, step: int) -> Path:
+    """Write out/checkpoints/step_N: weights, optimizer, scheduler, step, and the run config beside them."""
+    folder = cfg.out / "checkpoints" / f"step_{step:07d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save({"draft": draft.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "step": step}, folder / "state.pt")
+    save_config(cfg, folder)
+    return folder
+
+
+def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any) -> int:
+    """Load the newest checkpoint under out/checkpoints (if any) and return its step, else 0."""
+    found = sorted((cfg.out / "checkpoints").glob("step_*/state.pt"))
+    if not found:
+        return 0
+    state = torch.load(found[-1], weights_only=True)
+    draft.load_state_dict(state["draft"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    logger.info("resumed from %s", found[-1].parent)
+    return int(state["step"])
