@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
@@ -13,6 +15,7 @@ from curation.catalog import models
 from curation.catalog.database import alembic_config
 from curation.catalog.store import make_engine, upgrade_database
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TABLES = {"campaign", "subagentrun", "candidate", "verdict", "catalogentry", "auditevent", "alembic_version"}
 
 
@@ -55,3 +58,25 @@ def test_sqlite_connections_use_wal_and_foreign_keys(tmp_path: Path) -> None:
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
     engine.dispose()
     assert path.exists()
+
+
+def test_downgrade_to_base_and_back(database_url: str) -> None:
+    engine = make_engine(database_url)
+    upgrade_database(engine)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "base")
+    with engine.connect() as connection:
+        assert set(inspect(connection).get_table_names()) == {"alembic_version"}
+    upgrade_database(engine)
+    assert _current_revision(engine) == ScriptDirectory.from_config(config).get_current_head()
+    engine.dispose()
+
+
+def test_the_developer_ini_targets_the_settings_database() -> None:
+    config = Config(str(REPO_ROOT / "alembic.ini"))
+    command.upgrade(config, "head")  # env.py opens the settings' catalog: a SQLite file under DATAHUNT_HOME
+    engine = make_engine()
+    assert _current_revision(engine) == ScriptDirectory.from_config(config).get_current_head()
+    engine.dispose()
