@@ -1,7 +1,8 @@
-"""The deterministic query planner: a category's seed queries, then keyword pairs, without an LLM.
+"""The deterministic query planner: a category's seed queries, then its uncovered keywords, without an LLM.
 
-Seed queries come first (they are written to find the best-known datasets), then pairs of the category's
-keywords that no seed query already covers, so `max_queries` > seeds still widens the search.
+Seed queries come first (they are written to find the best-known datasets), then each keyword no seed query
+mentions, as a query of its own (a single distinctive word such as `codesearchnet` is also what the Hub's id
+search matches best), then pairs of keywords, so `max_queries` above the seed count still widens the search.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ def plan_queries_deterministic(definition: CategoryDefinition, max_queries: int)
 
     for seed in definition.seed_queries:
         add(seed)
+    seed_words = {word for seed in definition.seed_queries for word in seed.lower().split()}
+    for keyword in definition.keywords:
+        if keyword.lower() not in seed_words:
+            add(keyword)
     keywords = definition.keywords
     for i, first in enumerate(keywords):
         for second in keywords[i + 1 :]:

@@ -198,5 +198,6 @@ async def _score(
 
 
 def _order(candidate: Candidate) -> tuple[float, float, str]:
+    """Sort key: relevance first, then the best search rank, helped by how many searches found it."""
     best_rank = min((e.rank for e in candidate.evidence), default=10**6)
     return (-candidate.relevance, best_rank - len(candidate.evidence), candidate.hub_id.lower())

@@ -59,17 +59,25 @@ class HubSearch:
         self.timeout_s = timeout_s
 
     async def search(self, query: str, *, limit: int = 20) -> list[SearchHit]:
-        """Return up to `limit` Hub datasets whose id matches a variant of `query`, most downloaded first."""
+        """Return up to `limit` Hub datasets whose id matches a variant of `query`, most downloaded first.
+
+        The variants are listed concurrently; if any of them fails the whole search raises (a permanent error
+        before a transient one), so the caller's retry covers every variant and no failure goes unrecorded.
+        """
         variants = id_variants(query)
+        answers = await asyncio.gather(
+            *(self._call(partial(self._list, variant, limit)) for variant in variants), return_exceptions=True
+        )
+        errors = [a for a in answers if isinstance(a, BaseException)]
+        if errors:
+            permanent = [e for e in errors if not isinstance(e, TransientSearchError)]
+            raise (permanent or errors)[0]
         found: dict[str, tuple[int, Any]] = {}
-        for order, variant in enumerate(variants):
-            infos = await self._call(partial(self._list, variant, limit))
-            for info in infos:
+        for order, infos in enumerate(answers):
+            for info in infos:  # type: ignore[union-attr]
                 hub_id = getattr(info, "id", "") or ""
                 if is_hub_id(hub_id) and hub_id not in found:
                     found[hub_id] = (order, info)
-            if len(found) >= limit:
-                break
         ranked = sorted(found.values(), key=lambda pair: (pair[0], -(getattr(pair[1], "downloads", 0) or 0)))
         hits: list[SearchHit] = []
         for rank, (_, info) in enumerate(ranked[:limit], start=1):

@@ -89,7 +89,7 @@ def test_search_merges_variants_and_maps_metadata(serve) -> None:
         "manishsaini1/github-codereview-dataset",
     ]
     searched = [r.url.params.get("search") for r in seen if r.url.path == "/api/datasets"]
-    assert searched == ["code-review", "code_review", "codereview", "review"]
+    assert sorted(searched) == ["code-review", "code_review", "codereview", "review"]
     assert all("cardData" in r.url.params.get_list("expand") for r in seen if r.url.path == "/api/datasets")
     first = hits[0]
     assert (first.backend, first.query, first.rank) == ("hub", "code review", 1)
@@ -130,6 +130,17 @@ def test_http_errors_map_onto_the_search_error_tree(serve, status: int, error: t
     if error is SearchError:
         assert not isinstance(info.value, TransientSearchError)
     assert len(seen) >= 1
+
+
+def test_one_failing_variant_fails_the_whole_search_so_it_is_retried_whole(serve) -> None:
+    def partly_down(request: httpx2.Request) -> httpx2.Response:
+        if request.url.params.get("search") == "code_review":
+            return httpx2.Response(502, text="Bad Gateway")
+        return hub_answers(request)
+
+    serve(partly_down)
+    with pytest.raises(TransientSearchError, match="HTTP 502"):
+        asyncio.run(HubSearch(HfApi(token=False)).search("code review", limit=10))
 
 
 def test_connection_refused_means_unavailable(serve) -> None:
