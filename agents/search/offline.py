@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 SNAPSHOT_NAME = "hf_datasets_snapshot.jsonl"
 # bm25() weights per indexed column, in table order: id_words, tags, sections, description.
 COLUMN_WEIGHTS = (6.0, 4.0, 2.0, 1.0)
+PREFIX_WEIGHT = 0.5  # a term matching only as a word prefix (`commit` in `commitpack`) counts this much
+MIN_PREFIX_LEN = 4
 COVERAGE_BONUS = 0.6  # a document matching every query term scores up to 1.6× one matching a single term
 EVAL_ONLY_PENALTY = 0.7  # records only ever listed as evaluation benchmarks are rarely training data
 _BENCHMARK_SECTION = re.compile(r"lm-eval task|evaluation datasets|benchmarks?\b", re.IGNORECASE)
@@ -98,12 +100,16 @@ class OfflineIndex:
         matched: dict[int, int] = {}
         with self._lock:
             for term, count in counts.items():
+                quoted = '"' + term.replace('"', '""') + '"'
                 try:
-                    rows = self._db.execute(sql, ('"' + term.replace('"', '""') + '"',)).fetchall()
+                    per_doc = dict(self._db.execute(sql, (quoted,)).fetchall())
+                    if len(term) >= MIN_PREFIX_LEN:  # `commit` also finds the glued `commitpack`
+                        for rowid, score in self._db.execute(sql, (quoted + "*",)).fetchall():
+                            per_doc[rowid] = max(per_doc.get(rowid, 0.0), PREFIX_WEIGHT * score)
                 except sqlite3.Error as exc:  # quoting makes this unreachable for text input; keep it clear
                     raise SearchError(f"offline index could not run query {query!r}: {exc}") from exc
                 weight = 1.0 + math.log(count)
-                for rowid, score in rows:
+                for rowid, score in per_doc.items():
                     totals[rowid] = totals.get(rowid, 0.0) + weight * score
                     matched[rowid] = matched.get(rowid, 0) + 1
         scored: list[tuple[str, float]] = []
