@@ -163,3 +163,30 @@ def test_a_broken_snapshot_file_names_the_line(tmp_path: Path) -> None:
     path.write_text('{"id": "a/b"}\n{not json}\n')
     with pytest.raises(ValueError, match=r"snap.jsonl:2: not JSON"):
         OfflineIndex.from_jsonl(path)
+
+
+def test_a_query_word_also_finds_ids_that_glue_it_to_another_word() -> None:
+    index = OfflineIndex(
+        [
+            {"id": "a/commitpack", "description": ""},
+            {"id": "b/commit-messages", "description": ""},
+            {"id": "c/unrelated", "description": "nothing here"},
+        ]
+    )
+    ranked = index.rank("commit", limit=5)
+    assert [hub_id for hub_id, _ in ranked] == ["b/commit-messages", "a/commitpack"]
+
+
+def test_records_listed_only_as_benchmarks_rank_below_training_sets() -> None:
+    index = OfflineIndex(
+        [
+            {"id": "eval/math-problems", "source_sections": ["lm-eval task: x"]},
+            {"id": "bench/math-problems", "tags": ["benchmark"]},
+            {"id": "train/math-problems", "source_sections": ["curated list: x y"]},
+            {"id": "both/math-problems", "source_sections": ["curated list: x y", "lm-eval task: x"]},
+        ]
+    )
+    ranked = dict(index.rank("math problems", limit=4))
+    assert ranked["eval/math-problems"] < ranked["train/math-problems"]
+    assert ranked["bench/math-problems"] < ranked["train/math-problems"]
+    assert ranked["both/math-problems"] > ranked["eval/math-problems"]
