@@ -144,3 +144,19 @@ async def fetch_model_name(client: httpx.AsyncClient, base_url: str) -> str | No
     if models and isinstance(models[0], dict) and models[0].get("id"):
         return str(models[0]["id"])
     return None
+
+
+def same_model(expected: str, served: str) -> bool:
+    """True when `served` names the `expected` model: equal ids, or equal last path parts (local copies)."""
+    a, b = expected.strip().rstrip("/"), served.strip().rstrip("/")
+    return a == b or a.rsplit("/", 1)[-1].lower() == b.rsplit("/", 1)[-1].lower()
+
+
+async def find_model_mismatches(client: httpx.AsyncClient, urls: list[str], expected: str) -> list[str]:
+    """Return one message per server whose advertised model is not `expected` (servers that say nothing pass)."""
+    names = await asyncio.gather(*(fetch_model_name(client, url) for url in urls))
+    return [
+        f"{url} serves {name!r}, not the manifest's target {expected!r}"
+        for url, name in zip(urls, names, strict=True)
+        if name is not None and not same_model(expected, name)
+    ]

@@ -1,0 +1,58 @@
+"""Prompt rendering for SGLang's native `/generate`, with the target tokenizer's own chat template.
+
+The native API applies no template, so the client renders the conversation exactly as the target was
+trained to see it (`transformers`' `apply_chat_template`, generation prompt appended) and sends the text or
+the token ids. The tokenizer is loaded once per run from a local path or Hub id (`--tokenizer`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class TemplateError(ValueError):
+    """The tokenizer cannot be loaded or has no chat template; the message says which."""
+
+
+class ChatRenderer:
+    """Renders a conversation into the target's prompt text or ids."""
+
+    def __init__(self, tokenizer: Any, *, chat_template: str | None = None) -> None:
+        if chat_template is None and not getattr(tokenizer, "chat_template", None):
+            raise TemplateError("the tokenizer has no chat template; pass one (manifest target.chat_template)")
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+
+    @classmethod
+    def load(cls, name_or_path: str | Path, *, chat_template: str | None = None) -> ChatRenderer:
+        """Return a renderer for the tokenizer at `name_or_path` (local folder or Hub id in the cache)."""
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+        except (OSError, ValueError) as exc:
+            raise TemplateError(f"cannot load tokenizer {name_or_path}: {exc}") from None
+        return cls(tokenizer, chat_template=chat_template)
+
+    def render(self, history: list[dict[str, str]], *, enable_thinking: bool | None = None) -> str:
+        """Return the prompt text for `history` with the generation prompt appended."""
+        extra: dict[str, Any] = {}
+        if enable_thinking is not None:
+            extra["enable_thinking"] = enable_thinking
+        text = self.tokenizer.apply_chat_template(
+            history,
+            chat_template=self.chat_template,
+            add_generation_prompt=True,
+            tokenize=False,
+            **extra,
+        )
+        return str(text)
+
+    def render_ids(self, history: list[dict[str, str]], *, enable_thinking: bool | None = None) -> list[int]:
+        """Return the prompt token ids (the rendered text already holds the special tokens, so none are added)."""
+        text = self.render(history, enable_thinking=enable_thinking)
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -1,0 +1,125 @@
+"""The contract every generation backend meets: sampling settings in, one answered turn out, typed errors.
+
+A backend answers one turn given the conversation so far (`generate_turn`). The runner owns everything
+around it (endpoint choice, retries, journal), so an HTTP backend (OpenAI-compatible, SGLang native) and a
+later in-process batched `transformers` backend plug in behind the same interface and resume the same way.
+Errors are split the way the retry policy needs them: `RetryableError` (connection errors, timeouts, 429,
+5xx: try again, maybe elsewhere) and `RowError` (4xx, malformed answers: recorded on the row).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.DOTALL)
+
+
+class Reasoning(StrEnum):
+    """What to do with a reasoning model's thinking: keep it inline, drop it, or ask the server not to think."""
+
+    KEEP = "keep"
+    DROP = "drop"
+    DISABLE = "disable"
+
+
+class Sampling(BaseModel):
+    """Sampling settings sent with every request and recorded on every row."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = Field(default=0.7, ge=0)
+    top_p: float = Field(default=0.95, gt=0, le=1)
+    max_tokens: int = Field(default=2048, gt=0)
+    seed: int | None = None
+
+
+@dataclass
+class TurnResult:
+    """One answered turn: the text to train on, and what the server said about producing it."""
+
+    content: str
+    reasoning: str | None
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_s: float
+    model: str | None = None
+    spec_verify_ct: int | None = None
+
+    def training_text(self, reasoning: Reasoning) -> str:
+        """Return the assistant text for the training row: thinking inline in `<think>` markers when kept."""
+        if reasoning is Reasoning.KEEP and self.reasoning:
+            return f"<think>\n{self.reasoning.strip()}\n</think>\n\n{self.content}"
+        if reasoning is Reasoning.DROP:
+            return strip_thinking(self.content)
+        return self.content
+
+
+class RetryableError(Exception):
+    """A failure worth retrying: connection error, timeout, 429 or 5xx. `endpoint_fault` marks a dead server."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, endpoint_fault: bool = False) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.endpoint_fault = endpoint_fault
+
+
+class RowError(Exception):
+    """A failure of this row that a retry would repeat: a 4xx or a malformed answer."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class GenerationBackend(Protocol):
+    """Answers one turn. `client`/`endpoint` are the runner's; an in-process backend may ignore them."""
+
+    api: str
+
+    async def generate_turn(
+        self, client: httpx.AsyncClient, endpoint: str, history: list[dict[str, str]], sampling: Sampling
+    ) -> TurnResult: ...
+
+
+def strip_thinking(text: str) -> str:
+    """Return `text` without `<think>…</think>` blocks (an unclosed block runs to the end)."""
+    return THINK_BLOCK.sub("", text).lstrip()
+
+
+def split_thinking(text: str) -> tuple[str | None, str]:
+    """Return (thinking inside the first `<think>` block or None, the answer after it)."""
+    match = re.match(r"\s*<think>(.*?)(?:</think>|$)\s*(.*)", text, re.DOTALL)
+    if not match:
+        return None, text
+    return match.group(1).strip(), match.group(2)
+
+
+async def post_json(client: httpx.AsyncClient, url: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """POST `payload` and return the JSON object answered; raise RetryableError or RowError as the policy says."""
+    try:
+        response = await client.post(url, json=payload)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise RetryableError(f"cannot connect to {url}: {type(exc).__name__}", endpoint_fault=True) from None
+    except httpx.TimeoutException as exc:
+        raise RetryableError(f"timeout from {url}: {type(exc).__name__}") from None
+    except httpx.TransportError as exc:  # dropped connection, protocol error
+        raise RetryableError(f"transport error from {url}: {type(exc).__name__}: {exc}") from None
+    status = response.status_code
+    if status == 429 or status >= 500:
+        raise RetryableError(f"HTTP {status} from {url}: {response.text[:200]}", status_code=status)
+    if status >= 400:
+        raise RowError(f"HTTP {status} from {url}: {response.text[:500]}", status_code=status)
+    try:
+        body = response.json()
+    except ValueError:
+        raise RowError(f"malformed answer from {url} (not JSON): {response.text[:200]!r}", status_code=status) from None
+    if not isinstance(body, dict):
+        raise RowError(f"malformed answer from {url}: expected a JSON object", status_code=status)
+    return body

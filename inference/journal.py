@@ -1,0 +1,146 @@
+"""The run's append-only journal: `regenerated.jsonl` and `errors.jsonl` are written as rows finish.
+
+Rules that make a run exactly-once across crashes:
+- A row's final record is one complete JSON line, appended and flushed the moment the row finishes, in
+  whatever order rows finish. An id in `regenerated.jsonl` is finished for good; an id in `errors.jsonl`
+  finally failed (retries spent, or a 4xx/malformed answer).
+- On resume both files are read; an incomplete last line (the process died mid-write) is cut off, so the
+  row it belonged to runs again. Every complete line's id is skipped.
+- `retry_failed` first rewrites `errors.jsonl` without the failed rows (atomically, via a temp file and
+  rename), then runs them again: a row is never in both files. Should both files still name an id (edited
+  by hand), the success wins and the error line is dropped.
+- Lines are flushed to the OS on every write (a SIGKILL loses nothing written); `fsync` runs at most every
+  `fsync_interval_s` seconds (0 = every line) and at close, bounding what a power loss can take.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+logger = logging.getLogger(__name__)
+
+DONE_FILE = "regenerated.jsonl"
+ERRORS_FILE = "errors.jsonl"
+
+
+class JournalError(RuntimeError):
+    """A journal file has a corrupt line that is not the torn last one; the message names it."""
+
+
+def _read_ids(path: Path) -> list[str]:
+    """Return the ids of the complete lines of `path`, cutting off a torn last line in place."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1
+        logger.warning("%s: cutting off an incomplete last line (%d bytes) left by a crash", path, len(data) - keep)
+        with path.open("r+b") as handle:
+            handle.truncate(keep)
+        data = data[:keep]
+    ids = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            ids.append(str(json.loads(line)["id"]))
+        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+            raise JournalError(f"{path}:{number}: corrupt journal line (not a JSON object with an id)") from None
+    return ids
+
+
+def _rewrite_without(path: Path, drop: set[str]) -> None:
+    """Atomically rewrite `path` keeping only the lines whose id is not in `drop`."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with path.open("rb") as src, tmp.open("wb") as dst:
+        for line in src:
+            if line.strip() and str(json.loads(line)["id"]) not in drop:
+                dst.write(line)
+        dst.flush()
+        os.fsync(dst.fileno())
+    os.replace(tmp, path)
+
+
+@dataclass
+class Journal:
+    """The two output files of a run directory, opened for append."""
+
+    run_dir: Path
+    fsync_interval_s: float = 1.0
+    done_ids: set[str] = field(default_factory=set)
+    failed_ids: set[str] = field(default_factory=set)
+    _handles: dict[str, IO[bytes]] = field(default_factory=dict)
+    _last_fsync: float = 0.0
+
+    @property
+    def done_path(self) -> Path:
+        return self.run_dir / DONE_FILE
+
+    @property
+    def errors_path(self) -> Path:
+        return self.run_dir / ERRORS_FILE
+
+    def open(self, *, retry_failed: bool = False) -> None:
+        """Read what earlier attempts finished and open both files for append."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        done = _read_ids(self.done_path)
+        failed = _read_ids(self.errors_path)
+        if len(done) != len(set(done)):
+            logger.warning("%s names %d ids twice", self.done_path, len(done) - len(set(done)))
+        self.done_ids = set(done)
+        both = self.done_ids & set(failed)
+        drop = both | (set(failed) if retry_failed else set())
+        if drop:
+            _rewrite_without(self.errors_path, drop)
+        self.failed_ids = set(failed) - drop
+        for name, path in ((DONE_FILE, self.done_path), (ERRORS_FILE, self.errors_path)):
+            self._handles[name] = path.open("ab")
+        self._last_fsync = time.monotonic()
+
+    def finished(self, row_id: str) -> bool:
+        """True when `row_id` already has its final record."""
+        return row_id in self.done_ids or row_id in self.failed_ids
+
+    def _append(self, name: str, record: dict[str, Any]) -> None:
+        handle = self._handles[name]
+        handle.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+        handle.flush()
+        now = time.monotonic()
+        if now - self._last_fsync >= self.fsync_interval_s:
+            self.sync()
+            self._last_fsync = now
+
+    def write_done(self, record: dict[str, Any]) -> None:
+        """Append a row's regenerated record; each id is written once."""
+        row_id = str(record["id"])
+        if row_id in self.done_ids:
+            raise JournalError(f"row {row_id!r} was already written to {DONE_FILE}")
+        self._append(DONE_FILE, record)
+        self.done_ids.add(row_id)
+
+    def write_failed(self, record: dict[str, Any]) -> None:
+        """Append a row's final error record; each id is written once."""
+        row_id = str(record["id"])
+        if row_id in self.failed_ids or row_id in self.done_ids:
+            raise JournalError(f"row {row_id!r} already has a final record")
+        self._append(ERRORS_FILE, record)
+        self.failed_ids.add(row_id)
+
+    def sync(self) -> None:
+        """fsync both files."""
+        for handle in self._handles.values():
+            os.fsync(handle.fileno())
+
+    def close(self) -> None:
+        """fsync and close both files."""
+        if self._handles:
+            self.sync()
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()

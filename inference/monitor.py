@@ -1,0 +1,89 @@
+"""The live view of a regeneration run: rich progress bars drawn from the run's status file.
+
+`datahunt monitor DIR` redraws about once a second until the run finishes (or once with `--once`). It only
+reads `DIR/status.json`, so it can watch a run started by another process, on another terminal, or one that
+already ended.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+from rich.table import Table
+
+from inference.status import read_status
+
+
+def format_duration(seconds: float | None) -> str:
+    """Return `seconds` as `1d 02h`, `3h 04m`, `5m 06s` or `7s`; `?` when unknown."""
+    if seconds is None:
+        return "?"
+    seconds = int(max(0, seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours:02d}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+def render(status: dict[str, Any]) -> RenderableType:
+    """Return the monitor's view of one status snapshot."""
+    rows = status["rows"]
+    progress = Progress(
+        TextColumn("{task.description:<34}"), BarColumn(bar_width=40), TaskProgressColumn(), TextColumn("{task.fields[note]}")
+    )
+    finished = rows["done"] + rows["failed"]
+    progress.add_task(
+        "rows", total=max(rows["total"], 1), completed=finished,
+        note=f"{rows['done']} done · {rows['failed']} failed · {rows['pending']} pending",
+    )
+    for endpoint in status.get("endpoints", []):
+        mark = "[green]up[/]" if endpoint["healthy"] else "[red]down[/]"
+        progress.add_task(
+            endpoint["url"][-34:], total=max(endpoint["limit"], 1), completed=endpoint["in_flight"],
+            note=f"{mark} in flight {endpoint['in_flight']}/{endpoint['limit']} · ok {endpoint['ok']} · err {endpoint['errors']}",
+        )
+    eta = status.get("eta") or {}
+    tok_s = status.get("tok_s") or {}
+    table = Table.grid(padding=(0, 2))
+    table.add_row(
+        f"[bold]{status.get('run_id', '')}[/] {status.get('state', '?')}",
+        f"{status['tokens']['completion']:,} tokens",
+        f"{tok_s.get('last_minute', 0):,.1f} tok/s (last min) · {tok_s.get('overall', 0):,.1f} overall",
+    )
+    table.add_row(
+        f"elapsed {format_duration(status.get('elapsed_s'))}",
+        f"ETA {format_duration(eta.get('expected_s'))}",
+        f"range {format_duration(eta.get('low_s'))} – {format_duration(eta.get('high_s'))}",
+    )
+    parts: list[RenderableType] = [table, progress]
+    if status.get("error"):
+        parts.append(f"[red]{status['error']}[/]")
+    return Group(*parts)
+
+
+def watch(run_dir: Path, *, once: bool = False, interval_s: float = 1.0, console: Console | None = None) -> dict[str, Any]:
+    """Show the run in `run_dir` until it stops running (or once); return the last status seen."""
+    console = console or Console()
+    status = read_status(run_dir)
+    if status is None:
+        raise FileNotFoundError(f"{run_dir} has no status file: not a regeneration run (or not started yet)")
+    if once:
+        console.print(render(status))
+        return status
+    with Live(render(status), console=console, refresh_per_second=4) as live:
+        while status.get("state") == "running":
+            time.sleep(interval_s)
+            status = read_status(run_dir) or status
+            live.update(render(status))
+    return status

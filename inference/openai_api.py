@@ -1,0 +1,84 @@
+"""The OpenAI-compatible backend: `POST /v1/chat/completions`, chat template applied by the server.
+
+Works with SGLang, vLLM and llama.cpp's `llama-server`. Tokens come from `usage`; a reasoning model's
+thinking from `message.reasoning_content` (SGLang/vLLM with a reasoning parser) or from `<think>` markers
+left in the content. `--reasoning disable` sends `chat_template_kwargs.enable_thinking = false`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from inference.generation import Reasoning, RowError, Sampling, TurnResult, post_json, split_thinking
+
+CHAT_PATH = "/v1/chat/completions"
+
+
+def api_base(endpoint: str) -> str:
+    """Return the server root for `endpoint`, accepting URLs given with or without a trailing `/v1`."""
+    base = endpoint.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+class OpenAIChatBackend:
+    """Answers a turn through `/v1/chat/completions`."""
+
+    api = "openai"
+
+    def __init__(self, *, model: str | None = None, reasoning: Reasoning = Reasoning.KEEP) -> None:
+        self.model = model
+        self.reasoning = reasoning
+
+    def payload(self, history: list[dict[str, str]], sampling: Sampling) -> dict[str, Any]:
+        """Return the request body for `history` at `sampling`."""
+        body: dict[str, Any] = {
+            "model": self.model or "default",
+            "messages": history,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "stream": False,
+        }
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if self.reasoning is Reasoning.DISABLE:
+            body["chat_template_kwargs"] = {"enable_thinking": False}
+        return body
+
+    async def generate_turn(
+        self, client: httpx.AsyncClient, endpoint: str, history: list[dict[str, str]], sampling: Sampling
+    ) -> TurnResult:
+        """Return the server's answer to the last user turn of `history`."""
+        started = time.monotonic()
+        body = await post_json(client, api_base(endpoint) + CHAT_PATH, self.payload(history, sampling))
+        latency = time.monotonic() - started
+        return parse_chat_completion(body, latency)
+
+
+def parse_chat_completion(body: dict[str, Any], latency_s: float) -> TurnResult:
+    """Return the TurnResult of a chat-completion answer; raise RowError when it is malformed."""
+    try:
+        choice = body["choices"][0]
+        message = choice["message"]
+        content = message.get("content")
+    except (KeyError, IndexError, TypeError):
+        raise RowError(f"malformed chat completion: no choices[0].message in {str(body)[:200]}") from None
+    if content is not None and not isinstance(content, str):
+        raise RowError("malformed chat completion: message.content is not text")
+    reasoning = message.get("reasoning_content") or None
+    content = content or ""
+    if reasoning is None:
+        reasoning, content = split_thinking(content)
+    usage = body.get("usage") or {}
+    return TurnResult(
+        content=content,
+        reasoning=reasoning,
+        finish_reason=choice.get("finish_reason"),
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        latency_s=latency_s,
+        model=body.get("model"),
+    )

@@ -1,0 +1,173 @@
+"""Regeneration input: curated samples read from Parquet or JSONL, each with a stable row id and its prompts.
+
+Curation writes `DIR/data/*.parquet` or `DIR/samples.jsonl`; a plain JSONL file of samples works too. A row's
+id is its input `id`, else a content hash of its messages, so a resumed run recognises finished rows whatever
+order they finished in. A regenerated conversation keeps the optional leading system message and every user
+turn; the dataset's assistant turns are dropped (the target answers each user turn again). Rows whose
+`needs_regeneration` is false are already target-native and pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "bot": "assistant"}
+ROLES = {"system", "user", "assistant"}
+
+
+class InputError(ValueError):
+    """The input is missing, unreadable, or has duplicate ids; the message names the file and row."""
+
+
+class PromptError(ValueError):
+    """One row's messages cannot be regenerated (no user turn, unsupported role); recorded on the row."""
+
+
+@dataclass(frozen=True)
+class InputRow:
+    """One curated sample as regeneration sees it."""
+
+    id: str
+    messages: list[dict[str, str]]
+    needs_regeneration: bool = True
+    category: str | None = None
+    source: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def content_id(messages: list[dict[str, Any]]) -> str:
+    """Return a stable id for a row without one: sha256 of the canonical JSON of its messages (24 hex)."""
+    canon = json.dumps(
+        [{"role": str(m.get("role")), "content": m.get("content")} for m in messages],
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return "h" + hashlib.sha256(canon.encode("utf-8")).hexdigest()[:24]
+
+
+def normalise_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Return the messages with ShareGPT role aliases mapped (`human`→user, `gpt`→assistant) and text content."""
+    out = []
+    for message in messages:
+        role = str(message.get("role") or message.get("from") or "")
+        role = ROLE_ALIASES.get(role, role)
+        content = message.get("content", message.get("value"))
+        out.append({"role": role, "content": "" if content is None else str(content)})
+    return out
+
+
+def user_turns(messages: list[dict[str, str]]) -> tuple[str | None, list[str]]:
+    """Return (system prompt or None, the user turns in order); raise PromptError when nothing can be asked."""
+    system: str | None = None
+    users: list[str] = []
+    for index, message in enumerate(messages):
+        role = message["role"]
+        if role not in ROLES:
+            raise PromptError(f"unsupported role {role!r} at message {index}; regeneration needs system/user/assistant")
+        if role == "system":
+            if users:
+                raise PromptError(f"system message at position {index} after a user turn")
+            system = message["content"] if system is None else system + "\n\n" + message["content"]
+        elif role == "user":
+            users.append(message["content"])
+    if not users:
+        raise PromptError("no user turn to answer")
+    return system, users
+
+
+def _row_from_dict(raw: dict[str, Any], where: str) -> InputRow:
+    messages = raw.get("messages", raw.get("conversations"))
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise InputError(f"{where}: `messages` must be a list of {{role, content}} objects")
+    messages = normalise_messages(messages)
+    row_id = raw.get("id")
+    row_id = str(row_id) if row_id not in (None, "") else content_id(messages)
+    known = {"id", "messages", "conversations", "needs_regeneration", "category", "source"}
+    return InputRow(
+        id=row_id,
+        messages=messages,
+        needs_regeneration=bool(raw.get("needs_regeneration", True)),
+        category=raw.get("category"),
+        source=raw.get("source"),
+        extra={k: v for k, v in raw.items() if k not in known},
+    )
+
+
+def _iter_jsonl(path: Path) -> Iterator[InputRow]:
+    with path.open("r", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+            if not isinstance(raw, dict):
+                raise InputError(f"{path}:{number}: expected a JSON object per line")
+            yield _row_from_dict(raw, f"{path}:{number}")
+
+
+def _iter_parquet(path: Path) -> Iterator[InputRow]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several unrelated types for a bad file
+        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+    for number, raw in enumerate(table.to_pylist()):
+        yield _row_from_dict(raw, f"{path}[{number}]")
+
+
+def input_files(path: Path) -> list[Path]:
+    """Return the sample files behind `path`: itself, or a curated folder's Parquet shards / JSONL files."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise InputError(f"input {path} does not exist")
+    for pattern in ("data/*.parquet", "*.parquet", "samples.jsonl", "data/*.jsonl", "*.jsonl"):
+        found = sorted(path.glob(pattern))
+        if found:
+            return found
+    raise InputError(f"input folder {path} has no data/*.parquet, *.parquet or *.jsonl samples")
+
+
+def iter_rows(path: Path) -> Iterator[InputRow]:
+    """Yield every input row of `path` (file or curated folder) in file order."""
+    for file in input_files(path):
+        if file.suffix == ".parquet":
+            yield from _iter_parquet(file)
+        elif file.suffix in (".jsonl", ".json"):
+            yield from _iter_jsonl(file)
+        else:
+            raise InputError(f"{file}: unsupported input type (expected .parquet or .jsonl)")
+
+
+def load_rows(path: Path) -> tuple[list[InputRow], int]:
+    """Return (rows with unique ids, number of identical duplicates skipped); raise InputError on a clash.
+
+    Two rows with the same id and the same messages are one prompt (kept once, counted); the same id
+    with different messages is an error, since the output could not tell them apart.
+    """
+    seen: dict[str, InputRow] = {}
+    duplicates = 0
+    for row in iter_rows(path):
+        first = seen.get(row.id)
+        if first is None:
+            seen[row.id] = row
+        elif first.messages == row.messages:
+            duplicates += 1
+        else:
+            raise InputError(f"id {row.id!r} appears twice with different messages in {path}")
+    if duplicates:
+        logger.warning("%d duplicate input rows (same id and messages) skipped", duplicates)
+    return list(seen.values()), duplicates

@@ -1,0 +1,328 @@
+"""The regeneration loop: every pending row answered turn by turn, with retries, balancing and a journal.
+
+One `httpx.AsyncClient` per run (explicit timeouts, a connection pool sized to the total concurrency) and
+one worker task per request slot keep every endpoint saturated. A row's user turns are answered in order,
+each on top of the target's own earlier answers. Connection errors, timeouts, 429 and 5xx are retried with
+capped exponential backoff and full jitter (on whichever endpoint is least loaded); a 4xx, a malformed or
+an empty answer ends the row in `errors.jsonl`. Finished rows go to the journal at once, so killing the
+process at any moment and running the same command again resumes exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from inference.endpoints import AllEndpointsDown, Endpoint, EndpointPool
+from inference.generation import (
+    GenerationBackend,
+    Reasoning,
+    RetryableError,
+    RowError,
+    Sampling,
+    TurnResult,
+    strip_thinking,
+)
+from inference.journal import Journal
+from inference.records import InputRow, PromptError, load_rows, user_turns
+from inference.status import STATUS_FILE, StatusTracker, register_run, write_json_atomic
+
+logger = logging.getLogger(__name__)
+
+RUN_FILE = "run.json"
+
+
+@dataclass
+class RunConfig:
+    """Everything one regeneration run needs besides the backend."""
+
+    input_path: Path
+    out_dir: Path
+    endpoints: list[str]
+    concurrency: int = 32
+    sampling: Sampling = field(default_factory=Sampling)
+    reasoning: Reasoning = Reasoning.KEEP
+    max_attempts: int = 6
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 30.0
+    connect_timeout_s: float = 10.0
+    request_timeout_s: float = 600.0
+    retry_failed: bool = False
+    status_interval_s: float = 1.0
+    fsync_interval_s: float = 1.0
+    reprobe_interval_s: float = 2.0
+    dead_after_s: float = 600.0
+    limit: int | None = None
+    model: str | None = None
+
+
+@dataclass
+class RunSummary:
+    """What a run did, for the CLI's last line."""
+
+    total: int
+    done: int
+    failed: int
+    skipped: int
+    duplicates: int
+    completion_tokens: int
+    status: dict[str, Any]
+
+
+class RowFailed(Exception):
+    """A row's final failure, with what errors.jsonl records about it."""
+
+    def __init__(self, message: str, *, status_code: int | None, attempts: int, turn: int, server: str | None):
+        super().__init__(message)
+        self.status_code = status_code
+        self.attempts = attempts
+        self.turn = turn
+        self.server = server
+
+
+def backoff_s(attempt: int, base_s: float, cap_s: float) -> float:
+    """Return the wait before retry number `attempt` (1-based): capped exponential with full jitter."""
+    return random.uniform(0, min(cap_s, base_s * 2 ** (attempt - 1)))
+
+
+@dataclass
+class _Run:
+    config: RunConfig
+    backend: GenerationBackend
+    client: httpx.AsyncClient
+    pool: EndpointPool
+    journal: Journal
+    tracker: StatusTracker
+
+    async def call(self, history: list[dict[str, str]], turn: int) -> tuple[TurnResult, str, int]:
+        """Answer the last user turn of `history`; return (result, endpoint url, attempts)."""
+        soft = hard = 0
+        endpoint: Endpoint | None = None
+        while True:
+            endpoint = await self.pool.acquire()
+            try:
+                result = await self.backend.generate_turn(self.client, endpoint.url, history, self.config.sampling)
+            except RetryableError as exc:
+                # A dead server (connection refused/dropped) is the pool's problem: it ejects the endpoint and
+                # the row moves on to another; those attempts get a wider budget than the row's own failures.
+                await self.pool.release(endpoint, error=str(exc), fault="hard" if exc.endpoint_fault else "soft")
+                hard, soft = (hard + 1, soft) if exc.endpoint_fault else (hard, soft + 1)
+                if soft >= self.config.max_attempts or hard >= 3 * self.config.max_attempts:
+                    raise RowFailed(
+                        f"gave up after {soft + hard} attempts: {exc}",
+                        status_code=exc.status_code, attempts=soft + hard, turn=turn, server=endpoint.url,
+                    ) from None
+                await asyncio.sleep(backoff_s(soft + hard, self.config.backoff_base_s, self.config.backoff_cap_s))
+                continue
+            except RowError as exc:
+                await self.pool.release(endpoint, error=str(exc))
+                raise RowFailed(
+                    str(exc), status_code=exc.status_code, attempts=soft + hard + 1, turn=turn, server=endpoint.url
+                ) from None
+            except BaseException:
+                await self.pool.release(endpoint, error="cancelled")
+                raise
+            await self.pool.release(endpoint, tokens=result.completion_tokens or 0)
+            return result, endpoint.url, soft + hard + 1
+
+    async def regenerate(self, row: InputRow) -> dict[str, Any]:
+        """Return the regenerated record of `row`; raise RowFailed when a turn finally fails."""
+        try:
+            system, users = user_turns(row.messages)
+        except PromptError as exc:
+            raise RowFailed(str(exc), status_code=None, attempts=0, turn=0, server=None) from None
+        history: list[dict[str, str]] = [{"role": "system", "content": system}] if system is not None else []
+        conversations = list(history)
+        turns: list[dict[str, Any]] = []
+        for index, question in enumerate(users):
+            history.append({"role": "user", "content": question})
+            conversations.append({"role": "user", "content": question})
+            result, server, attempts = await self.call(history, index)
+            self.tracker.add_turn(result.prompt_tokens, result.completion_tokens)
+            text = result.training_text(self.config.reasoning)
+            if not text.strip():
+                raise RowFailed(
+                    f"empty answer (finish_reason={result.finish_reason})",
+                    status_code=None, attempts=attempts, turn=index, server=server,
+                )
+            history.append({"role": "assistant", "content": strip_thinking(result.content)})
+            conversations.append({"role": "assistant", "content": text})
+            turns.append(_turn_meta(result, server, attempts))
+        return {"id": row.id, "conversations": conversations, "meta": self._row_meta(row, turns)}
+
+    def _row_meta(self, row: InputRow, turns: list[dict[str, Any]]) -> dict[str, Any]:
+        verify = [t["spec_verify_ct"] for t in turns if t.get("spec_verify_ct") is not None]
+        meta: dict[str, Any] = {
+            "regenerated": True,
+            "finish_reason": turns[-1]["finish_reason"],
+            "prompt_tokens": sum(t["prompt_tokens"] or 0 for t in turns),
+            "completion_tokens": sum(t["completion_tokens"] or 0 for t in turns),
+            "server": turns[-1]["server"],
+            "latency_s": round(sum(t["latency_s"] for t in turns), 4),
+            "api": self.backend.api,
+            "model": turns[-1].get("model") or self.config.model,
+            "sampling": self.config.sampling.model_dump(),
+            "reasoning": self.config.reasoning.value,
+            "turns": turns,
+            "category": row.category,
+            "source": row.source,
+        }
+        if verify:
+            meta["spec_verify_ct"] = sum(verify)
+        return meta
+
+    async def worker(self, queue: asyncio.Queue[InputRow]) -> None:
+        """Take rows off `queue` until it is empty, writing each one's final record."""
+        while True:
+            try:
+                row = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            try:
+                record = await self.regenerate(row)
+            except RowFailed as exc:
+                self.journal.write_failed(
+                    {
+                        "id": row.id,
+                        "error": str(exc),
+                        "status_code": exc.status_code,
+                        "attempts": exc.attempts,
+                        "turn": exc.turn,
+                        "server": exc.server,
+                        "api": self.backend.api,
+                        "category": row.category,
+                        "source": row.source,
+                    }
+                )
+                self.tracker.row_failed()
+                continue
+            self.journal.write_done(record)
+            self.tracker.row_done(record["meta"]["completion_tokens"])
+
+    async def write_status_forever(self) -> None:
+        """Rewrite the status file every `status_interval_s`."""
+        while True:
+            self.write_status()
+            await asyncio.sleep(self.config.status_interval_s)
+
+    def write_status(self) -> None:
+        write_json_atomic(self.config.out_dir / STATUS_FILE, self.tracker.snapshot(self.pool.snapshot()))
+
+
+def _turn_meta(result: TurnResult, server: str, attempts: int) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "finish_reason": result.finish_reason,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "server": server,
+        "latency_s": round(result.latency_s, 4),
+        "attempts": attempts,
+        "model": result.model,
+    }
+    if result.spec_verify_ct is not None:
+        meta["spec_verify_ct"] = result.spec_verify_ct
+    if result.reasoning:
+        meta["reasoning_chars"] = len(result.reasoning)
+    return meta
+
+
+def passthrough_record(row: InputRow) -> dict[str, Any]:
+    """Return the output record of a target-native row: its messages unchanged."""
+    meta = {"regenerated": False, "reason": "needs_regeneration is false", "category": row.category, "source": row.source}
+    return {"id": row.id, "conversations": row.messages, "meta": meta}
+
+
+def _write_run_file(config: RunConfig, api: str) -> None:
+    data = {
+        "input": str(config.input_path),
+        "endpoints": config.endpoints,
+        "api": api,
+        "model": config.model,
+        "sampling": config.sampling.model_dump(),
+        "reasoning": config.reasoning.value,
+        "concurrency": config.concurrency,
+    }
+    path = config.out_dir / RUN_FILE
+    if path.exists():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        if before.get("sampling") != data["sampling"]:
+            logger.warning("resuming with other sampling settings than before: %s → %s", before.get("sampling"), data["sampling"])
+    write_json_atomic(path, data)
+
+
+async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> RunSummary:
+    """Regenerate every unfinished row of `config.input_path` into `config.out_dir`; return the summary."""
+    rows, duplicates = load_rows(config.input_path)
+    if config.limit is not None:
+        rows = rows[: config.limit]
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    _write_run_file(config, backend.api)
+    register_run(config.out_dir)
+    journal = Journal(config.out_dir, fsync_interval_s=config.fsync_interval_s)
+    journal.open(retry_failed=config.retry_failed)
+    ids = {row.id for row in rows}
+    tracker = StatusTracker(
+        total=len(rows),
+        already_done=len(journal.done_ids & ids),
+        already_failed=len(journal.failed_ids & ids),
+        info={"run_id": config.out_dir.name, "input": str(config.input_path), "api": backend.api,
+              "model": config.model, "sampling": config.sampling.model_dump()},
+    )
+    pending = [row for row in rows if not journal.finished(row.id)]
+    skipped = len(rows) - len(pending)
+    pool = EndpointPool.from_urls(
+        config.endpoints, config.concurrency,
+        reprobe_interval_s=config.reprobe_interval_s, dead_after_s=config.dead_after_s,
+    )
+    slots = config.concurrency * len(config.endpoints)
+    timeout = httpx.Timeout(config.request_timeout_s, connect=config.connect_timeout_s, pool=None)
+    limits = httpx.Limits(max_connections=slots + len(config.endpoints), max_keepalive_connections=slots)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        run = _Run(config, backend, client, pool, journal, tracker)
+        queue: asyncio.Queue[InputRow] = asyncio.Queue()
+        for row in pending:
+            if row.needs_regeneration:
+                queue.put_nowait(row)
+            else:
+                journal.write_done(passthrough_record(row))
+                tracker.row_passed_through()
+        background = [asyncio.create_task(run.write_status_forever())]
+        workers: list[asyncio.Task[None]] = []
+        try:
+            if not queue.empty():
+                await pool.probe_all(client)
+                background.append(asyncio.create_task(pool.reprobe_forever(client)))
+                workers = [asyncio.create_task(run.worker(queue)) for _ in range(min(slots, queue.qsize()))]
+                await asyncio.gather(*workers)
+            tracker.state = "finished"
+        except AllEndpointsDown as exc:
+            tracker.state, tracker.error = "failed", str(exc)
+            raise
+        except BaseException as exc:
+            tracker.state, tracker.error = "interrupted", f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            for task in workers + background:
+                task.cancel()
+            for task in workers + background:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            journal.close()
+            run.write_status()
+    return RunSummary(
+        total=len(rows), done=tracker.done, failed=tracker.failed, skipped=skipped, duplicates=duplicates,
+        completion_tokens=tracker.completion_tokens, status=tracker.snapshot(pool.snapshot()),
+    )
+
+
+def regenerate(config: RunConfig, backend: GenerationBackend) -> RunSummary:
+    """Synchronous `run_regeneration`; returns the summary."""
+    return asyncio.run(run_regeneration(config, backend))

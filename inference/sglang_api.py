@@ -1,0 +1,96 @@
+"""SGLang's native backend: `POST /generate` with a prompt the client renders from the target's template.
+
+The request carries `text` (or `input_ids` when `send_ids`) and `sampling_params`; the answer's `meta_info`
+gives the finish reason (`{type: stop|length|abort}`), prompt/completion tokens and, with speculative
+decoding on, `spec_verify_ct` (per-request accept length = completion_tokens / spec_verify_ct). An `abort`
+finish is retried: SGLang aborts requests when it sheds load.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from inference.chat_template import ChatRenderer
+from inference.generation import (
+    Reasoning,
+    RetryableError,
+    RowError,
+    Sampling,
+    TurnResult,
+    post_json,
+    split_thinking,
+)
+
+GENERATE_PATH = "/generate"
+
+
+class SGLangNativeBackend:
+    """Answers a turn through `/generate`, rendering the prompt with the target tokenizer's chat template."""
+
+    api = "sglang"
+
+    def __init__(
+        self,
+        renderer: ChatRenderer,
+        *,
+        model: str | None = None,
+        reasoning: Reasoning = Reasoning.KEEP,
+        send_ids: bool = False,
+    ) -> None:
+        self.renderer = renderer
+        self.model = model
+        self.reasoning = reasoning
+        self.send_ids = send_ids
+
+    def payload(self, history: list[dict[str, str]], sampling: Sampling) -> dict[str, Any]:
+        """Return the request body for `history` at `sampling`."""
+        thinking = False if self.reasoning is Reasoning.DISABLE else None
+        params: dict[str, Any] = {
+            "max_new_tokens": sampling.max_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+        }
+        if sampling.seed is not None:
+            params["sampling_seed"] = sampling.seed
+        body: dict[str, Any] = {"sampling_params": params, "stream": False}
+        if self.send_ids:
+            body["input_ids"] = self.renderer.render_ids(history, enable_thinking=thinking)
+        else:
+            body["text"] = self.renderer.render(history, enable_thinking=thinking)
+        return body
+
+    async def generate_turn(
+        self, client: httpx.AsyncClient, endpoint: str, history: list[dict[str, str]], sampling: Sampling
+    ) -> TurnResult:
+        """Return the server's answer to the last user turn of `history`."""
+        started = time.monotonic()
+        body = await post_json(client, endpoint.rstrip("/") + GENERATE_PATH, self.payload(history, sampling))
+        result = parse_generate(body, time.monotonic() - started)
+        result.model = self.model
+        return result
+
+
+def parse_generate(body: dict[str, Any], latency_s: float) -> TurnResult:
+    """Return the TurnResult of a `/generate` answer; raise RowError when malformed, RetryableError on abort."""
+    text = body.get("text")
+    meta = body.get("meta_info")
+    if not isinstance(text, str) or not isinstance(meta, dict):
+        raise RowError(f"malformed /generate answer: need text and meta_info, got {str(body)[:200]}")
+    finish = meta.get("finish_reason")
+    finish_type = finish.get("type") if isinstance(finish, dict) else finish
+    if finish_type == "abort":
+        message = finish.get("message", "") if isinstance(finish, dict) else ""
+        raise RetryableError(f"server aborted the request {message}".strip())
+    reasoning, content = split_thinking(text)
+    return TurnResult(
+        content=content,
+        reasoning=reasoning,
+        finish_reason=finish_type,
+        prompt_tokens=meta.get("prompt_tokens"),
+        completion_tokens=meta.get("completion_tokens"),
+        latency_s=float(meta.get("e2e_latency") or latency_s),
+        spec_verify_ct=meta.get("spec_verify_ct"),
+    )

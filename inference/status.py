@@ -1,0 +1,203 @@
+"""The run's status file: where a regeneration stands, rewritten atomically about once a second.
+
+`DIR/status.json` holds rows done/failed/pending, tokens generated, tok/s over the last minute and overall,
+an ETA with a range, and per-endpoint load and errors. The ETA is pending rows × completion tokens per row
+÷ tok/s: expected with the mean length, low/high with the 10th/90th percentile of the lengths observed so
+far, so a run of long answers does not promise too early. `datahunt monitor` and `GET /runs/{id}` read it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from core.settings import get_settings
+
+STATUS_FILE = "status.json"
+WINDOW_S = 60.0
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write `data` to `path` through a temp file and rename, so readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_status(run_dir: Path) -> dict[str, Any] | None:
+    """Return the status of the run in `run_dir`, or None when it has none (yet)."""
+    try:
+        return json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def _quantile(values: list[int], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return float(ordered[index])
+
+
+@dataclass
+class StatusTracker:
+    """Counts a run's progress; `snapshot()` turns it into the status file's JSON."""
+
+    total: int
+    already_done: int = 0
+    already_failed: int = 0
+    done: int = 0
+    failed: int = 0
+    passthrough: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+    state: str = "running"
+    error: str | None = None
+    started: float = field(default_factory=time.monotonic)
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    _window: deque[tuple[float, int]] = field(default_factory=deque)
+    _row_lengths: list[int] = field(default_factory=list)
+
+    def add_turn(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        """Count the tokens of one answered turn."""
+        self.prompt_tokens += prompt_tokens or 0
+        self.completion_tokens += completion_tokens or 0
+        self._window.append((time.monotonic(), completion_tokens or 0))
+
+    def row_done(self, completion_tokens: int) -> None:
+        """Count a regenerated row and its total completion tokens."""
+        self.done += 1
+        self._row_lengths.append(completion_tokens)
+
+    def row_failed(self) -> None:
+        """Count a row that finally failed."""
+        self.failed += 1
+
+    def row_passed_through(self) -> None:
+        """Count a target-native row copied unchanged."""
+        self.done += 1
+        self.passthrough += 1
+
+    @property
+    def pending(self) -> int:
+        return self.total - self.already_done - self.already_failed - self.done - self.failed
+
+    def _tok_s(self) -> tuple[float, float]:
+        now = time.monotonic()
+        while self._window and now - self._window[0][0] > WINDOW_S:
+            self._window.popleft()
+        elapsed = max(now - self.started, 1e-9)
+        span = min(WINDOW_S, elapsed)
+        recent = sum(tokens for _, tokens in self._window) / span
+        return recent, self.completion_tokens / elapsed
+
+    def snapshot(self, endpoints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Return the status as JSON-ready data."""
+        recent, overall = self._tok_s()
+        rate = recent or overall
+        lengths = self._row_lengths
+        per_row: dict[str, float] | None = None
+        eta: dict[str, float | None] = {"expected_s": None, "low_s": None, "high_s": None}
+        if lengths:
+            per_row = {
+                "mean": statistics.fmean(lengths),
+                "p10": _quantile(lengths, 0.1),
+                "p50": _quantile(lengths, 0.5),
+                "p90": _quantile(lengths, 0.9),
+            }
+            if rate > 0:
+                eta = {
+                    "expected_s": self.pending * per_row["mean"] / rate,
+                    "low_s": self.pending * per_row["p10"] / rate,
+                    "high_s": self.pending * per_row["p90"] / rate,
+                }
+        return {
+            **self.info,
+            "state": self.state,
+            "error": self.error,
+            "started_at": self.started_at,
+            "updated_at": datetime.now(UTC).isoformat(),
+            "elapsed_s": time.monotonic() - self.started,
+            "rows": {
+                "total": self.total,
+                "done": self.already_done + self.done,
+                "failed": self.already_failed + self.failed,
+                "pending": self.pending,
+                "done_this_session": self.done,
+                "failed_this_session": self.failed,
+                "passthrough_this_session": self.passthrough,
+            },
+            "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
+            "tok_s": {"last_minute": recent, "overall": overall},
+            "completion_tokens_per_row": per_row,
+            "eta": eta,
+            "endpoints": endpoints or [],
+        }
+
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+LINK_SUFFIX = ".path"
+
+
+class UnknownRunError(LookupError):
+    """No run with this id is registered (or the id is malformed)."""
+
+
+def runs_root() -> Path:
+    """Return the folder where runs are listed: `settings.runs_dir`, default `home`/runs."""
+    settings = get_settings()
+    return (settings.runs_dir or settings.home / "runs").resolve()
+
+
+def register_run(run_dir: Path) -> str:
+    """List `run_dir` under the runs folder (a `<id>.path` pointer unless it lives there); return its id."""
+    run_dir = Path(run_dir).resolve()
+    root = runs_root()
+    run_id = run_dir.name
+    if run_dir.parent != root:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / f"{run_id}{LINK_SUFFIX}").write_text(str(run_dir), encoding="utf-8")
+    return run_id
+
+
+def resolve_run(run_id: str) -> Path:
+    """Return the folder of run `run_id`; raise UnknownRunError for an unknown or malformed id."""
+    if not RUN_ID_PATTERN.match(run_id) or ".." in run_id:
+        raise UnknownRunError(f"malformed run id {run_id!r}")
+    root = runs_root()
+    if (root / run_id / STATUS_FILE).is_file():
+        return root / run_id
+    link = root / f"{run_id}{LINK_SUFFIX}"
+    if link.is_file():
+        target = Path(link.read_text(encoding="utf-8").strip())
+        if (target / STATUS_FILE).is_file():
+            return target
+    raise UnknownRunError(f"no run {run_id!r} under {root}")
+
+
+def list_runs() -> list[dict[str, Any]]:
+    """Return a short summary of every listed run, newest update first."""
+    root = runs_root()
+    if not root.is_dir():
+        return []
+    ids = {p.name for p in root.iterdir() if p.is_dir()} | {
+        p.name[: -len(LINK_SUFFIX)] for p in root.iterdir() if p.name.endswith(LINK_SUFFIX)
+    }
+    runs = []
+    for run_id in sorted(ids):
+        try:
+            status = read_status(resolve_run(run_id))
+        except UnknownRunError:
+            continue
+        if status is not None:
+            runs.append({"id": run_id, "state": status.get("state"), "rows": status.get("rows"),
+                         "updated_at": status.get("updated_at")})
+    return sorted(runs, key=lambda r: r.get("updated_at") or "", reverse=True)

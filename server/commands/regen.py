@@ -1,0 +1,203 @@
+"""`datahunt regen`, `datahunt monitor`, `datahunt plan`: the regeneration stage's front door.
+
+`regen` answers every curated prompt again through the target's inference server(s) into a run folder and
+resumes when run again; `monitor` shows a run live; `plan` measures the server and writes the plan. Bad
+input ends with a one-line error and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+class Api(StrEnum):
+    OPENAI = "openai"
+    SGLANG = "sglang"
+
+
+def _fail(message: str, code: int = 1) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _load_target(manifest: Path | None, input_path: Path) -> dict[str, Any] | None:
+    """Return the manifest as plain data (given, or `manifest.json` beside the curated set), or None."""
+    from curation.manifest import ManifestError, load_manifest
+
+    if manifest is None:
+        folder = input_path if input_path.is_dir() else input_path.parent
+        manifest = folder / "manifest.json" if (folder / "manifest.json").is_file() else None
+    if manifest is None:
+        return None
+    try:
+        return load_manifest(manifest).model_dump(mode="json")
+    except ManifestError as exc:
+        _fail(str(exc))
+    return None
+
+
+def _backend(api: Api, *, model: str | None, tokenizer: str | None, manifest: dict[str, Any] | None,
+             reasoning: Any, send_ids: bool) -> Any:
+    from inference.chat_template import ChatRenderer, TemplateError
+    from inference.openai_api import OpenAIChatBackend
+    from inference.sglang_api import SGLangNativeBackend
+
+    if api is Api.OPENAI:
+        return OpenAIChatBackend(model=model, reasoning=reasoning)
+    target = (manifest or {}).get("target") or {}
+    source = tokenizer or target.get("tokenizer") or target.get("model")
+    if not source:
+        _fail("--api sglang renders prompts itself: pass --tokenizer PATH (or a manifest with a target)")
+    try:
+        renderer = ChatRenderer.load(source, chat_template=target.get("chat_template"))
+    except TemplateError as exc:
+        _fail(str(exc))
+    return SGLangNativeBackend(renderer, model=model, reasoning=reasoning, send_ids=send_ids)
+
+
+async def _check_servers(urls: list[str], expected: str | None) -> tuple[list[str], str | None]:
+    """Return (model mismatches against `expected`, the first server's advertised model)."""
+    import httpx
+
+    from inference.server_info import fetch_model_name, find_model_mismatches
+
+    async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
+        served = await fetch_model_name(client, urls[0])
+        mismatches = await find_model_mismatches(client, urls, expected) if expected else []
+    return mismatches, served
+
+
+def regen(
+    input_path: Path = typer.Option(..., "--input", help="Curated folder (data/*.parquet or samples.jsonl) or a JSONL file."),
+    servers: list[str] = typer.Option(..., "--server", help="Server base URL; repeat for several (or one sglang-router URL)."),
+    out: Path = typer.Option(..., "--out", help="Run folder: regenerated.jsonl, errors.jsonl, status.json."),
+    api: Api = typer.Option(Api.OPENAI, "--api", help="openai: /v1/chat/completions; sglang: native /generate."),
+    concurrency: int = typer.Option(32, "--concurrency", min=1, help="Requests in flight per server."),
+    model: str | None = typer.Option(None, "--model", help="Model name sent to the server (default: the served one)."),
+    tokenizer: str | None = typer.Option(None, "--tokenizer", help="Target tokenizer for --api sglang (path or Hub id)."),
+    manifest: Path | None = typer.Option(None, "--manifest", help="Manifest naming the target (default: beside the input)."),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0),
+    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0),
+    max_tokens: int = typer.Option(2048, "--max-tokens", min=1),
+    seed: int | None = typer.Option(None, "--seed"),
+    reasoning: str = typer.Option("keep", "--reasoning", help="keep | drop | disable the target's thinking."),
+    send_ids: bool = typer.Option(False, "--send-ids", help="--api sglang: send token ids instead of text."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run the rows in errors.jsonl again."),
+    max_attempts: int = typer.Option(6, "--max-attempts", min=1, help="Attempts per turn on 429/5xx/timeouts."),
+    request_timeout: float = typer.Option(600.0, "--request-timeout", min=0.1, help="Seconds one request may take."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N input rows (a trial run)."),
+    force: bool = typer.Option(False, "--force", help="Regenerate even through a server serving another model."),
+) -> None:
+    """Regenerate every curated prompt with the target model; run again to resume."""
+    from inference.endpoints import AllEndpointsDown
+    from inference.generation import Reasoning, Sampling
+    from inference.journal import JournalError
+    from inference.records import InputError
+    from inference.runner import RunConfig, regenerate
+
+    try:
+        mode = Reasoning(reasoning)
+    except ValueError:
+        _fail(f"--reasoning must be keep, drop or disable, not {reasoning!r}", 2)
+    if not input_path.exists():
+        _fail(f"input {input_path} does not exist", 2)
+    plan = _load_target(manifest, input_path)
+    expected = ((plan or {}).get("target") or {}).get("model")
+    mismatches, served = asyncio.run(_check_servers(servers, expected))
+    if mismatches and not force:
+        _fail("; ".join(mismatches) + " (use --force to regenerate anyway)")
+    backend = _backend(api, model=model or served, tokenizer=tokenizer, manifest=plan, reasoning=mode, send_ids=send_ids)
+    config = RunConfig(
+        input_path=input_path, out_dir=out, endpoints=list(servers), concurrency=concurrency,
+        sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
+        reasoning=mode, max_attempts=max_attempts, request_timeout_s=request_timeout, retry_failed=retry_failed,
+        limit=limit, model=model or served or expected,
+    )
+    try:
+        summary = regenerate(config, backend)
+    except (InputError, JournalError, AllEndpointsDown) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        _fail(f"interrupted; run the same command again to resume ({out})", 130)
+    typer.echo(
+        f"{summary.done} regenerated, {summary.failed} failed, {summary.skipped} already finished "
+        f"of {summary.total} rows; {summary.completion_tokens:,} tokens → {out}"
+    )
+
+
+def monitor(
+    run_dir: Path = typer.Argument(..., help="A regeneration run folder."),
+    once: bool = typer.Option(False, "--once", help="Print the status once and exit."),
+    as_json: bool = typer.Option(False, "--json", help="Print the raw status JSON once."),
+) -> None:
+    """Show a regeneration run live: rows, tokens, tok/s, ETA and per-server load."""
+    from inference.monitor import watch
+    from inference.status import read_status
+
+    if as_json:
+        status = read_status(run_dir)
+        if status is None:
+            _fail(f"{run_dir} has no status.json: not a regeneration run (or not started yet)")
+        typer.echo(json.dumps(status, indent=1))
+        return
+    try:
+        watch(run_dir, once=once)
+    except FileNotFoundError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
+def plan(
+    curated: Path = typer.Option(..., "--curated", help="Curated folder or JSONL file."),
+    server: str = typer.Option(..., "--server", help="Server base URL to measure."),
+    manifest: Path | None = typer.Option(None, "--manifest", help="Manifest (default: beside the curated set)."),
+    out: Path | None = typer.Option(None, "--out", help="Plan file (.md; the .json is written beside it)."),
+    api: Api = typer.Option(Api.OPENAI, "--api"),
+    tokenizer: str | None = typer.Option(None, "--tokenizer"),
+    model: str | None = typer.Option(None, "--model"),
+    probe_rows: int = typer.Option(16, "--probe-rows", min=1, help="Real prompts in the throughput probe."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0),
+    top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0),
+    max_tokens: int = typer.Option(2048, "--max-tokens", min=1),
+) -> None:
+    """Measure the server with a short probe and write the regeneration plan (Markdown and JSON)."""
+    from inference.generation import Reasoning, Sampling
+    from inference.plan import build_plan, probe_throughput, render_markdown
+    from inference.records import InputError, load_rows
+
+    try:
+        rows, _ = load_rows(curated)
+    except InputError as exc:
+        _fail(str(exc))
+    manifest_data = _load_target(manifest, curated)
+    _, served = asyncio.run(_check_servers([server], None))
+    backend = _backend(api, model=model or served, tokenizer=tokenizer, manifest=manifest_data,
+                       reasoning=Reasoning.KEEP, send_ids=False)
+    sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+    sample = [r for r in rows if r.needs_regeneration][:probe_rows]
+    if not sample:
+        _fail(f"{curated} has no rows that need regeneration")
+    probe = asyncio.run(probe_throughput(backend, server, sample, sampling=sampling, concurrency=concurrency))
+    if probe.failed == probe.requests:
+        _fail(f"every probe request to {server} failed; is the server up?")
+    result = build_plan(rows, probe, server=server, sampling=sampling, manifest=manifest_data)
+    out = out or (curated if curated.is_dir() else curated.parent) / "regen_plan.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_markdown(result), encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    typer.echo(f"plan written to {out} and {out.with_suffix('.json')}")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `regen`, `monitor` and `plan` to the main app."""
+    app.command("regen")(regen)
+    app.command("monitor")(monitor)
+    app.command("plan")(plan)

@@ -1,0 +1,123 @@
+"""Both APIs against recorded real-shaped answers: parsing, reasoning handling, error classes, payloads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from inference.chat_template import ChatRenderer, TemplateError
+from inference.generation import Reasoning, RetryableError, RowError, Sampling, post_json, strip_thinking
+from inference.openai_api import OpenAIChatBackend, api_base, parse_chat_completion
+from inference.sglang_api import SGLangNativeBackend, parse_generate
+
+RECORDED = Path(__file__).resolve().parent.parent / "data" / "recorded"
+HISTORY = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello world"}]
+
+
+def _recorded(name: str) -> dict:
+    return json.loads((RECORDED / name).read_text())
+
+
+def test_openai_answer_with_usage_and_reasoning_content() -> None:
+    plain = parse_chat_completion(_recorded("openai/chat_completions.json"), 0.5)
+    assert plain.content == "The capital of France is Paris." and plain.reasoning is None
+    assert (plain.prompt_tokens, plain.completion_tokens, plain.finish_reason) == (42, 8, "stop")
+    thinking = parse_chat_completion(_recorded("openai/chat_completions_reasoning.json"), 0.5)
+    assert thinking.training_text(Reasoning.KEEP).startswith("<think>\nThe user wants 2+2")
+    assert thinking.training_text(Reasoning.KEEP).endswith("2 + 2 = 4.")
+    assert thinking.training_text(Reasoning.DROP) == "2 + 2 = 4."
+    llama = parse_chat_completion(_recorded("openai/llamacpp_chat_completions.json"), 0.5)
+    assert llama.finish_reason == "length" and llama.completion_tokens == 16
+
+
+def test_inline_think_markers_are_split_out() -> None:
+    body = _recorded("openai/chat_completions.json")
+    body["choices"][0]["message"]["content"] = "<think>hmm</think>\n\nParis."
+    result = parse_chat_completion(body, 0.1)
+    assert result.reasoning == "hmm" and result.content == "Paris."
+    assert strip_thinking("<think>unclosed and cut off") == ""
+
+
+def test_malformed_chat_completion_is_a_row_error() -> None:
+    with pytest.raises(RowError, match="no choices"):
+        parse_chat_completion({"choices": []}, 0.1)
+
+
+def test_openai_payload_carries_sampling_and_disables_thinking() -> None:
+    backend = OpenAIChatBackend(model="m", reasoning=Reasoning.DISABLE)
+    body = backend.payload(HISTORY, Sampling(temperature=0.0, top_p=1.0, max_tokens=64, seed=7))
+    assert body["temperature"] == 0.0 and body["max_tokens"] == 64 and body["seed"] == 7
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "seed" not in OpenAIChatBackend().payload(HISTORY, Sampling())
+    assert api_base("http://h:1/v1/") == "http://h:1"
+
+
+def test_sglang_generate_meta_info_and_abort() -> None:
+    result = parse_generate(_recorded("sglang/generate.json"), 9.0)
+    assert result.finish_reason == "stop" and result.spec_verify_ct == 5
+    assert (result.prompt_tokens, result.completion_tokens) == (42, 17)
+    assert result.latency_s == pytest.approx(0.0913)
+    cut = parse_generate(_recorded("sglang/generate_length.json"), 1.0)
+    assert cut.finish_reason == "length" and cut.reasoning.startswith("The user asks") and cut.content == ""
+    with pytest.raises(RetryableError, match="aborted"):
+        parse_generate({"text": "", "meta_info": {"finish_reason": {"type": "abort", "message": "oom"}}}, 0.1)
+    with pytest.raises(RowError, match="malformed"):
+        parse_generate({"text": "x"}, 0.1)
+
+
+def test_sglang_payload_renders_with_the_target_template(tiny_tokenizer_dir: Path) -> None:
+    renderer = ChatRenderer.load(tiny_tokenizer_dir)
+    backend = SGLangNativeBackend(renderer, reasoning=Reasoning.DISABLE)
+    body = backend.payload(HISTORY, Sampling(max_tokens=32, seed=3))
+    assert body["text"] == "<|system|>be brief<|end|><|user|>hello world<|end|><|assistant|>NOTHINK"
+    assert body["sampling_params"] == {"max_new_tokens": 32, "temperature": 0.7, "top_p": 0.95, "sampling_seed": 3}
+    ids = SGLangNativeBackend(renderer, send_ids=True).payload(HISTORY, Sampling())["input_ids"]
+    vocab = renderer.tokenizer.get_vocab()
+    assert ids[0] == vocab["<|system|>"] and ids[-1] == vocab["<|assistant|>"]
+    assert vocab["hello"] in ids and "text" not in SGLangNativeBackend(renderer, send_ids=True).payload(HISTORY, Sampling())
+
+
+def test_tokenizer_without_template_is_refused(tiny_tokenizer_dir: Path) -> None:
+    renderer = ChatRenderer.load(tiny_tokenizer_dir)
+    renderer.tokenizer.chat_template = None
+    with pytest.raises(TemplateError, match="no chat template"):
+        ChatRenderer(renderer.tokenizer)
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "retryable"),
+    [(429, RetryableError, True), (500, RetryableError, True), (503, RetryableError, True),
+     (400, RowError, False), (404, RowError, False)],
+)
+def test_status_codes_map_to_the_retry_policy(status: int, error: type, retryable: bool) -> None:
+    async def run() -> None:
+        transport = httpx.MockTransport(lambda r: httpx.Response(status, json={"error": "x"}))
+        async with httpx.AsyncClient(transport=transport) as client:
+            await post_json(client, "http://s/generate", {})
+
+    with pytest.raises(error) as info:
+        asyncio.run(run())
+    assert info.value.status_code == status
+
+
+def test_connection_refused_is_an_endpoint_fault_and_timeout_is_not() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    def slow(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("slow", request=request)
+
+    async def call(handler) -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            await post_json(client, "http://s/generate", {})
+
+    with pytest.raises(RetryableError) as refused:
+        asyncio.run(call(refuse))
+    assert refused.value.endpoint_fault is True
+    with pytest.raises(RetryableError) as timed_out:
+        asyncio.run(call(slow))
+    assert timed_out.value.endpoint_fault is False
