@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import torch
+from tiny_models import make_gemma, make_llama
 
-from tests.training.conftest import make_gemma, make_llama
 from training.hidden_states import (
     AuxLayers,
     capture,

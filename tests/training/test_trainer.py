@@ -1,0 +1,89 @@
+"""Training end to end on a tiny target: a trained draft beats an untrained one; checkpoints, resume, offline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from training.accept import evaluate_acceptance
+from training.config import make_config
+from training.data import load_conversations
+from training.draft_model import Eagle3Draft
+from training.export import load_draft
+from training.trainer import load_target, train
+
+
+def _prompts(tokenizer: Any, path: Path) -> list[list[int]]:
+    return [tokenizer.apply_chat_template([t for t in turns if t["role"] == "user"], tokenize=True,
+                                          add_generation_prompt=True)["input_ids"]
+            for _, turns in load_conversations(path)]
+
+
+def test_trained_draft_accepts_clearly_more_than_an_untrained_one(
+    trained_run: Any, llama_dir: Path, regenerated_data: dict[str, Path], tokenizer: Any
+) -> None:
+    cfg, result = trained_run
+    assert result.steps == 150 and result.vocab_coverage > 0.99
+    target, _ = load_target(llama_dir, torch.device("cpu"))
+    draft, layers = load_draft(result.export_dir, target.get_input_embeddings().weight.detach())
+    prompts = _prompts(tokenizer, regenerated_data["heldout"])
+    eos = {tokenizer.eos_token_id}
+    trained = evaluate_acceptance(target, draft, layers, prompts, max_new=24, k=4, eos=eos)
+    torch.manual_seed(1)
+    untrained_draft = Eagle3Draft(draft.cfg)
+    untrained_draft.embed_tokens.weight.data.copy_(draft.embed_tokens.weight)
+    untrained_draft.set_vocab(draft.d2t, draft.t2d)
+    untrained = evaluate_acceptance(target, untrained_draft, layers, prompts, max_new=24, k=4, eos=eos)
+    assert trained.identical and untrained.identical
+    assert untrained.accept_length < 1.2
+    assert trained.accept_length > untrained.accept_length + 0.4, (trained.as_dict(), untrained.as_dict())
+    assert trained.position_rates[0] > 0.3
+
+
+def test_every_checkpoint_carries_its_run_config(trained_run: Any) -> None:
+    cfg, _ = trained_run
+    folders = sorted((cfg.out / "checkpoints").glob("step_*"))
+    assert [f.name for f in folders] == ["step_0000100", "step_0000150"]
+    saved = json.loads((folders[-1] / "train_config.json").read_text())
+    assert saved["ttt_steps"] == 4 and saved["draft_vocab_size"] == 150
+
+
+def test_resume_continues_from_the_newest_checkpoint(tmp_path: Path, llama_dir: Path,
+                                                     regenerated_data: dict[str, Path]) -> None:
+    base = {"data": str(regenerated_data["train"]), "target": str(llama_dir), "out": str(tmp_path),
+            "draft_vocab_size": 150, "ttt_steps": 2, "batch_size": 4, "device": "cpu", "save_every": 2}
+    first = train(make_config({**base, "max_steps": 2}))
+    state_2 = torch.load(tmp_path / "checkpoints/step_0000002/state.pt", weights_only=True)
+    second = train(make_config({**base, "max_steps": 4}))
+    assert (first.steps, second.steps) == (2, 4)
+    state_4 = torch.load(tmp_path / "checkpoints/step_0000004/state.pt", weights_only=True)
+    assert state_4["scheduler"]["last_epoch"] == 4  # the schedule continued, not restarted
+    assert not torch.equal(state_2["draft"]["fc.weight"], state_4["draft"]["fc.weight"])
+
+
+def test_offline_mode_trains_from_cached_shards(tmp_path: Path, llama_dir: Path,
+                                                regenerated_data: dict[str, Path]) -> None:
+    cfg = make_config({"data": str(regenerated_data["heldout"]), "target": str(llama_dir), "out": str(tmp_path),
+                       "draft_vocab_size": 100, "ttt_steps": 2, "batch_size": 4, "max_steps": 3,
+                       "device": "cpu", "mode": "offline"})
+    result = train(cfg)
+    assert result.steps == 3 and result.loss == result.loss  # finite, not NaN
+    assert list((tmp_path / "hidden_cache").glob("*/shard_00000.pt"))
+
+
+def test_the_control_run_trains_on_the_original_answers(tmp_path: Path, llama_dir: Path) -> None:
+    rows = [{"id": str(i), "messages": [{"role": "user", "content": "w1 w2"}, {"role": "assistant", "content": "w9"}],
+             "original_messages": [{"role": "user", "content": "w1 w2"},
+                                   {"role": "assistant", "content": f"w{i} w{i + 1} w{i + 2}"}]} for i in range(8)]
+    data = tmp_path / "curated.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = make_config({"data": str(data), "target": str(llama_dir), "out": str(tmp_path / "run"),
+                       "messages_field": "original_messages", "draft_vocab_size": 20, "ttt_steps": 1,
+                       "max_steps": 1, "device": "cpu"})
+    result = train(cfg)
+    vocab_dirs = list((tmp_path / "run" / "vocab_cache").iterdir())
+    d2t = torch.load(vocab_dirs[0] / "vocab.pt", weights_only=True)["d2t"]
+    assert result.steps == 1 and d2t.shape == (20,)
