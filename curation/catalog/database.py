@@ -22,6 +22,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlmodel import Session
 
 from core.settings import get_settings
+from curation.catalog import models
 from curation.catalog.errors import DatabaseError
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,14 @@ def make_engine(url: str | None = None) -> Engine:
     event.listen(engine, "connect", _sqlite_on_connect)
     event.listen(engine, "begin", _sqlite_on_begin)
     return engine
+
+
+def catalog_tables_only(name: str | None, type_: str, parent_names: Any) -> bool:
+    """Alembic `include_name` hook: look only at the catalog's tables, never at others in the same database
+    (the LangGraph checkpointer keeps its tables beside ours), so autogenerate never proposes dropping them."""
+    if type_ == "table":
+        return name in models.SQLModel.metadata.tables
+    return True
 
 
 def alembic_config() -> Config:

@@ -11,6 +11,7 @@ from alembic import context
 from sqlalchemy import Connection
 
 from curation.catalog import models
+from curation.catalog.database import catalog_tables_only
 
 target_metadata = models.SQLModel.metadata
 
@@ -21,6 +22,7 @@ def _run(connection: Connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",  # SQLite alters tables by copying them
         compare_type=True,
+        include_name=catalog_tables_only,  # the checkpointer's tables share the database
     )
     with context.begin_transaction():
         context.run_migrations()

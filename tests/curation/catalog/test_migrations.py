@@ -9,10 +9,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 
 from curation.catalog import models
-from curation.catalog.database import alembic_config
+from curation.catalog.database import alembic_config, catalog_tables_only
 from curation.catalog.store import make_engine, upgrade_database
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -80,3 +80,18 @@ def test_the_developer_ini_targets_the_settings_database() -> None:
     engine = make_engine()
     assert _current_revision(engine) == ScriptDirectory.from_config(config).get_current_head()
     engine.dispose()
+
+
+def test_tables_of_others_in_the_same_database_are_left_alone(database_url: str) -> None:
+    engine = make_engine(database_url)
+    upgrade_database(engine)
+    with engine.begin() as connection:  # as the LangGraph checkpointer does beside the catalog
+        connection.execute(text("CREATE TABLE checkpoints (thread_id TEXT PRIMARY KEY, checkpoint TEXT)"))
+    with engine.connect() as connection:
+        options = {"compare_type": True, "include_name": catalog_tables_only}
+        diff = compare_metadata(MigrationContext.configure(connection, opts=options), models.SQLModel.metadata)
+    upgrade_database(engine)
+    with engine.connect() as connection:
+        assert "checkpoints" in inspect(connection).get_table_names()
+    engine.dispose()
+    assert diff == []
