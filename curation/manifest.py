@@ -16,8 +16,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.types import Category, parse_hub_id
+from curation.cleaning import CleaningConfig
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 class ManifestError(ValueError):
@@ -69,6 +70,7 @@ class Source(_Strict):
     license: str | None = None
     target_native: bool = Field(default=False, description="Assistant turns were produced by the target model.")
     max_rows: int | None = Field(default=None, gt=0)
+    streaming: bool | None = Field(default=None, description="Stream rows; None streams files over 512 MiB.")
 
     @field_validator("hub_id")
     @classmethod
@@ -104,6 +106,7 @@ class Manifest(_Strict):
     sources: list[Source] = Field(default_factory=list)
     eval_sets: list[EvalSet] = Field(default_factory=list)
     mirror: str | None = Field(default=None, description="Local mirror folder the data_files are relative to.")
+    cleaning: CleaningConfig = Field(default_factory=CleaningConfig, description="Cleaning thresholds.")
     notes: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -1,0 +1,111 @@
+"""Format adapters: one pure function per dataset shape, chosen from the columns or named in the manifest.
+
+`detect_format(columns)` returns an adapter name from the columns a dataset has (first rule that matches);
+`Source.format` overrides it and `Source.field_mapping` (adapter field → dataset column) lets a dataset with
+other column names use an existing adapter. `ADAPTERS[name](record)` returns the messages or a Drop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from curation.adapters import agents, chat, code
+from curation.conversation import Drop, Message
+
+Adapter = Callable[[dict[str, Any]], "list[Message] | Drop"]
+
+ADAPTERS: dict[str, Adapter] = {
+    "alpaca": chat.alpaca,
+    "self_instruct": chat.self_instruct,
+    "sharegpt": chat.sharegpt,
+    "openai_messages": chat.openai_messages,
+    "prompt_completion": chat.prompt_completion,
+    "qa": chat.qa,
+    "prompt_only": chat.prompt_only,
+    "code_problem": code.code_problem,
+    "commit": code.commit,
+    "code_review": code.code_review,
+    "apibench": code.apibench,
+    "swe_bench": code.swe_bench,
+    "swe_agent_trajectory": agents.swe_agent_trajectory,
+    "toolbench_answer": agents.toolbench_answer,
+    "toolbench_query": agents.toolbench_query,
+    "bfcl": agents.bfcl,
+}
+
+# (adapter, columns that must all be present), checked in order: the more specific shapes first.
+DETECTION_RULES: tuple[tuple[str, frozenset[str]], ...] = (
+    ("swe_agent_trajectory", frozenset({"history", "trajectory"})),
+    ("toolbench_answer", frozenset({"answer_generation"})),
+    ("toolbench_query", frozenset({"query", "api_list"})),
+    ("bfcl", frozenset({"question", "function"})),
+    ("swe_bench", frozenset({"problem_statement", "patch"})),
+    ("code_problem", frozenset({"prompt", "canonical_solution"})),
+    ("code_problem", frozenset({"code", "test_list"})),
+    ("commit", frozenset({"diff", "message"})),
+    ("code_review", frozenset({"patch", "msg"})),
+    ("apibench", frozenset({"code", "api_call"})),
+    ("sharegpt", frozenset({"conversations"})),
+    ("openai_messages", frozenset({"messages"})),
+    ("self_instruct", frozenset({"instruction", "instances"})),
+    ("alpaca", frozenset({"instruction", "output"})),
+    ("alpaca", frozenset({"instruction", "response"})),
+    ("prompt_completion", frozenset({"prompt", "completion"})),
+    ("prompt_completion", frozenset({"prompt", "response"})),
+    ("qa", frozenset({"question", "answer"})),
+    ("prompt_only", frozenset({"turns"})),
+    ("prompt_only", frozenset({"text", "question_id"})),
+)
+
+
+class FormatError(ValueError):
+    """No adapter fits a dataset, or a field mapping names columns the dataset does not have."""
+
+
+def detect_format(columns: Iterable[str]) -> str | None:
+    """Return the adapter name for a dataset with these columns, or None when no rule matches."""
+    present = set(columns)
+    for name, needed in DETECTION_RULES:
+        if needed <= present:
+            return name
+    return None
+
+
+def apply_mapping(record: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+    """Return `record` with each mapped column also available under its adapter field name."""
+    if not mapping:
+        return dict(record)
+    out = dict(record)
+    for field, column in mapping.items():
+        if column in record:
+            out[field] = record[column]
+    return out
+
+
+def resolve_format(columns: Iterable[str], fmt: str | None, mapping: Mapping[str, str], where: str) -> str:
+    """Return the adapter to use for a dataset, or raise FormatError naming the columns available."""
+    available = sorted(set(columns))
+    missing = [col for col in mapping.values() if col not in available]
+    if mapping and missing:
+        raise FormatError(
+            f"{where}: field_mapping names columns {missing} not in the data; columns are {available}"
+        )
+    mapped = set(available) | set(mapping)
+    if fmt is not None:
+        if fmt not in ADAPTERS:
+            raise FormatError(
+                f"{where}: unknown format {fmt!r}; known formats: {', '.join(sorted(ADAPTERS))}"
+            )
+        return fmt
+    detected = detect_format(mapped)
+    if detected is None:
+        raise FormatError(
+            f"{where}: no adapter matches columns {available}; set `format` and `field_mapping` in the manifest"
+        )
+    return detected
+
+
+def adapt(record: Mapping[str, Any], fmt: str, mapping: Mapping[str, str]) -> list[Message] | Drop:
+    """Return the conversation for one record, or the Drop its adapter gave."""
+    return ADAPTERS[fmt](apply_mapping(record, mapping))

@@ -1,0 +1,201 @@
+"""Loading a manifest source as records: from a local mirror or the Hub through `datasets`, else a record reader.
+
+Offline, `data_files` are read relative to the mirror folder; online, the Hub is asked for the pinned
+revision, config and split. Tables go through `datasets.load_dataset` (json, csv, parquet builders;
+`streaming=True` above STREAMING_BYTES or when the source asks for it). Files `datasets` cannot read as one
+table — a single JSON object per file (SWE-agent `.traj`, ToolBench answers), JSON Lines whose rows
+disagree on their schema, or bytes that are not valid UTF-8 — go through a small record reader that yields
+one record per object or line; a line that is not valid UTF-8 comes out as an INVALID_UTF8 record, which
+the cleaning runner counts as a drop instead of losing the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+STREAMING_BYTES = 512 * 1024 * 1024
+INVALID_UTF8 = "__invalid_utf8__"
+_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+class SourceLoadError(RuntimeError):
+    """A source could not be loaded at all (missing files, offline without a mirror, Hub error)."""
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """Where a source's rows come from: local files (mirror or Hub-like folder) or a Hub repo."""
+
+    files: tuple[Path, ...] = ()
+    hub_path: str | None = None
+    config: str | None = None
+    split: str = "train"
+    revision: str | None = None
+    streaming: bool = False
+
+
+def _suffix(path: Path) -> str:
+    name = path.name.lower()
+    for suffix in (".jsonl.gz", ".json.gz", ".csv.gz"):
+        if name.endswith(suffix):
+            return suffix
+    return path.suffix.lower()
+
+
+def plan_load(
+    *,
+    hub_id: str | None,
+    data_files: list[str],
+    config: str | None,
+    split: str,
+    revision: str | None,
+    mirror: Path | None,
+    offline: bool,
+    streaming: bool | None = None,
+    hub_root: Path | None = None,
+) -> LoadPlan:
+    """Return how to load a source: mirror files when present, else the Hub (or `hub_root`/<id> standing in for it)."""
+    if data_files and mirror is not None:
+        files = tuple((mirror / f) for f in data_files)
+        missing = [str(f) for f in files if not f.is_file()]
+        if missing:
+            raise SourceLoadError(f"mirror files missing: {missing}")
+        size = sum(f.stat().st_size for f in files)
+        return LoadPlan(files=files, streaming=streaming if streaming is not None else size > STREAMING_BYTES)
+    if hub_id is None:
+        raise SourceLoadError("no hub id and no mirror files to load")
+    if hub_root is not None:
+        return LoadPlan(
+            hub_path=str(hub_root / hub_id), config=config, split=split, streaming=bool(streaming)
+        )
+    if offline:
+        raise SourceLoadError(f"{hub_id} is not in a local mirror and datahunt is offline")
+    return LoadPlan(hub_path=hub_id, config=config, split=split, revision=revision, streaming=bool(streaming))
+
+
+def iter_records(plan: LoadPlan, *, cache_dir: Path, token: str | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the source's records in file order (row index = position), raising SourceLoadError on failure."""
+    if plan.hub_path is not None:
+        yield from _iter_hub(plan, cache_dir=cache_dir, token=token)
+        return
+    if _needs_record_reader(plan.files):
+        for path in plan.files:
+            yield from read_records(path)
+        return
+    builder = _BUILDERS.get(_suffix(plan.files[0]).replace(".gz", ""), "json")
+    try:
+        dataset = _load_table(builder, plan, cache_dir)
+    except Exception as exc:  # datasets raises many types (ArrowInvalid, DatasetGenerationError, ...)
+        logger.info("datasets could not read %s as one table (%s); reading record by record", plan.files, exc)
+        for path in plan.files:
+            yield from read_records(path)
+        return
+    yield from dataset
+
+
+def _load_table(builder: str, plan: LoadPlan, cache_dir: Path) -> Any:
+    import datasets
+
+    datasets.disable_progress_bars()
+    return datasets.load_dataset(
+        builder,
+        data_files=[str(f) for f in plan.files],
+        split="train",
+        cache_dir=str(cache_dir),
+        streaming=plan.streaming,
+    )
+
+
+def _iter_hub(plan: LoadPlan, *, cache_dir: Path, token: str | None) -> Iterator[dict[str, Any]]:
+    import datasets
+
+    datasets.disable_progress_bars()
+    try:
+        dataset = datasets.load_dataset(
+            plan.hub_path,
+            name=plan.config,
+            split=plan.split,
+            revision=plan.revision,
+            cache_dir=str(cache_dir),
+            streaming=plan.streaming,
+            token=token,
+        )
+    except Exception as exc:  # Hub, network and builder errors all mean this source failed
+        raise SourceLoadError(f"could not load {plan.hub_path}: {type(exc).__name__}: {exc}") from exc
+    yield from dataset
+
+
+def _needs_record_reader(files: tuple[Path, ...]) -> bool:
+    """True when a file is an agent trajectory, a single JSON object (not a table), or not valid UTF-8.
+
+    pyarrow does not check UTF-8 while reading, so files under STREAMING_BYTES are checked here (one C pass).
+    """
+    for path in files:
+        if _suffix(path) == ".traj":
+            return True
+        if path.stat().st_size >= STREAMING_BYTES:
+            continue
+        data = _open_bytes(path)
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+        if _suffix(path) == ".json" and data.lstrip()[:1] == b"{" and _single_object(data):
+            return True
+    return False
+
+
+def _single_object(data: bytes) -> bool:
+    try:
+        return isinstance(json.loads(data), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def _open_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.name.endswith(".gz") else data
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield the records of one file without `datasets`: a JSON object, a JSON list, JSON Lines or CSV."""
+    data = _open_bytes(path)
+    suffix = _suffix(path)
+    if suffix.startswith(".csv"):
+        text = data.decode("utf-8", errors="surrogateescape")
+        yield from csv.DictReader(io.StringIO(text, newline=""))
+        return
+    try:
+        whole = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        whole = None
+    if isinstance(whole, dict):
+        yield whole
+        return
+    if isinstance(whole, list):
+        for item in whole:
+            yield item if isinstance(item, dict) else {"value": item}
+        return
+    for line_no, raw in enumerate(data.splitlines()):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield {INVALID_UTF8: f"line {line_no + 1}: {exc}"}
+            continue
+        try:
+            item = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SourceLoadError(f"{path.name} line {line_no + 1} is not JSON: {exc}") from None
+        yield item if isinstance(item, dict) else {"value": item}

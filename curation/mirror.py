@@ -1,0 +1,169 @@
+"""A local dataset mirror (`MIRROR.json` + files laid out by Hub id): turning it into a manifest, and trimming it.
+
+`MIRROR.json` is a list of entries `{id, config?, files[], format, fields, rows, license, role, sha256}` with
+file paths relative to the mirror folder. `manifest_from_mirror` makes `role: train` entries sources and
+`role: eval` entries decontamination sets; an entry whose first record fits no adapter (e.g. answer keys
+without prompts) is left out with a note. Categories come from CATEGORY_RULES: the first pattern found in
+the entry's id, config and file names decides; anything unmatched is `general_chat`.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from core.types import Category
+from curation.adapters import detect_format
+from curation.loading import read_records
+from curation.manifest import EvalSet, Manifest, ManifestError, Source, TargetModel
+
+MIRROR_INDEX = "MIRROR.json"
+
+# First match wins; matched against "id config files" lower-cased.
+CATEGORY_RULES: tuple[tuple[str, Category], ...] = (
+    (r"gsm8k|math", Category.MATH),
+    (r"commit", Category.COMMIT_MESSAGES),
+    (r"codereview|code_review|review", Category.CODE_REVIEW),
+    (r"swe-agent|trajector|toolbench/answer|\.traj", Category.AGENTIC_TRAJECTORIES),
+    (r"swe-bench|bugfix|bug_fix", Category.BUG_FIXING),
+    (r"pull.?request", Category.PULL_REQUESTS),
+    (r"tool|function.?call|bfcl|gorilla|apibench", Category.TOOL_USE),
+    (r"reason|logic", Category.REASONING),
+    (r"code|mbpp|humaneval", Category.CODE_EXPLANATION),
+)
+
+
+def category_for(entry: dict[str, Any]) -> Category:
+    """Return the category of a mirror entry by CATEGORY_RULES (default general_chat)."""
+    text = " ".join([entry.get("id", ""), entry.get("config") or "", *entry.get("files", [])]).lower()
+    for pattern, category in CATEGORY_RULES:
+        if re.search(pattern, text):
+            return category
+    return Category.GENERAL_CHAT
+
+
+def read_mirror_index(mirror_dir: Path) -> list[dict[str, Any]]:
+    """Return the entries of `mirror_dir/MIRROR.json`, or raise ManifestError saying what is wrong."""
+    index = Path(mirror_dir) / MIRROR_INDEX
+    try:
+        entries = json.loads(index.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(f"{index} does not exist: not a mirror folder") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{index} is not valid JSON: {exc}") from None
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and "id" in e and "files" in e for e in entries
+    ):
+        raise ManifestError(f"{index} must be a list of entries with id and files")
+    return entries
+
+
+def _config_and_split(entry: dict[str, Any], default_split: str) -> tuple[str | None, str]:
+    config = entry.get("config")
+    if config and "/" in config:  # the mirror writes e.g. "main/train" for config + split
+        name, split = config.split("/", 1)
+        return name, split
+    return config, default_split
+
+
+def _first_columns(mirror_dir: Path, files: list[str]) -> set[str]:
+    for record in read_records(mirror_dir / files[0]):
+        return set(record)
+    return set()
+
+
+def manifest_from_mirror(mirror_dir: Path, *, target: str | None = None) -> Manifest:
+    """Return a manifest over a mirror: train entries → sources, eval entries → eval sets, no budget."""
+    mirror_dir = Path(mirror_dir).resolve()
+    sources: list[Source] = []
+    eval_sets: list[EvalSet] = []
+    notes: list[str] = []
+    for entry in read_mirror_index(mirror_dir):
+        files = list(entry["files"])
+        label = entry["id"] + (f":{entry['config']}" if entry.get("config") else "")
+        if detect_format(_first_columns(mirror_dir, files)) is None:
+            notes.append(f"left out {label}: no adapter fits its columns")
+            continue
+        role = entry.get("role", "train")
+        config, split = _config_and_split(entry, "train" if role == "train" else "test")
+        if role == "eval":
+            eval_sets.append(
+                EvalSet(name=label, hub_id=entry["id"], config=config, split=split, data_files=files)
+            )
+        else:
+            sources.append(
+                Source(
+                    hub_id=entry["id"],
+                    config=config,
+                    split=split,
+                    data_files=files,
+                    category=category_for(entry),
+                    license=entry.get("license"),
+                )
+            )
+    return Manifest(
+        target=TargetModel(model=target) if target else None,
+        sources=sources,
+        eval_sets=eval_sets,
+        mirror=str(mirror_dir),
+        notes=notes,
+    )
+
+
+def _trim_bytes(path: Path, max_rows: int) -> tuple[bytes, int]:
+    """Return the first `max_rows` records of a file in its own format, and how many it holds."""
+    raw = path.read_bytes()
+    gz = path.name.endswith(".gz")
+    data = gzip.decompress(raw) if gz else raw
+    if path.suffix == ".traj" or (path.suffix == ".json" and data.lstrip()[:1] == b"{" and _is_object(data)):
+        return raw, 1
+    if ".csv" in path.name:
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(rows[: max_rows + 1])
+        out, count = buffer.getvalue().encode("utf-8"), min(len(rows) - 1, max_rows)
+    elif data.lstrip()[:1] == b"[":
+        items = json.loads(data)[:max_rows]
+        out, count = (json.dumps(items, ensure_ascii=False, indent=1) + "\n").encode("utf-8"), len(items)
+    else:
+        lines = [line for line in data.splitlines() if line.strip()][:max_rows]
+        out, count = b"\n".join(lines) + b"\n", len(lines)
+    return (gzip.compress(out, mtime=0) if gz else out), count
+
+
+def _is_object(data: bytes) -> bool:
+    try:
+        return isinstance(json.loads(data), dict)
+    except ValueError:
+        return False
+
+
+def trim_mirror(
+    src: Path, dst: Path, *, max_rows: int, overrides: dict[str, int] | None = None
+) -> list[dict[str, Any]]:
+    """Copy a mirror with at most `max_rows` records per file (per-id `overrides`), rewriting rows and sha256."""
+    entries = read_mirror_index(src)
+    for entry in entries:
+        limit = (overrides or {}).get(entry["id"], max_rows)
+        total = 0
+        for name in entry["files"]:
+            data, count = _trim_bytes(Path(src) / name, limit)
+            target = Path(dst) / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            entry.setdefault("sha256", {})[name] = hashlib.sha256(data).hexdigest()
+            entry.setdefault("bytes", {})[name] = len(data)
+            total += count
+        entry["rows"] = total
+        entry.pop("rows_per_file", None)
+        entry["note"] = (entry.get("note", "") + f" Trimmed to at most {limit} rows per file.").strip()
+    (Path(dst) / MIRROR_INDEX).write_text(
+        json.dumps(entries, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return entries

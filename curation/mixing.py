@@ -1,0 +1,86 @@
+"""Mixing to a budget: per-category quotas from the manifest's Budget, filled by seeded deterministic sampling.
+
+Without `total` every row is kept. With it, a category with a share gets `round(total × share)`; the rest
+of the total is split evenly (remainder to the alphabetically first) among the categories that have rows
+but no share; when every category with rows has a share, the unshared ones take nothing. Within a category
+rows are ranked by sha256(seed, row id) and the first `quota` are taken, so the same seed picks the same
+rows whatever order they arrived in. A quota larger than what is available is reported as unmet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from curation.conversation import Row
+from curation.manifest import Budget
+
+
+@dataclass
+class CategoryMix:
+    """Budget outcome of one category."""
+
+    available: int
+    quota: int | None
+    selected: int
+
+    @property
+    def unmet(self) -> int:
+        """How many rows short of its quota the category is (0 when met or unbudgeted)."""
+        return max(0, (self.quota or 0) - self.selected) if self.quota is not None else 0
+
+
+@dataclass
+class MixResult:
+    """Selected rows (in input order), per-category outcome, and per-source contributions."""
+
+    selected: list[Row]
+    per_category: dict[str, CategoryMix]
+    per_source: Counter[str] = field(default_factory=Counter)
+
+
+def quotas(budget: Budget, available: dict[str, int]) -> dict[str, int | None]:
+    """Return the quota of each category present in `available` (None everywhere without a total)."""
+    if budget.total is None:
+        return {category: None for category in available}
+    shared = {str(c): round(budget.total * s) for c, s in budget.shares.items()}
+    rest = max(0, budget.total - sum(shared.values()))
+    unshared = sorted(c for c in available if c not in shared)
+    out: dict[str, int | None] = {c: shared.get(c, 0) for c in available}
+    if unshared and budget.shares and sum(budget.shares.values()) >= 1.0 - 1e-6:
+        return out
+    for k, category in enumerate(unshared):
+        out[category] = rest // len(unshared) + (1 if k < rest % len(unshared) else 0)
+    return out
+
+
+def sample_rank(seed: int, row_id: str) -> bytes:
+    """Return the seeded sort key of a row."""
+    return hashlib.sha256(f"{seed}:{row_id}".encode()).digest()
+
+
+def mix(rows: list[Row], budget: Budget, *, seed: int, row_id: dict[int, str]) -> MixResult:
+    """Return the rows chosen by the budget; `row_id` maps id(row) to its stable id."""
+    by_category: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_category[row.category].append(row)
+    plan = quotas(budget, {c: len(v) for c, v in by_category.items()})
+    chosen: set[int] = set()
+    per_category: dict[str, CategoryMix] = {}
+    for category in sorted(by_category):
+        members = by_category[category]
+        quota = plan[category]
+        if quota is None:
+            picked = members
+        else:
+            picked = sorted(members, key=lambda r: sample_rank(seed, row_id[id(r)]))[:quota]
+        chosen.update(id(r) for r in picked)
+        per_category[category] = CategoryMix(available=len(members), quota=quota, selected=len(picked))
+    for category, quota in quotas(budget, {str(c): 0 for c in budget.shares}).items():
+        if category not in per_category and quota:
+            per_category[category] = CategoryMix(available=0, quota=quota, selected=0)
+    selected = [row for row in rows if id(row) in chosen]
+    return MixResult(
+        selected=selected, per_category=per_category, per_source=Counter(r.source_key for r in selected)
+    )

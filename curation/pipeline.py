@@ -1,0 +1,276 @@
+"""The curation run: approved manifest in, budgeted training mix out (`curate(manifest, out_dir)`).
+
+Steps, each a module: stage every source (load → adapt → clean, cached per source: `staging`), build the
+eval index (`decontam`), deduplicate across sources (`dedup`), decontaminate, mix to the budget (`mixing`),
+split into target-native and needs-regeneration rows, then write shards, report and summary. A state file
+records the hash of everything the final files depend on; a rerun with the same inputs writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.settings import get_settings
+from curation.adapters import adapt, resolve_format
+from curation.cleaning import StepParams
+from curation.conversation import Drop, Row, prompt_text
+from curation.decontam import EvalIndex, find_contaminated
+from curation.dedup import deduplicate
+from curation.loading import INVALID_UTF8, iter_records, plan_load
+from curation.manifest import EvalSet, Manifest
+from curation.mixing import mix
+from curation.samples import build_sample
+from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes, write_shards
+from curation.staging import CODE_VERSION, LoadContext, StagedSource, sample_id, slug, stage_source
+from curation.summary import render_plot, render_summary, write_summary
+from curation.textkeys import content_hash, word_hashes
+from curation.tokens import TokenCounter, load_counter
+
+logger = logging.getLogger(__name__)
+STATE_FILE = "state.json"
+
+
+@dataclass
+class CurateResult:
+    """What a run produced: the report, and which steps were skipped because their inputs had not changed."""
+
+    report: dict[str, Any]
+    reused: list[str] = field(default_factory=list)
+
+
+def _context(manifest: Manifest, out_dir: Path, mirror: Path | None, hub_root: Path | None) -> LoadContext:
+    settings = get_settings()
+    mirror_dir = mirror or (Path(manifest.mirror) if manifest.mirror else None) or settings.mirror
+    tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
+    counter = load_counter(tokenizer, offline=settings.offline)
+    return LoadContext(
+        mirror=Path(mirror_dir) if mirror_dir else None,
+        offline=settings.offline,
+        cache_dir=settings.home / "cache" / "datasets",
+        work_dir=out_dir / "work",
+        dropped_dir=out_dir / "dropped",
+        params=StepParams(config=manifest.cleaning, counter=counter),
+        token=settings.hf_token.get_secret_value() if settings.hf_token else None,
+        hub_root=hub_root,
+    )
+
+
+def eval_prompts(eval_set: EvalSet, ctx: LoadContext) -> list[tuple[str, str]]:
+    """Return (item id, user prompt text) for every item of an eval set."""
+    plan = plan_load(
+        hub_id=eval_set.hub_id,
+        data_files=eval_set.data_files,
+        config=eval_set.config,
+        split=eval_set.split,
+        revision=eval_set.revision,
+        mirror=ctx.mirror,
+        offline=ctx.offline,
+        hub_root=ctx.hub_root,
+    )
+    items: list[tuple[str, str]] = []
+    fmt: str | None = None
+    for index, record in enumerate(iter_records(plan, cache_dir=ctx.cache_dir, token=ctx.token)):
+        if INVALID_UTF8 in record:
+            continue
+        fmt = fmt or resolve_format(record.keys(), eval_set.format, eval_set.field_mapping, eval_set.name)
+        messages = adapt(record, fmt, eval_set.field_mapping)
+        if isinstance(messages, Drop):
+            continue
+        text = "\n".join(m["content"] for m in messages if m["role"] == "user")
+        items.append((f"{eval_set.name}#{index}", text))
+    return items
+
+
+def _build_index(manifest: Manifest, ctx: LoadContext) -> tuple[EvalIndex, dict[str, dict[str, Any]]]:
+    index = EvalIndex()
+    status: dict[str, dict[str, Any]] = {}
+    for eval_set in manifest.eval_sets:
+        try:
+            items = eval_prompts(eval_set, ctx)
+        except Exception as exc:  # a broken eval set is reported; decontamination goes on with the rest
+            logger.error("eval set %s failed: %s", eval_set.name, exc)
+            status[eval_set.name] = {"items": 0, "error": f"{type(exc).__name__}: {exc}"}
+            continue
+        for item_id, text in items:
+            index.add(item_id, text)
+        status[eval_set.name] = {"items": len(items), "error": None}
+    return index, status
+
+
+def _final_hash(
+    manifest: Manifest, staged: list[StagedSource], ctx: LoadContext, seed: int, jsonl: bool
+) -> str:
+    eval_files = [
+        [f, (ctx.mirror / f).stat().st_size if ctx.mirror and (ctx.mirror / f).is_file() else None]
+        for e in manifest.eval_sets
+        for f in e.data_files
+    ]
+    payload = {
+        "stages": [s.stage_hash for s in staged],
+        "errors": [s.error for s in staged],
+        "evals": [e.model_dump(mode="json") for e in manifest.eval_sets],
+        "eval_files": eval_files,
+        "budget": manifest.budget.model_dump(mode="json"),
+        "seed": seed,
+        "jsonl": jsonl,
+        "version": CODE_VERSION,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def curate(
+    manifest: Manifest,
+    out_dir: Path,
+    *,
+    seed: int | None = None,
+    jsonl: bool = False,
+    mirror: Path | None = None,
+    hub_root: Path | None = None,
+) -> CurateResult:
+    """Curate the manifest's sources into `out_dir`; return the report (also written as report.json)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = _context(manifest, out_dir, mirror, hub_root)
+    seed = manifest.budget.seed if seed is None else seed
+    staged = [stage_source(source, order, ctx) for order, source in enumerate(manifest.sources)]
+    reused = [f"stage:{s.key}" for s in staged if s.reused]
+    final = _final_hash(manifest, staged, ctx, seed, jsonl)
+    state_path = out_dir / STATE_FILE
+    if state_path.is_file() and (out_dir / "report.json").is_file():
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+        shards_there = all((out_dir / p).is_file() for p in state.get("outputs", []))
+        if state.get("final") == final and shards_there:
+            logger.info("nothing changed since the last run: outputs kept")
+            report = json.loads((out_dir / "report.json").read_text(encoding="utf-8"))
+            return CurateResult(report=report, reused=[*reused, "final"])
+    report, outputs = _finish(manifest, out_dir, staged, ctx, seed, jsonl)
+    atomic_write_json(state_path, {"final": final, "outputs": outputs})
+    return CurateResult(report=report, reused=reused)
+
+
+def _finish(
+    manifest: Manifest, out_dir: Path, staged: list[StagedSource], ctx: LoadContext, seed: int, jsonl: bool
+) -> tuple[dict[str, Any], list[str]]:
+    sources = {s.key: src for s, src in zip(staged, manifest.sources, strict=True)}
+    rows: list[Row] = [row for s in staged for row in s.rows]
+    for row in rows:
+        text = prompt_text(row.messages)
+        row.extra["prompt_hash"] = content_hash(text)
+        row.extra["words"] = word_hashes(text)
+    row_ids = {id(r): sample_id(sources[r.source_key], r.row_index) for r in rows}
+    # Deduplicate across all sources, then decontaminate the survivors against the eval prompts.
+    dedup = deduplicate(rows)
+    index, eval_status = _build_index(manifest, ctx)
+    contaminated = find_contaminated(index, [r.extra["words"] for r in dedup.kept])
+    clean = [r for i, r in enumerate(dedup.kept) if i not in contaminated]
+    mixed = mix(clean, manifest.budget, seed=seed, row_id=row_ids)
+    # Split and write.
+    samples = [
+        build_sample(r, sources[r.source_key], row_ids[id(r)], ctx.params.counter) for r in mixed.selected
+    ]
+    shard_paths = write_shards(samples, out_dir / "data")
+    outputs = [p.relative_to(out_dir).as_posix() for p in shard_paths]
+    if jsonl:
+        atomic_write_bytes(out_dir / "samples.jsonl", jsonl_bytes(samples))
+        outputs.append("samples.jsonl")
+    dup_records = [
+        {"id": row_ids[id(d)], "kept_id": row_ids[id(k)], "kind": "exact", "similarity": 1.0}
+        for d, k in dedup.exact
+    ]
+    dup_records += [
+        {"id": row_ids[id(d)], "kept_id": row_ids[id(k)], "kind": "near", "similarity": s}
+        for d, k, s in dedup.near
+    ]
+    atomic_write_bytes(out_dir / "dropped" / "duplicates.jsonl", jsonl_bytes(dup_records))
+    decon_records = [
+        {
+            "id": row_ids[id(dedup.kept[i])],
+            "source": dedup.kept[i].source_key,
+            "row": dedup.kept[i].row_index,
+            "eval_item": item,
+            "eval_text": index.texts[item][:500],
+            "prompt": prompt_text(dedup.kept[i].messages)[:500],
+        }
+        for i, item in sorted(contaminated.items())
+    ]
+    atomic_write_bytes(out_dir / "decontaminated.jsonl", jsonl_bytes(decon_records))
+    report = _report(
+        manifest, staged, dedup, contaminated, mixed, samples, eval_status, ctx.params.counter, seed
+    )
+    report["shards"] = outputs
+    atomic_write_json(out_dir / "report.json", report)
+    regen = [s["token_count"] for s in samples if s["needs_regeneration"]]
+    native = [s["token_count"] for s in samples if not s["needs_regeneration"]]
+    write_summary(
+        out_dir,
+        render_summary(report, regen, native),
+        render_plot(report, [s["original_token_count"] for s in samples]),
+    )
+    return report, outputs
+
+
+def _report(
+    manifest: Manifest,
+    staged: list[StagedSource],
+    dedup: Any,
+    contaminated: dict[int, str],
+    mixed: Any,
+    samples: list[dict[str, Any]],
+    eval_status: dict[str, Any],
+    counter: TokenCounter,
+    seed: int,
+) -> dict[str, Any]:
+    drops: dict[str, int] = {}
+    per_source: dict[str, dict[str, Any]] = {}
+    for s in staged:
+        for reason, n in s.drops.items():
+            drops[reason] = drops.get(reason, 0) + n
+        per_source[s.key] = {
+            "rows_in": s.rows_in,
+            "drops": dict(sorted(s.drops.items())),
+            "format": s.format,
+            "error": s.error,
+            "duplicates": 0,
+            "decontaminated": 0,
+            "selected": mixed.per_source.get(s.key, 0),
+            "slug": slug(manifest.sources[staged.index(s)]),
+        }
+    for row, *_ in [*dedup.exact, *dedup.near]:
+        per_source[row.source_key]["duplicates"] += 1
+    for i in contaminated:
+        per_source[dedup.kept[i].source_key]["decontaminated"] += 1
+    per_category = {
+        c: {"available": m.available, "quota": m.quota, "selected": m.selected, "unmet": m.unmet}
+        for c, m in sorted(mixed.per_category.items())
+    }
+    cleaned = sum(len(s.rows) for s in staged)
+    native = sum(1 for s in samples if not s["needs_regeneration"])
+    return {
+        "schema_version": 1,
+        "seed": seed,
+        "token_counter": counter.name,
+        "rows_in": sum(s.rows_in for s in staged),
+        "rows_out": len(samples),
+        "drops": dict(sorted(drops.items())),
+        "duplicates": {"exact": len(dedup.exact), "near": len(dedup.near)},
+        "decontaminated": len(contaminated),
+        "per_category": per_category,
+        "unmet_budgets": {c: v["unmet"] for c, v in per_category.items() if v["unmet"]},
+        "target_native": native,
+        "needs_regeneration": len(samples) - native,
+        "per_source": per_source,
+        "failed_sources": [s.key for s in staged if s.error],
+        "eval_sets": eval_status,
+        "steps": {
+            "loaded": sum(s.rows_in for s in staged),
+            "after_cleaning": cleaned,
+            "after_dedup": len(dedup.kept),
+            "after_decontamination": len(dedup.kept) - len(contaminated),
+            "after_mix": len(samples),
+        },
+    }

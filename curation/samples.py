@@ -1,0 +1,45 @@
+"""The split into target-native and needs-regeneration rows, and the curated-sample record written for each.
+
+A row from a source whose answers the target model wrote (`Source.target_native`) keeps its assistant
+turns and, with a real tokenizer, gets `input_ids` and `loss_mask` from the target's chat template. Every
+other row becomes a prompt for regeneration: `messages` keeps only system and user turns; the dataset's own
+conversation stays under `original_messages` for a non-regenerated control run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from curation.conversation import Row
+from curation.manifest import Source
+from curation.textkeys import content_hash
+from curation.tokens import TokenCounter
+
+
+def build_sample(row: Row, source: Source, sample_id: str, counter: TokenCounter) -> dict[str, Any]:
+    """Return the curated-sample record of a row (DESIGN.md's contract plus original turns and token ids)."""
+    original = row.messages
+    native = source.target_native
+    messages = original if native else [m for m in original if m["role"] != "assistant"]
+    encoded = counter.encode(original) if native else None
+    full_tokens = int(row.extra.get("token_count") or counter.count_messages(original))
+    return {
+        "id": sample_id,
+        "category": row.category,
+        "messages": messages,
+        "needs_regeneration": not native,
+        "target_native": native,
+        "source": {
+            "dataset": source.hub_id,
+            "config": source.config,
+            "split": source.split,
+            "revision": source.revision,
+            "row": row.row_index,
+        },
+        "content_hash": content_hash("\n".join(f"{m['role']}: {m['content']}" for m in original)),
+        "token_count": full_tokens if native else counter.count_messages(messages),
+        "original_messages": original,
+        "original_token_count": full_tokens,
+        "input_ids": encoded[0] if encoded else None,
+        "loss_mask": encoded[1] if encoded else None,
+    }

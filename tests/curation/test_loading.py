@@ -1,0 +1,117 @@
+"""Loading through `datasets` from the mirror and from a Hub-like folder, and the record reader's fallbacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from curation.loading import INVALID_UTF8, SourceLoadError, iter_records, plan_load, read_records
+
+MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
+
+
+def _plan(files: list[str], **kwargs: object) -> object:
+    defaults = dict(hub_id="x/y", config=None, split="train", revision=None, mirror=MIRROR, offline=True)
+    defaults.update(kwargs)
+    return plan_load(data_files=files, **defaults)  # type: ignore[arg-type]
+
+
+def test_mirror_jsonl_through_datasets(tmp_path: Path) -> None:
+    records = list(iter_records(_plan(["openai/gsm8k/train.jsonl"]), cache_dir=tmp_path))  # type: ignore[arg-type]
+    assert len(records) == 400
+    first = json.loads((MIRROR / "openai/gsm8k/train.jsonl").read_text().splitlines()[0])
+    assert records[0]["question"] == first["question"]
+
+
+def test_mirror_csv_and_gz(tmp_path: Path) -> None:
+    csv_rows = list(iter_records(_plan(["Maxscha/commitbench/samples_py.csv"]), cache_dir=tmp_path))  # type: ignore[arg-type]
+    assert {"diff", "message", "hash"} <= set(csv_rows[0])
+    gz_rows = list(iter_records(_plan(["openai/openai_humaneval/HumanEval.jsonl.gz"]), cache_dir=tmp_path))  # type: ignore[arg-type]
+    assert len(gz_rows) == 164 and gz_rows[0]["task_id"] == "HumanEval/0"
+
+
+def test_single_object_files_use_the_record_reader(tmp_path: Path) -> None:
+    files = [
+        "SWE-agent/trajectories/pydicom__pydicom-1458.gpt4_default.traj",
+        "SWE-agent/trajectories/marshmallow-code__marshmallow-1867.function_calling_replace.traj",
+    ]
+    records = list(iter_records(_plan(files), cache_dir=tmp_path))  # type: ignore[arg-type]
+    assert len(records) == 2 and all("history" in r for r in records)
+
+
+def test_mismatched_schemas_fall_back_to_records(tmp_path: Path) -> None:
+    # BFCL's multi-turn file has extra columns: datasets refuses one table, the reader yields every line.
+    files = [
+        "gorilla-llm/Berkeley-Function-Calling-Leaderboard/BFCL_v4_simple_python.json",
+        "gorilla-llm/Berkeley-Function-Calling-Leaderboard/BFCL_v4_multi_turn_base.json",
+    ]
+    records = list(iter_records(_plan(files), cache_dir=tmp_path))  # type: ignore[arg-type]
+    assert len(records) == 80
+    assert any("initial_config" in r for r in records) and any("initial_config" not in r for r in records)
+
+
+def test_invalid_utf8_line_becomes_a_marked_record(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"question": "ok", "answer": "1"}\n{"question": "caf\xe9", "answer": "2"}\n')
+    records = list(iter_records(_plan([path.name], mirror=tmp_path), cache_dir=tmp_path / "c"))  # type: ignore[arg-type]
+    assert records[0] == {"question": "ok", "answer": "1"}
+    assert INVALID_UTF8 in records[1] and "line 2" in records[1][INVALID_UTF8]
+
+
+def test_missing_files_and_offline_hub_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(SourceLoadError, match="mirror files missing"):
+        _plan(["nope/none.jsonl"])
+    with pytest.raises(SourceLoadError, match="not in a local mirror and datahunt is offline"):
+        plan_load(
+            hub_id="a/b", data_files=[], config=None, split="train", revision=None, mirror=None, offline=True
+        )
+
+
+def test_streaming_threshold_and_flag() -> None:
+    assert _plan(["openai/gsm8k/train.jsonl"]).streaming is False  # type: ignore[attr-defined]
+    assert _plan(["openai/gsm8k/train.jsonl"], streaming=True).streaming is True  # type: ignore[attr-defined]
+
+
+def test_hub_path_with_a_local_hub_like_repo(tmp_path: Path) -> None:
+    # A folder laid out like a Hub dataset repo: README with configs, data files per split.
+    repo = tmp_path / "hub" / "openai" / "gsm8k"
+    (repo / "main").mkdir(parents=True)
+    lines = (MIRROR / "openai/gsm8k/train.jsonl").read_text().splitlines()
+    (repo / "main" / "train-00000.jsonl").write_text("\n".join(lines[:30]) + "\n")
+    (repo / "main" / "test-00000.jsonl").write_text("\n".join(lines[30:40]) + "\n")
+    (repo / "README.md").write_text(
+        "---\nconfigs:\n- config_name: main\n  data_files:\n  - split: train\n    path: main/train-*\n"
+        "  - split: test\n    path: main/test-*\n---\n"
+    )
+    plan = plan_load(
+        hub_id="openai/gsm8k",
+        data_files=[],
+        config="main",
+        split="test",
+        revision=None,
+        mirror=None,
+        offline=True,
+        hub_root=tmp_path / "hub",
+    )
+    records = list(iter_records(plan, cache_dir=tmp_path / "cache"))
+    assert len(records) == 10 and records[0]["question"] == json.loads(lines[30])["question"]
+    streamed = plan_load(
+        hub_id="openai/gsm8k",
+        data_files=[],
+        config="main",
+        split="train",
+        revision=None,
+        mirror=None,
+        offline=True,
+        hub_root=tmp_path / "hub",
+        streaming=True,
+    )
+    assert sum(1 for _ in iter_records(streamed, cache_dir=tmp_path / "cache")) == 30
+
+
+def test_read_records_json_list(tmp_path: Path) -> None:
+    path = tmp_path / "l.json"
+    path.write_text(json.dumps([{"a": 1}, {"a": 2}]))
+    assert list(read_records(path)) == [{"a": 1}, {"a": 2}]

@@ -1,0 +1,73 @@
+"""The mirror: manifest from MIRROR.json (roles, categories, left-out entries) and trimming a mirror."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from core.types import Category
+from curation.manifest import ManifestError
+from curation.mirror import category_for, manifest_from_mirror, read_mirror_index, trim_mirror
+
+MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
+
+
+def test_shipped_mirror_matches_its_index() -> None:
+    for entry in read_mirror_index(MIRROR):
+        for name in entry["files"]:
+            data = (MIRROR / name).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == entry["sha256"][name], name
+    total = sum(p.stat().st_size for p in MIRROR.rglob("*") if p.is_file())
+    assert total < 8 * 1024 * 1024
+
+
+def test_manifest_from_mirror_roles_and_categories() -> None:
+    manifest = manifest_from_mirror(MIRROR, target="google/gemma-3-270m")
+    keys = {s.key: s for s in manifest.sources}
+    assert keys["openai/gsm8k:main"].category is Category.MATH
+    assert keys["openai/gsm8k:main"].split == "train"
+    assert keys["SWE-agent/trajectories"].category is Category.AGENTIC_TRAJECTORIES
+    assert keys["llamafactory/demo_data:glaive_toolcall_en_demo"].category is Category.TOOL_USE
+    assert keys["sahil2801/CodeAlpaca-20k:code_alpaca_2k"].category is Category.CODE_EXPLANATION
+    assert keys["tatsu-lab/alpaca"].category is Category.GENERAL_CHAT
+    names = {e.name for e in manifest.eval_sets}
+    assert {
+        "openai/openai_humaneval",
+        "openai/gsm8k:main/test",
+        "HuggingFaceH4/mt_bench_prompts:question",
+    } <= names
+    assert not any(s.hub_id == "openai/openai_humaneval" for s in manifest.sources)
+    assert (
+        manifest.budget.total is None and manifest.target and manifest.target.model == "google/gemma-3-270m"
+    )
+    assert any("possible_answer" in note for note in manifest.notes)
+
+
+def test_category_rule_examples() -> None:
+    assert category_for({"id": "Maxscha/commitbench", "files": []}) is Category.COMMIT_MESSAGES
+    assert category_for({"id": "microsoft/CodeReviewer", "files": []}) is Category.CODE_REVIEW
+    assert category_for({"id": "princeton-nlp/SWE-bench", "files": []}) is Category.BUG_FIXING
+    assert category_for({"id": "someone/chitchat", "files": []}) is Category.GENERAL_CHAT
+
+
+def test_not_a_mirror_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="not a mirror folder"):
+        manifest_from_mirror(tmp_path)
+    (tmp_path / "MIRROR.json").write_text("{oops")
+    with pytest.raises(ManifestError, match="not valid JSON"):
+        manifest_from_mirror(tmp_path)
+
+
+def test_trim_mirror_keeps_formats(tmp_path: Path) -> None:
+    entries = trim_mirror(MIRROR, tmp_path, max_rows=3)
+    index = json.loads((tmp_path / "MIRROR.json").read_text())
+    assert len(index) == len(entries)
+    gsm = next(e for e in index if e["files"] == ["openai/gsm8k/train.jsonl"])
+    assert gsm["rows"] == 3 and len((tmp_path / "openai/gsm8k/train.jsonl").read_text().splitlines()) == 3
+    assert len(json.loads((tmp_path / "llamafactory/demo_data/alpaca_en_demo.json").read_text())) == 3
+    assert (tmp_path / "Maxscha/commitbench/samples_py.csv").read_text().count("\n") >= 4
+    traj = "SWE-agent/trajectories/pydicom__pydicom-1458.gpt4_default.traj"
+    assert (tmp_path / traj).read_bytes() == (MIRROR / traj).read_bytes()

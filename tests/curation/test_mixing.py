@@ -1,0 +1,46 @@
+"""Mixing: quotas from shares, unshared categories, unmet budgets, seeded determinism."""
+
+from __future__ import annotations
+
+from core.types import Category
+from curation.conversation import Row
+from curation.manifest import Budget
+from curation.mixing import mix, quotas
+
+
+def _rows(category: str, n: int, source: str = "a/b") -> list[Row]:
+    return [Row(source, i, [{"role": "user", "content": f"{category} {i}"}], category) for i in range(n)]
+
+
+def test_quotas_from_shares_and_rest() -> None:
+    budget = Budget(total=100, shares={Category.MATH: 0.5})
+    assert quotas(budget, {"math": 10, "general_chat": 10, "tool_use": 10}) == {
+        "math": 50,
+        "general_chat": 25,
+        "tool_use": 25,
+    }
+    full = Budget(total=10, shares={Category.MATH: 1.0})
+    assert quotas(full, {"math": 3, "tool_use": 3}) == {"math": 10, "tool_use": 0}
+    assert quotas(Budget(), {"math": 3}) == {"math": None}
+
+
+def test_no_budget_keeps_everything() -> None:
+    rows = _rows("math", 5) + _rows("general_chat", 3)
+    result = mix(rows, Budget(), seed=0, row_id={id(r): f"{r.category}{r.row_index}" for r in rows})
+    assert result.selected == rows
+    assert result.per_category["math"].quota is None and result.per_category["math"].unmet == 0
+
+
+def test_budget_sampling_is_seeded_and_reports_unmet() -> None:
+    rows = _rows("math", 50, "m/m") + _rows("general_chat", 4, "g/g")
+    ids = {id(r): f"{r.category}-{r.row_index}" for r in rows}
+    budget = Budget(total=20, shares={Category.MATH: 0.5, Category.GENERAL_CHAT: 0.3, Category.TOOL_USE: 0.2})
+    first = mix(rows, budget, seed=1, row_id=ids)
+    again = mix(list(reversed(rows)), budget, seed=1, row_id=ids)
+    other = mix(rows, budget, seed=2, row_id=ids)
+    assert sorted(ids[id(r)] for r in first.selected) == sorted(ids[id(r)] for r in again.selected)
+    assert {ids[id(r)] for r in first.selected} != {ids[id(r)] for r in other.selected}
+    assert first.per_category["math"].selected == 10
+    assert first.per_category["general_chat"].unmet == 2
+    assert first.per_category["tool_use"].available == 0 and first.per_category["tool_use"].unmet == 4
+    assert first.per_source == {"m/m": 10, "g/g": 4}
