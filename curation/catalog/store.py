@@ -2,20 +2,19 @@
 
 Graph nodes, API routes and the CLI never write tables themselves; they call these functions, which validate
 statuses against `core.types`, write one `AuditEvent` row for every status change, and raise a `CatalogError`
-subclass for a bad id or a refused review. Campaign and run bookkeeping lives in `campaigns.py`, the database
-plumbing in `database.py`; both are re-exported here so callers import one module.
+subclass for a bad id or a refused review. Campaign and run bookkeeping lives in `campaigns.py`, human review
+in `review.py`, the database plumbing in `database.py`; all are re-exported here so callers import one module.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
-import time
 from collections import Counter
 from typing import Any
 
-from sqlalchemy import func, or_, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from pydantic_core import to_jsonable_python
+from sqlalchemy import func, or_
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from core.types import Category, Decision, EntryStatus
@@ -32,7 +31,7 @@ from curation.catalog.campaigns import (
     set_campaign_status,
     start_run,
 )
-from curation.catalog.database import SQLITE_BEGIN_OPTION, make_engine, open_session, upgrade_database
+from curation.catalog.database import make_engine, open_session, upgrade_database
 from curation.catalog.errors import (
     CampaignNotFoundError,
     CatalogError,
@@ -44,6 +43,7 @@ from curation.catalog.errors import (
     RunNotFoundError,
 )
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
+from curation.catalog.review import find_entry, review_entry
 
 __all__ = [
     "CAMPAIGN_STATUSES",
@@ -79,7 +79,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-REVIEW_ATTEMPTS = 8  # optimistic retries of a review that lost a race (SQLite); PostgreSQL locks the row instead
 _ENTRY_STATUSES = {s.value for s in EntryStatus}
 _DECISIONS = {d.value for d in Decision}
 
@@ -92,6 +91,7 @@ def add_candidate(session: Session, *, campaign_id: str, run_id: int, category: 
     run = get_run(session, run_id=run_id)
     if run.campaign_id != campaign_id:
         raise RunNotFoundError(f"run {run_id} belongs to campaign {run.campaign_id!r}, not {campaign_id!r}")
+    candidate = to_jsonable_python(candidate)  # JSON columns: datetimes and enums become strings, as model_dump(mode="json")
     hub_id = str(candidate.get("hub_id") or "").strip()
     if not hub_id:
         raise InvalidValueError("candidate without a hub_id")
@@ -158,12 +158,12 @@ def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str,
     """
     decision = _decision(decision)
     tagged = [{**r, "category": candidate.category} for r in _reasons(reasons)]
-    entry = _select_entry(session, candidate.hub_id, lock=True)
+    entry = find_entry(session, candidate.hub_id, lock=True)
     if entry is None:
         entry = _insert_entry(session, candidate, decision, tagged)
         if entry is not None:
             return entry
-        entry = _select_entry(session, candidate.hub_id, lock=True)  # lost an insert race: merge into the winner
+        entry = find_entry(session, candidate.hub_id, lock=True)  # lost an insert race: merge into the winner
         assert entry is not None
     previous_decision = entry.verifier_decision
     relevance = {**entry.relevance, candidate.category: candidate.relevance}
@@ -229,37 +229,10 @@ def list_entries(
 
 def get_entry(session: Session, *, hub_id: str) -> CatalogEntry:
     """Return the entry for `hub_id`, or raise EntryNotFoundError."""
-    entry = _select_entry(session, hub_id.strip(), lock=False)
+    entry = find_entry(session, hub_id.strip(), lock=False)
     if entry is None:
         raise EntryNotFoundError(f"no catalog entry for {hub_id.strip()!r}")
     return entry
-
-
-def review_entry(
-    session: Session, *, hub_id: str, approve: bool, reviewer: str, note: str | None = None, override: bool = False
-) -> CatalogEntry:
-    """Approve or reject an entry as `reviewer`; return it as it now stands.
-
-    Approving an entry the verifier rejected raises OverrideRequiredError unless `override`. Repeating the same
-    decision keeps the state; every call writes one audit row. Concurrent reviews are serialised: a row lock on
-    PostgreSQL, a write lock taken at BEGIN plus a version check and retry on SQLite.
-    """
-    target = EntryStatus.APPROVED.value if approve else EntryStatus.REJECTED.value
-    owns_transaction = not session.in_transaction()
-    for attempt in range(1, REVIEW_ATTEMPTS + 1):
-        try:
-            if owns_transaction and session.get_bind().dialect.name == "sqlite":
-                session.connection(execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"})
-            return _review_once(session, hub_id=hub_id, target=target, reviewer=reviewer, note=note, override=override)
-        except (_StaleEntry, OperationalError) as exc:
-            if isinstance(exc, OperationalError) and not _is_sqlite_busy(exc):
-                raise
-            if not owns_transaction:
-                raise ConcurrentUpdateError(f"{hub_id!r} changed during the review; retry it") from None
-            session.rollback()
-            logger.debug("review of %s lost a race (attempt %d), retrying", hub_id, attempt)
-            time.sleep(0.01 * attempt)
-    raise ConcurrentUpdateError(f"{hub_id!r} kept changing during {REVIEW_ATTEMPTS} review attempts; retry it")
 
 
 def entry_history(session: Session, *, hub_id: str) -> dict[str, Any]:
@@ -310,46 +283,6 @@ def catalog_summary(session: Session, *, campaign_id: str | None = None) -> dict
 # ---- internals ---------------------------------------------------------------------------------------------
 
 
-class _StaleEntry(Exception):
-    """The entry's version moved between our read and our write."""
-
-
-def _review_once(session: Session, *, hub_id: str, target: str, reviewer: str, note: str | None, override: bool) -> CatalogEntry:
-    entry = _select_entry(session, hub_id.strip(), lock=True, refresh=True)
-    if entry is None:
-        raise EntryNotFoundError(f"no catalog entry for {hub_id.strip()!r}")
-    previous = entry.status
-    if target == EntryStatus.APPROVED.value and previous != target and entry.verifier_decision == Decision.REJECT.value:
-        if not override:
-            codes = ", ".join(sorted({r.get("code", "?") for r in entry.reasons if r.get("blocking")})) or "no reason given"
-            raise OverrideRequiredError(f"the verifier rejected {entry.hub_id!r} ({codes}); approving it needs override")
-    if previous != target:
-        result = session.execute(
-            update(CatalogEntry)
-            .where(col(CatalogEntry.id) == entry.id, col(CatalogEntry.version) == entry.version)
-            .values(status=target, reviewer=reviewer, note=note, version=entry.version + 1, updated_at=utcnow())
-        )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
-            raise _StaleEntry
-        session.refresh(entry)
-    record_audit(
-        session, entity="entry", entity_id=entry.hub_id, action="approved" if target == "approved" else "rejected",
-        from_status=previous, to_status=target, actor=reviewer, note=note,
-        detail={"changed": previous != target, "override": override, "version": entry.version},
-    )
-    session.flush()
-    return entry
-
-
-def _select_entry(session: Session, hub_id: str, *, lock: bool, refresh: bool = False) -> CatalogEntry | None:
-    stmt = select(CatalogEntry).where(CatalogEntry.hub_id == hub_id)
-    if lock and session.get_bind().dialect.name == "postgresql":
-        stmt = stmt.with_for_update()
-    if refresh:
-        stmt = stmt.execution_options(populate_existing=True)
-    return session.exec(stmt).first()
-
-
 def _insert_entry(session: Session, candidate: CandidateRecord, decision: str, reasons: list[dict[str, Any]]) -> CatalogEntry | None:
     entry = CatalogEntry(
         hub_id=candidate.hub_id,
@@ -392,10 +325,6 @@ def _merged_decision(entry: CatalogEntry, category: str, decision: str) -> str:
     blocked = {r.get("category") for r in entry.reasons if r.get("blocking")}
     others_ok = any(c != category and c not in blocked for c in entry.categories)
     return Decision.ACCEPT.value if others_ok and entry.verifier_decision == Decision.ACCEPT.value else decision
-
-
-def _is_sqlite_busy(exc: OperationalError) -> bool:
-    return isinstance(exc.orig, sqlite3.OperationalError) and any(w in str(exc.orig) for w in ("locked", "busy"))
 
 
 def _empty_counts() -> dict[str, int]:

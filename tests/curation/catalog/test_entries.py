@@ -165,3 +165,40 @@ def test_entry_lookup_errors_and_bad_input(engine: Engine, seed: Seeder) -> None
         seed("org/x", decision="maybe")
     with pytest.raises(store.InvalidValueError, match="code"):
         seed("org/x", reasons=[{"detail": "no code"}])
+
+
+def test_candidates_from_the_agents_contract_are_stored_as_json(engine: Engine) -> None:
+    from datetime import UTC, datetime
+
+    from agents.models import Candidate, DatasetMetadata, Evidence
+
+    candidate = Candidate(
+        hub_id="org/agents",
+        title="Agents",
+        categories=["tool_use"],
+        relevance=0.8,
+        format_guess="sharegpt",
+        metadata=DatasetMetadata(
+            license="mit", last_modified=datetime(2026, 5, 1, tzinfo=UTC), features=["messages"]
+        ),
+        evidence=[Evidence(backend="offline", query="tool calls", rank=1, score=3.5)],
+    )
+    with store.open_session(engine) as session:
+        store.create_campaign(
+            session, categories=["tool_use"], offline=True, backends=["offline"], campaign_id="c"
+        )
+        run = store.start_run(session, campaign_id="c", category="tool_use")
+        assert run.id is not None
+        for dump in (candidate.model_dump(mode="json"), candidate.model_dump()):  # the python dump too
+            record = store.add_candidate(
+                session, campaign_id="c", run_id=run.id, category="tool_use", candidate=dump
+            )
+            entry = store.upsert_entry(session, candidate=record, decision="accept", reasons=[])
+    with store.open_session(engine) as session:
+        history = store.entry_history(session, hub_id="org/agents")
+    stored = history["candidates"][1]
+    assert stored.dataset_metadata["last_modified"].startswith("2026-05-01")
+    assert stored.evidence == [
+        {"backend": "offline", "query": "tool calls", "rank": 1, "score": 3.5, "url": None}
+    ]
+    assert (entry.license, entry.format_guess, entry.relevance) == ("mit", "sharegpt", {"tool_use": 0.8})
