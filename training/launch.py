@@ -1,0 +1,74 @@
+"""The SGLang launch command for serving a target with a draft, derived from the draft itself.
+
+`--speculative-algorithm` comes from the draft's config (EAGLE3 for an EAGLE-3 draft), so the wrong flag
+cannot be typed by hand; the context length is the draft's `max_position_embeddings` (or a smaller one asked
+for), and the aux layer ids are checked to mean the same layers on every SGLang version, since SGLang reads
+them from the draft's config and no flag can override them.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from training.preflight import DraftCheckpoint, is_eagle3_draft
+
+
+class LaunchError(ValueError):
+    """Flags that contradict each other or the draft."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The argv of `python -m sglang.launch_server ...` and notes on how each value was chosen."""
+
+    argv: list[str]
+    notes: list[str]
+
+    def shell(self) -> str:
+        """The command as one shell-quoted line."""
+        return shlex.join(self.argv)
+
+
+def plan_launch(
+    target: str, draft_dir: Path, draft: DraftCheckpoint, steps: int = 3, topk: int = 1,
+    draft_tokens: int | None = None, context_length: int | None = None, port: int = 30000,
+    python: str = sys.executable,
+) -> LaunchPlan:
+    """Build the launch command; raise LaunchError when the flags or the draft's aux ids are inconsistent."""
+    if steps < 1 or topk < 1:
+        raise LaunchError("--steps and --topk must be at least 1")
+    tokens = draft_tokens if draft_tokens is not None else steps + 1
+    if topk == 1 and tokens != steps + 1:
+        raise LaunchError(f"a chain (--topk 1) of {steps} steps verifies {steps + 1} tokens, not {tokens}")
+    if tokens > topk * steps + 1:
+        raise LaunchError(f"--draft-tokens {tokens} exceeds what {steps} steps x top-{topk} can propose")
+    algorithm = "EAGLE3" if is_eagle3_draft(draft) else "EAGLE"
+    notes = [f"--speculative-algorithm {algorithm}: derived from the draft's config "
+             f"({', '.join(draft.config.get('architectures') or ['no architecture'])})"]
+    ids = (draft.config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    if algorithm == "EAGLE3" and ids and ids[0] != 1:
+        raise LaunchError(
+            f"the draft's eagle_aux_hidden_state_layer_ids {ids} do not start at 1, so older and newer SGLang "
+            "versions capture different layers from them; re-export it with output-of-layer ids starting at 1")
+    if ids:
+        notes.append(f"aux layers: SGLang reads {ids} (output-of-layer) from the draft's config and captures "
+                     f"the inputs of {[i + 1 for i in ids]}")
+    draft_max = int(draft.config.get("max_position_embeddings") or 0)
+    context = context_length or draft_max or None
+    if context and draft_max and context > draft_max:
+        raise LaunchError(f"--context-length {context} exceeds the draft's max_position_embeddings {draft_max}")
+    argv = [python, "-m", "sglang.launch_server", "--model-path", target,
+            "--speculative-algorithm", algorithm, "--speculative-draft-model-path", str(draft_dir),
+            "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
+            "--speculative-num-draft-tokens", str(tokens), "--port", str(port)]
+    if context:
+        argv += ["--context-length", str(context)]
+        notes.append(f"--context-length {context}: within the draft's max_position_embeddings {draft_max}")
+    dtype = draft.config.get("torch_dtype")
+    if dtype:
+        argv += ["--dtype", str(dtype)]
+        notes.append(f"--dtype {dtype}: the draft's dtype, so target and draft agree")
+    return LaunchPlan(argv=argv, notes=notes)
