@@ -36,7 +36,9 @@ def supervisor(state: CampaignState, runtime: Runtime[CampaignContext]) -> Comma
     return Command(goto=[Send("subagent", BranchInput(campaign_id=state["campaign_id"], category=c)) for c in categories])
 
 
-def build_graph(checkpointer: BaseCheckpointSaver[str] | None = None) -> CompiledStateGraph:
+def build_graph(
+    checkpointer: BaseCheckpointSaver[str] | None = None,
+) -> CompiledStateGraph[CampaignState, CampaignContext, CampaignState, CampaignState]:
     """Return the compiled campaign graph, checkpointed by `checkpointer` when given."""
     builder = StateGraph(CampaignState, context_schema=CampaignContext)
     builder.add_node("supervisor", supervisor, destinations=("subagent", "verifier"))

@@ -13,6 +13,7 @@ import logging
 import uuid
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from sqlalchemy import Engine
 
 from agents.backends import default_backends
@@ -26,6 +27,8 @@ from graph.builder import build_graph
 from graph.checkpoint import open_checkpointer
 from graph.context import CampaignContext, SubagentRunner
 from graph.events import CampaignEvent, EventCallback, emit
+from graph.persist import campaign_outcome
+from graph.state import CampaignState
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ def make_context(
 
 async def _drive(
     context: CampaignContext, *, campaign_id: str, thread_id: str, categories: list[str], notes: list[str],
-    resume: bool,
+    resume: bool, max_concurrency: int | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the graph on `thread_id`; mark the campaign failed if the graph itself breaks."""
     engine = context.engine
@@ -80,16 +83,22 @@ async def _drive(
     emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_started", status="running", detail={
         "categories": categories, "offline": context.offline, "backends": [b.name for b in context.backends],
         "notes": notes, "resumed": resume, "thread_id": thread_id}))
-    config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    if max_concurrency is not None:
+        config["max_concurrency"] = max_concurrency  # at most this many branches at once (default: all)
     try:
         async with open_checkpointer(engine.url.render_as_string(hide_password=False)) as saver:
             graph = build_graph(saver)
             snapshot = await graph.aget_state(config) if resume else None
             if snapshot is not None and snapshot.values and not snapshot.next:
                 output: dict[str, Any] = dict(snapshot.values)  # the graph had finished; only the status lagged
+                with store.open_session(engine) as session:
+                    outcome, problems = campaign_outcome(store.list_runs(session, campaign_id=campaign_id))
+                    store.set_campaign_status(session, campaign_id=campaign_id, status=outcome, error=problems)
             else:
-                start = None if snapshot is not None and snapshot.values else {
-                    "campaign_id": campaign_id, "categories": categories}
+                start: CampaignState | None = None
+                if snapshot is None or not snapshot.values:
+                    start = CampaignState(campaign_id=campaign_id, categories=categories)
                 output = await graph.ainvoke(start, config, context=context, durability="sync")
     except Exception as exc:
         logger.exception("campaign %s: the graph failed", campaign_id)
@@ -101,21 +110,22 @@ async def _drive(
         raise CampaignRunError(f"campaign {campaign_id}: {error} (resume it with `campaign resume`)") from exc
     with store.open_session(engine) as session:
         campaign = store.get_campaign(session, campaign_id=campaign_id)
-        status, error = campaign.status, campaign.error
-    emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished", status=status,
-                                         detail={"error": error, **output.get("summary", {})}))
+        final, final_error = campaign.status, campaign.error
+    emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished", status=final,
+                                         detail={"error": final_error, **output.get("summary", {})}))
     return output
 
 
 async def run_campaign(
     *, engine: Engine, categories: list[Category] | None = None, offline: bool | None = None,
     campaign_id: str | None = None, on_event: EventCallback | None = None, subagent: SubagentRunner | None = None,
-    backends: list[SearchBackend] | None = None,
+    backends: list[SearchBackend] | None = None, max_concurrency: int | None = None,
 ) -> str:
     """Run a campaign over `categories` (default: all ten) and return its id.
 
     With the id of an unfinished campaign, resume it from its checkpoint instead; the id of a finished one
-    raises CampaignFinishedError. The final status is succeeded, partial (some runs failed or came back
+    raises CampaignFinishedError. `max_concurrency` caps how many subagents run at once (default: all; 1
+    runs them one after another, as the fan-out benchmark's baseline does). The final status is succeeded, partial (some runs failed or came back
     empty) or failed (all did).
     """
     if campaign_id is not None:
@@ -125,13 +135,14 @@ async def run_campaign(
             return await resume_campaign(engine=engine, campaign_id=campaign_id, on_event=on_event,
                                          subagent=subagent, backends=backends)
     wanted = [parse_category(str(c)).value for c in (categories or list(Category))]
-    chosen = [c.value for c in Category if c.value in wanted]
+    chosen: list[str] = [c.value for c in Category if c.value in wanted]
     context, notes = make_context(engine, offline=offline, on_event=on_event, subagent=subagent, backends=backends)
     with store.open_session(engine) as session:
         campaign = store.create_campaign(session, categories=chosen, offline=context.offline,
                                          backends=[b.name for b in context.backends], campaign_id=campaign_id)
         new_id = campaign.id
-    await _drive(context, campaign_id=new_id, thread_id=new_id, categories=chosen, notes=notes, resume=False)
+    await _drive(context, campaign_id=new_id, thread_id=new_id, categories=chosen, notes=notes, resume=False,
+                 max_concurrency=max_concurrency)
     return new_id
 
 

@@ -26,10 +26,11 @@ def postgres_conninfo(url: URL) -> str:
     params: dict[str, str] = {}
     for key, value in url.query.items():
         params[key] = value if isinstance(value, str) else value[-1]
-    for key, value in (("host", url.host), ("port", url.port), ("user", url.username), ("password", url.password),
-                       ("dbname", url.database)):
-        if value is not None:
-            params[key] = str(value)
+    parts: list[tuple[str, object]] = [("host", url.host), ("port", url.port), ("user", url.username),
+                                       ("password", url.password), ("dbname", url.database)]
+    for key, part in parts:
+        if part is not None:
+            params[key] = str(part)
     return make_conninfo("", **params)
 
 

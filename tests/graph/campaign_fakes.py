@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -114,7 +115,7 @@ class FlakySearch:
         return [self.hit(query, rank) for rank in range(1, 4)]
 
     def hit(self, query: str, rank: int) -> SearchHit:
-        slug = "-".join(query.lower().split())[:60].strip("-") or "q"
+        slug = re.sub(r"[^a-z0-9]+", "-", query.lower())[:60].strip("-") or "q"
         return SearchHit(hub_id=f"{self.name}-org/{slug}-{rank}", title=f"{query} {rank}", description=query,
                          metadata=good_metadata(), backend=self.name, query=query, rank=rank, score=1.0 / rank)
 

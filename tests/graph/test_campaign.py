@@ -149,6 +149,12 @@ def test_a_crashed_campaign_resumes_without_rerunning_finished_branches(engine: 
     assert unfinished_campaigns(engine=engine) == []
     with pytest.raises(CampaignFinishedError):
         asyncio.run(resume_campaign(engine=engine, campaign_id="crashy", subagent=second, backends=[FakeIndex()]))
+    with store.open_session(engine) as session:  # a crash after the last checkpoint, before the status landed
+        store.set_campaign_status(session, campaign_id="crashy", status="running")
+    asyncio.run(resume_campaign(engine=engine, campaign_id="crashy", subagent=second, backends=[FakeIndex()]))
+    assert second.calls == ["reasoning"]  # nothing searched again
+    with store.open_session(engine) as session:
+        assert store.get_campaign(session, campaign_id="crashy").status == "succeeded"
 
 
 def test_bad_requests_get_clear_errors(engine: Engine) -> None:
