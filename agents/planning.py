@@ -1,6 +1,7 @@
 """The deterministic query planner: a category's seed queries, then its uncovered keywords, without an LLM.
 
-Seed queries come first (they are written to find the best-known datasets), then each keyword no seed query
+Seed queries come first (they are written to find the best-known datasets), then the first seed query with
+the category's first Hub task filter (`task_categories:…`, applied by the Hub backend only), then each keyword no seed query
 mentions, as a query of its own (a single distinctive word such as `codesearchnet` is also what the Hub's id
 search matches best), then pairs of keywords, so `max_queries` above the seed count still widens the search.
 """
@@ -10,8 +11,13 @@ from __future__ import annotations
 from agents.categories import CategoryDefinition
 
 
-def plan_queries_deterministic(definition: CategoryDefinition, max_queries: int) -> list[str]:
-    """Return up to `max_queries` distinct queries for `definition`, seed queries first."""
+def plan_queries_deterministic(
+    definition: CategoryDefinition, max_queries: int, *, hub_filters: bool = True
+) -> list[str]:
+    """Return up to `max_queries` distinct queries for `definition`, seed queries first.
+
+    `hub_filters=False` leaves out the filtered query (no Hub backend would apply the filter).
+    """
     queries: list[str] = []
 
     def add(query: str) -> None:
@@ -21,6 +27,10 @@ def plan_queries_deterministic(definition: CategoryDefinition, max_queries: int)
 
     for seed in definition.seed_queries:
         add(seed)
+    for hub_filter in (
+        definition.hub_task_filters[:1] if hub_filters else []
+    ):  # the Hub applies it; other backends drop it
+        add(f"{definition.seed_queries[0]} {hub_filter}")
     seed_words = {word for seed in definition.seed_queries for word in seed.lower().split()}
     for keyword in definition.keywords:
         if keyword.lower() not in seed_words:

@@ -49,7 +49,8 @@ async def run_subagent(
     category = category if isinstance(category, Category) else parse_category(category)
     definition = load_category(category)
     notes: list[str] = []
-    queries, planner = await _plan(definition, llm, max_queries, notes)
+    with_hub = any(b.name == "hub" for b in backends)
+    queries, planner = await _plan(definition, llm, max_queries, notes, with_hub)
     calls = [(query, backend) for query in queries for backend in backends]
     results = await asyncio.gather(
         *(_search_once(b, q, per_query_limit, retries, timeout_s, retry_base_delay_s) for q, b in calls)
@@ -73,9 +74,13 @@ async def run_subagent(
 
 
 async def _plan(
-    definition: CategoryDefinition, llm: RelevanceLLM | None, max_queries: int, notes: list[str]
+    definition: CategoryDefinition,
+    llm: RelevanceLLM | None,
+    max_queries: int,
+    notes: list[str],
+    with_hub: bool,
 ) -> tuple[list[str], Literal["llm", "deterministic"]]:
-    deterministic = plan_queries_deterministic(definition, max_queries)
+    deterministic = plan_queries_deterministic(definition, max_queries, hub_filters=with_hub)
     if llm is None:
         return deterministic, "deterministic"
     try:

@@ -2,7 +2,7 @@
 
 The Hub's `search=` matches substrings of repo ids only, so a spaced query is sent as id-style variants
 (`code review` → `code-review`, `code_review`, `codereview`) and their results are merged, best (most
-downloaded) first. Calls run in a worker thread under a timeout. Errors are mapped onto the search error
+downloaded) first. Tag filters written into the query (`task_categories:text-generation`) go to `filter=`. Calls run in a worker thread under a timeout. Errors are mapped onto the search error
 tree: 429, 5xx, timeouts and connection errors are transient; offline mode is `BackendUnavailableError`; any
 other HTTP error is a plain `SearchError`.
 """
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import BackendUnavailableError, SearchError, TransientSearchError
-from agents.search.terms import STOPWORDS
+from agents.search.terms import STOPWORDS, split_filters
 from core.types import is_hub_id
 
 logger = logging.getLogger(__name__)
@@ -64,9 +64,11 @@ class HubSearch:
         The variants are listed concurrently; if any of them fails the whole search raises (a permanent error
         before a transient one), so the caller's retry covers every variant and no failure goes unrecorded.
         """
-        variants = id_variants(query)
+        text, filters = split_filters(query)
+        variants = id_variants(text)
         answers = await asyncio.gather(
-            *(self._call(partial(self._list, variant, limit)) for variant in variants), return_exceptions=True
+            *(self._call(partial(self._list, variant, limit, filters)) for variant in variants),
+            return_exceptions=True,
         )
         errors = [a for a in answers if isinstance(a, BaseException)]
         if errors:
@@ -97,9 +99,11 @@ class HubSearch:
             )
         return hits
 
-    def _list(self, search: str, limit: int) -> list[Any]:
+    def _list(self, search: str, limit: int, filters: list[str]) -> list[Any]:
         return list(
-            self._api.list_datasets(search=search, sort="downloads", limit=limit, expand=list(EXPAND))
+            self._api.list_datasets(
+                search=search, filter=filters or None, sort="downloads", limit=limit, expand=list(EXPAND)
+            )
         )
 
     async def lookup(self, hub_id: str) -> DatasetMetadata | None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import SearchError
-from agents.search.terms import query_terms_repeated, split_terms
+from agents.search.terms import query_terms_repeated, split_filters, split_terms
 from core.types import is_hub_id
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class OfflineIndex:
         bonus, and records that are only ever listed as evaluation benchmarks are discounted.
         """
         counts: dict[str, int] = {}
-        for term in query_terms_repeated(query):
+        for term in query_terms_repeated(split_filters(query)[0]):
             counts[term] = counts.get(term, 0) + 1
         if not counts or limit <= 0:
             return []

@@ -45,3 +45,18 @@ def light_stem(term: str) -> str:
         if term.endswith(suffix) and len(term) - len(suffix) >= 3 and not term.endswith("ss"):
             return term[: len(term) - len(suffix)] + keep
     return term
+
+
+_FILTER = re.compile(
+    r"^(task_categories|task_ids|language|license|size_categories|modality|format|library|benchmark):[\w.+<>=-]+$"
+)
+
+
+def split_filters(query: str) -> tuple[str, list[str]]:
+    """Return `(text, hub_filters)`: Hub tag filters such as `task_categories:text-generation` taken out of `query`.
+
+    Only the Hub backend applies the filters; other backends search the remaining text alone.
+    """
+    words = query.split()
+    filters = [w for w in words if _FILTER.match(w)]
+    return " ".join(w for w in words if not _FILTER.match(w)), filters

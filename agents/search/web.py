@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import SearchError, TransientSearchError
+from agents.search.terms import split_filters
 from core.types import is_hub_id
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class WebSearch:
 
     async def search(self, query: str, *, limit: int = 20) -> list[SearchHit]:
         """Return up to `limit` Hub datasets found in web results for `query`, in result order."""
-        text = f"{query.strip()} {SITE_FILTER}"
+        text = f"{split_filters(query)[0]} {SITE_FILTER}".strip()
         try:
             results = await asyncio.wait_for(
                 asyncio.to_thread(_text_search, self._factory, text, max(limit * 2, 10)),

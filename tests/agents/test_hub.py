@@ -102,6 +102,22 @@ def test_search_merges_variants_and_maps_metadata(serve) -> None:
     assert hits[1].metadata.gated == "auto"
 
 
+def test_tag_filters_in_the_query_become_hub_filters(serve) -> None:
+    seen = serve(hub_answers)
+    hits = asyncio.run(
+        HubSearch(HfApi(token=False)).search("code review task_categories:text-generation", limit=10)
+    )
+    listed = [r for r in seen if r.url.path == "/api/datasets"]
+    assert sorted(r.url.params.get("search") for r in listed) == [
+        "code-review",
+        "code_review",
+        "codereview",
+        "review",
+    ]
+    assert all(r.url.params.get_list("filter") == ["task_categories:text-generation"] for r in listed)
+    assert hits and hits[0].query == "code review task_categories:text-generation"
+
+
 def test_lookup_returns_metadata_none_or_gated(serve) -> None:
     serve(hub_answers)
     hub = HubSearch(HfApi(token=False))

@@ -50,6 +50,10 @@ def test_glued_and_camel_case_ids_match_spaced_words() -> None:
     assert top[-1] == "d/cooking-recipes"
 
 
+def test_hub_tag_filters_do_not_change_offline_results(index: OfflineIndex) -> None:
+    assert index.rank("code review task_categories:text-generation") == index.rank("code review")
+
+
 def test_id_and_tags_outweigh_the_description() -> None:
     index = OfflineIndex(
         [

@@ -70,3 +70,12 @@ def test_the_deterministic_planner_starts_with_seeds_and_fills_up_to_the_cap(cat
     assert queries[: len(definition.seed_queries)] == definition.seed_queries
     assert len(queries) == 8 and len({q.lower() for q in queries}) == 8
     assert plan_queries_deterministic(definition, 2) == definition.seed_queries[:2]
+
+
+def test_the_filtered_hub_query_is_planned_only_when_a_hub_backend_will_apply_it() -> None:
+    definition = load_category(Category.MATH)
+    with_hub = plan_queries_deterministic(definition, 8)
+    without = plan_queries_deterministic(definition, 8, hub_filters=False)
+    filtered = f"{definition.seed_queries[0]} {definition.hub_task_filters[0]}"
+    assert filtered in with_hub and filtered not in without
+    assert len(without) == 8

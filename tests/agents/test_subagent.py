@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 
 import pytest
 
@@ -94,10 +95,8 @@ class FlakyBackend:
             if kind == "server":
                 raise TransientSearchError(f"{self.name}: HTTP 503")
             raise KeyError("unexpected field")
-        hits = [
-            hit(f"{self.name}-org/{'-'.join(query.split())}-{i}", self.name, query, rank=i)
-            for i in range(1, 4)
-        ]
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", query).strip("-")
+        hits = [hit(f"{self.name}-org/{slug}-{i}", self.name, query, rank=i) for i in range(1, 4)]
         self.delivered.update(h.hub_id for h in hits)
         return hits
 

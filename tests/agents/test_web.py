@@ -74,6 +74,12 @@ def test_search_keeps_dataset_pages_once_each_in_result_order() -> None:
     assert fake.calls == [(f"code review {SITE_FILTER}", 20)]
 
 
+def test_hub_tag_filters_are_not_sent_to_the_web() -> None:
+    fake = FakeDDGS(RECORDED)
+    asyncio.run(WebSearch(lambda: fake).search("code review task_categories:text-generation", limit=3))
+    assert fake.calls[0][0] == f"code review {SITE_FILTER}"
+
+
 def test_limit_caps_the_hits() -> None:
     hits = asyncio.run(WebSearch(lambda: FakeDDGS(RECORDED)).search("code review", limit=1))
     assert [h.hub_id for h in hits] == ["ronantakizawa/github-codereview"]
