@@ -1,7 +1,7 @@
 """Which search backends a campaign uses: the Hub, the web and the offline index, or the offline index alone.
 
 Online, all three run (the offline index still contributes its curated snapshot). With `DATAHUNT_OFFLINE=1`,
-or when a cheap probe of the Hub API does not answer within a few seconds, the campaign uses the offline
+with huggingface_hub in its own offline mode, or when a cheap probe of the Hub API does not answer within a few seconds, the campaign uses the offline
 index alone and the returned notes say so, so no deliverable silently pretends to have searched the Hub.
 """
 
@@ -38,6 +38,13 @@ def probe_hub(
     return None
 
 
+def hub_offline_mode() -> bool:
+    """True when huggingface_hub itself is in offline mode (its own `HF_HUB_OFFLINE` setting)."""
+    from huggingface_hub import constants
+
+    return bool(constants.is_offline_mode())
+
+
 def default_backends(
     settings: Settings, *, probe: Callable[[], str | None] = probe_hub
 ) -> tuple[list[SearchBackend], list[str]]:
@@ -45,6 +52,10 @@ def default_backends(
     offline = OfflineIndex.default()
     if settings.offline:
         return [offline], ["offline mode (DATAHUNT_OFFLINE): searched the embedded offline index alone"]
+    if hub_offline_mode():
+        return [offline], [
+            "huggingface_hub offline mode (HF_HUB_OFFLINE): searched the embedded offline index alone"
+        ]
     problem = probe()
     if problem is not None:
         logger.warning("Hub unreachable (%s); using the offline index alone", problem)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import httpx
+import pytest
+from huggingface_hub import constants
 
 from agents.backends import default_backends, probe_hub
 from agents.search.hub import HubSearch
@@ -19,7 +21,17 @@ def test_offline_setting_uses_the_offline_index_alone_without_probing() -> None:
     assert notes and "offline index alone" in notes[0] and "DATAHUNT_OFFLINE" in notes[0]
 
 
-def test_an_unreachable_hub_falls_back_to_the_offline_index_with_the_reason() -> None:
+def test_huggingface_hub_offline_mode_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    backends, notes = default_backends(Settings(offline=False), probe=lambda: None)
+    assert [b.name for b in backends] == ["offline"]
+    assert "HF_HUB_OFFLINE" in notes[0]
+
+
+def test_an_unreachable_hub_falls_back_to_the_offline_index_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     backends, notes = default_backends(
         Settings(offline=False), probe=lambda: "ConnectError: connection refused"
     )
@@ -29,7 +41,8 @@ def test_an_unreachable_hub_falls_back_to_the_offline_index_with_the_reason() ->
     ]
 
 
-def test_a_reachable_hub_enables_all_three_backends() -> None:
+def test_a_reachable_hub_enables_all_three_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     backends, notes = default_backends(Settings(offline=False, hf_token="hf_x"), probe=lambda: None)
     assert [type(b) for b in backends] == [HubSearch, WebSearch, OfflineIndex]
     assert notes == []
