@@ -46,6 +46,9 @@ class ProgressBoard:
             self.rows[event.category] = {"status": event.status, **event.detail}
         elif event.kind == "campaign_finished":
             self.summary = {"status": event.status, **event.detail}
+            for category, counts in self.summary.get("by_category", {}).items():  # branches a resume did not re-run
+                if self.rows.get(category, {}).get("status") in (None, "pending"):
+                    self.rows[category] = {"status": counts["status"], "candidates": counts["candidates"]}
 
     def render(self) -> Table:
         """Return the table as it stands now."""

@@ -120,6 +120,24 @@ def test_thirty_percent_failing_searches_lose_nothing_and_retry_boundedly(engine
     assert found and found <= stored
 
 
+def test_garbage_and_hanging_subagents_become_failed_runs(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATAHUNT_CAMPAIGN_BRANCH_TIMEOUT_S", "0.5")
+    get_settings.cache_clear()
+
+    async def hang(category: Category) -> None:
+        await asyncio.sleep(30)
+
+    script = {"math": lambda category: {"candidates": "lol"}, "tool_use": hang}
+    campaign_id = asyncio.run(run_campaign(engine=engine, categories=[Category.MATH, Category.TOOL_USE, Category.REASONING],
+                                           subagent=ScriptedSubagent(script), backends=[FakeIndex()]))
+    runs = {c: rs[0] for c, rs in runs_by_category(engine, campaign_id).items()}
+    assert runs["math"].status == "failed" and "returned dict, not a Deliverable" in (runs["math"].error or "")
+    assert runs["tool_use"].status == "failed" and "timed out" in (runs["tool_use"].error or "")
+    assert runs["reasoning"].status == "succeeded"
+    with store.open_session(engine) as session:
+        assert store.get_campaign(session, campaign_id=campaign_id).status == "partial"
+
+
 def _campaign_candidates(session: Session, campaign_id: str, category: str) -> list[dict[str, object]]:
     rows = session.exec(select(CandidateRecord).where(CandidateRecord.campaign_id == campaign_id,
                                                       CandidateRecord.category == category)).all()
