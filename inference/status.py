@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.settings import get_settings
+from core.settings import Settings, get_settings
 
 STATUS_FILE = "status.json"
 WINDOW_S = 60.0
@@ -151,9 +151,9 @@ class UnknownRunError(LookupError):
     """No run with this id is registered (or the id is malformed)."""
 
 
-def runs_root() -> Path:
+def runs_root(settings: Settings | None = None) -> Path:
     """Return the folder where runs are listed: `settings.runs_dir`, default `home`/runs."""
-    settings = get_settings()
+    settings = settings or get_settings()
     return (settings.runs_dir or settings.home / "runs").resolve()
 
 
@@ -168,11 +168,11 @@ def register_run(run_dir: Path) -> str:
     return run_id
 
 
-def resolve_run(run_id: str) -> Path:
+def resolve_run(run_id: str, settings: Settings | None = None) -> Path:
     """Return the folder of run `run_id`; raise UnknownRunError for an unknown or malformed id."""
     if not RUN_ID_PATTERN.match(run_id) or ".." in run_id:
         raise UnknownRunError(f"malformed run id {run_id!r}")
-    root = runs_root()
+    root = runs_root(settings)
     if (root / run_id / STATUS_FILE).is_file():
         return root / run_id
     link = root / f"{run_id}{LINK_SUFFIX}"
@@ -183,9 +183,9 @@ def resolve_run(run_id: str) -> Path:
     raise UnknownRunError(f"no run {run_id!r} under {root}")
 
 
-def list_runs() -> list[dict[str, Any]]:
+def list_runs(settings: Settings | None = None) -> list[dict[str, Any]]:
     """Return a short summary of every listed run, newest update first."""
-    root = runs_root()
+    root = runs_root(settings)
     if not root.is_dir():
         return []
     ids = {p.name for p in root.iterdir() if p.is_dir()} | {
@@ -194,7 +194,7 @@ def list_runs() -> list[dict[str, Any]]:
     runs = []
     for run_id in sorted(ids):
         try:
-            status = read_status(resolve_run(run_id))
+            status = read_status(resolve_run(run_id, settings))
         except UnknownRunError:
             continue
         if status is not None:

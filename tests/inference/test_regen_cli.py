@@ -1,0 +1,90 @@
+"""The `regen`, `monitor` and `plan` commands: the target-model check, one-line errors, monitor and plan output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import write_samples
+from fake_server import FakeServer
+from typer.testing import CliRunner
+
+from server.cli import app
+
+runner = CliRunner()
+
+
+def _manifest(path: Path, model: str) -> Path:
+    path.write_text(json.dumps({"schema_version": 1, "target": {"model": model}, "sources": [
+        {"hub_id": "org/chat-set", "category": "general_chat", "max_rows": 100}], "budget": {"total": 100}}))
+    return path
+
+
+def test_regen_refuses_a_server_serving_another_model_unless_forced(tmp_path: Path) -> None:
+    server = FakeServer(model="someone/Other-Model").start()
+    try:
+        write_samples(tmp_path / "in.jsonl", 3)
+        manifest = _manifest(tmp_path / "m.json", "meta-llama/Llama-3.1-8B-Instruct")
+        args = ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", server.url, "--out", str(tmp_path / "run"),
+                "--manifest", str(manifest)]
+        refused = runner.invoke(app, args)
+        assert refused.exit_code == 1
+        assert "serves 'someone/Other-Model', not the manifest's target" in refused.output
+        assert not (tmp_path / "run" / "regenerated.jsonl").exists()
+        forced = runner.invoke(app, [*args, "--force"])
+        assert forced.exit_code == 0, forced.output
+        assert "3 regenerated, 0 failed" in forced.output
+    finally:
+        server.stop()
+
+
+def test_matching_model_runs_and_monitor_shows_the_finished_run(tmp_path: Path, fake_server: FakeServer) -> None:
+    write_samples(tmp_path / "in.jsonl", 5)
+    _manifest(tmp_path / "manifest.json", "/models/Llama-3.1-8B-Instruct")  # found beside the input
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", fake_server.url,
+                                 "--out", str(run), "--temperature", "0", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    row = json.loads((run / "regenerated.jsonl").read_text().splitlines()[0])
+    assert row["meta"]["sampling"] == {"temperature": 0.0, "top_p": 0.95, "max_tokens": 2048, "seed": 3}
+    assert row["meta"]["model"] == "meta-llama/Llama-3.1-8B-Instruct"
+    shown = runner.invoke(app, ["monitor", str(run), "--once"])
+    assert shown.exit_code == 0 and "5 done · 0 failed · 0 pending" in shown.output and "finished" in shown.output
+    raw = runner.invoke(app, ["monitor", str(run), "--json"])
+    assert json.loads(raw.output)["rows"]["done"] == 5
+
+
+def test_bad_input_is_one_line_and_non_zero(tmp_path: Path, fake_server: FakeServer) -> None:
+    missing = runner.invoke(app, ["regen", "--input", str(tmp_path / "nope.jsonl"), "--server", fake_server.url,
+                                  "--out", str(tmp_path / "run")])
+    assert missing.exit_code == 2 and missing.output.strip().count("\n") == 0 and "does not exist" in missing.output
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    bad = runner.invoke(app, ["regen", "--input", str(tmp_path / "bad.jsonl"), "--server", fake_server.url,
+                              "--out", str(tmp_path / "run")])
+    assert bad.exit_code == 1 and "bad.jsonl:1: not valid JSON" in bad.output and "Traceback" not in bad.output
+    reasoning = runner.invoke(app, ["regen", "--input", str(tmp_path / "bad.jsonl"), "--server", fake_server.url,
+                                    "--out", str(tmp_path / "run"), "--reasoning", "maybe"])
+    assert reasoning.exit_code == 2 and "keep, drop or disable" in reasoning.output
+    no_tokenizer = runner.invoke(app, ["regen", "--input", str(tmp_path / "bad.jsonl"), "--server", fake_server.url,
+                                       "--out", str(tmp_path / "run"), "--api", "sglang"])
+    assert no_tokenizer.exit_code == 1 and "--tokenizer" in no_tokenizer.output
+    nothing = runner.invoke(app, ["monitor", str(tmp_path), "--once"])
+    assert nothing.exit_code == 1 and "no status file" in nothing.output
+
+
+def test_plan_measures_the_server_and_writes_markdown_and_json(tmp_path: Path) -> None:
+    server = FakeServer(delay_s=0.01).start()
+    try:
+        write_samples(tmp_path / "samples.jsonl", 40, turns=2)
+        _manifest(tmp_path / "manifest.json", "meta-llama/Llama-3.1-8B-Instruct")
+        result = runner.invoke(app, ["plan", "--curated", str(tmp_path), "--server", server.url, "--probe-rows", "8"])
+    finally:
+        server.stop()
+    assert result.exit_code == 0, result.output
+    plan = json.loads((tmp_path / "regen_plan.json").read_text())
+    assert plan["rows"]["to_regenerate"] == 40 and plan["rows"]["user_turns_to_answer"] == 80
+    assert plan["probe"]["requests"] == 8 and plan["probe"]["tok_s"] > 0
+    assert plan["time_to_finish_s"]["low"] <= plan["time_to_finish_s"]["expected"] <= plan["time_to_finish_s"]["high"]
+    assert plan["target"] == "meta-llama/Llama-3.1-8B-Instruct"
+    text = (tmp_path / "regen_plan.md").read_text()
+    assert "Time to finish" in text and "org/chat-set" in text and "Evaluation plan" in text

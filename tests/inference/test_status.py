@@ -1,0 +1,55 @@
+"""The status file: counts, ETA range from the completion-length distribution, atomic writes, the monitor view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from inference.monitor import format_duration, render
+from inference.status import STATUS_FILE, StatusTracker, read_status, write_json_atomic
+
+
+def test_eta_range_follows_the_observed_completion_lengths() -> None:
+    tracker = StatusTracker(total=110, already_done=5, already_failed=5)
+    for length in [100] * 8 + [10, 1000]:
+        tracker.add_turn(20, length)
+        tracker.row_done(length)
+    tracker.row_failed()
+    status = tracker.snapshot([{"url": "http://a", "healthy": True, "in_flight": 1, "limit": 4, "ok": 10,
+                                "errors": 0, "ejections": 0, "tokens": 1810, "last_error": None}])
+    assert status["rows"] == {**status["rows"], "total": 110, "done": 15, "failed": 6, "pending": 89}
+    assert status["tokens"] == {"prompt": 200, "completion": 1810}
+    per_row = status["completion_tokens_per_row"]
+    assert per_row["p10"] == 100 and per_row["p90"] == 100 and per_row["mean"] == 181
+    eta = status["eta"]
+    assert eta["low_s"] <= eta["expected_s"] and eta["expected_s"] > eta["high_s"]  # the mean carries the 1000
+    rate = status["tok_s"]["last_minute"]
+    assert rate > 0 and abs(eta["expected_s"] - 89 * 181 / rate) < 1e-6 * eta["expected_s"] + 1e-3
+
+
+def test_status_without_finished_rows_has_no_eta_yet() -> None:
+    status = StatusTracker(total=3).snapshot()
+    assert status["eta"] == {"expected_s": None, "low_s": None, "high_s": None}
+    assert status["rows"]["pending"] == 3
+
+
+def test_atomic_write_and_read_back(tmp_path: Path) -> None:
+    assert read_status(tmp_path) is None
+    write_json_atomic(tmp_path / STATUS_FILE, {"state": "running"})
+    assert read_status(tmp_path) == {"state": "running"}
+    assert [p.name for p in tmp_path.iterdir()] == [STATUS_FILE]
+
+
+def test_monitor_renders_rows_endpoints_and_eta() -> None:
+    tracker = StatusTracker(total=4, info={"run_id": "demo"})
+    tracker.add_turn(5, 50)
+    tracker.row_done(50)
+    status = tracker.snapshot([{"url": "http://gpu-1:30000", "healthy": False, "in_flight": 0, "limit": 8,
+                                "ok": 1, "errors": 3, "ejections": 1, "tokens": 50, "last_error": "refused"}])
+    console = Console(record=True, width=160)
+    console.print(render(status))
+    text = console.export_text()
+    assert "demo" in text and "1 done · 0 failed · 3 pending" in text
+    assert "down" in text and "err 3" in text and "ETA" in text
+    assert format_duration(90061) == "1d 01h" and format_duration(3725) == "1h 02m" and format_duration(None) == "?"

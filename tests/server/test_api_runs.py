@@ -1,0 +1,54 @@
+"""`GET /runs` and `GET /runs/{id}` on a small app holding only the runs router."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from core.settings import get_settings
+from inference.status import STATUS_FILE, StatusTracker, register_run, write_json_atomic
+from server.api import runs
+
+
+@pytest.fixture
+def client() -> TestClient:
+    app = FastAPI()
+    app.state.settings = get_settings()
+    app.include_router(runs.router)
+    return TestClient(app)
+
+
+def _make_run(folder: Path, done: int) -> None:
+    folder.mkdir(parents=True)
+    tracker = StatusTracker(total=10, info={"run_id": folder.name})
+    for _ in range(done):
+        tracker.row_done(100)
+    write_json_atomic(folder / STATUS_FILE, tracker.snapshot())
+
+
+def test_lists_runs_inside_and_outside_the_runs_folder(client: TestClient, tmp_path: Path) -> None:
+    _make_run(get_settings().home / "runs" / "inside", done=2)
+    outside = tmp_path / "elsewhere" / "outside"
+    _make_run(outside, done=5)
+    assert register_run(outside) == "outside"
+    listed = client.get("/runs")
+    assert listed.status_code == 200
+    assert {r["id"]: r["rows"]["done"] for r in listed.json()} == {"inside": 2, "outside": 5}
+    one = client.get("/runs/outside")
+    assert one.status_code == 200
+    body = one.json()
+    assert body["rows"] == {**body["rows"], "total": 10, "done": 5, "pending": 5}
+    assert "eta" in body and "endpoints" in body
+
+
+def test_unknown_and_traversing_ids_are_404(client: TestClient) -> None:
+    assert client.get("/runs").json() == []
+    missing = client.get("/runs/nope")
+    assert missing.status_code == 404 and "no run 'nope'" in missing.json()["detail"]
+    for bad in ("..", "%2e%2e", "a..b", ".hidden"):
+        response = client.get(f"/runs/{bad}")
+        assert response.status_code == 404, bad
+    assert client.get("/runs/..%2F..%2Fetc").status_code == 404
