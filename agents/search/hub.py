@@ -2,9 +2,11 @@
 
 The Hub's `search=` matches substrings of repo ids only, so a spaced query is sent as id-style variants
 (`code review` → `code-review`, `code_review`, `codereview`) and their results are merged, best (most
-downloaded) first. Tag filters written into the query (`task_categories:text-generation`) go to `filter=`. Calls run in a worker thread under a timeout. Errors are mapped onto the search error
-tree: 429, 5xx, timeouts and connection errors are transient; offline mode is `BackendUnavailableError`; any
-other HTTP error is a plain `SearchError`.
+downloaded) first. Tag filters written into the query (`task_categories:text-generation`) go to `filter=`.
+Calls run in a bounded thread pool, each under a timeout (a campaign fans out many searches at once), and
+successful listings are remembered per instance, since categories share id variants. Errors are mapped onto
+the search error tree: 429, 5xx, timeouts and connection errors are transient; offline mode is
+`BackendUnavailableError`; any other HTTP error is a plain `SearchError`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, TypeVar
 
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import BackendUnavailableError, SearchError, TransientSearchError
+from agents.search.blocking import BlockingRunner
 from agents.search.terms import STOPWORDS, split_filters
 from core.types import is_hub_id
 
@@ -49,14 +52,23 @@ class HubSearch:
 
     name: BackendName = "hub"
 
-    def __init__(self, api: Any | None = None, *, timeout_s: float = 20.0, token: str | None = None) -> None:
+    def __init__(
+        self,
+        api: Any | None = None,
+        *,
+        timeout_s: float = 20.0,
+        token: str | None = None,
+        max_concurrency: int = 8,
+    ) -> None:
         if api is None:
             from huggingface_hub import HfApi
 
             api = HfApi(token=token or False)
         self._api = api
-        self._token = token
         self.timeout_s = timeout_s
+        self._runner = BlockingRunner(max_concurrency, "hub-search")
+        # Answers of one (variant, limit, filters) listing: ten categories often share variants ("review").
+        self._listed: dict[tuple[str, int, tuple[str, ...]], list[Any]] = {}
 
     async def search(self, query: str, *, limit: int = 20) -> list[SearchHit]:
         """Return up to `limit` Hub datasets whose id matches a variant of `query`, most downloaded first.
@@ -100,11 +112,14 @@ class HubSearch:
         return hits
 
     def _list(self, search: str, limit: int, filters: list[str]) -> list[Any]:
-        return list(
-            self._api.list_datasets(
-                search=search, filter=filters or None, sort="downloads", limit=limit, expand=list(EXPAND)
+        key = (search, limit, tuple(filters))
+        if key not in self._listed:
+            self._listed[key] = list(
+                self._api.list_datasets(
+                    search=search, filter=filters or None, sort="downloads", limit=limit, expand=list(EXPAND)
+                )
             )
-        )
+        return self._listed[key]
 
     async def lookup(self, hub_id: str) -> DatasetMetadata | None:
         """Return the Hub's metadata of `hub_id`, or None when the Hub says it does not exist."""
@@ -125,7 +140,7 @@ class HubSearch:
 
     async def _call(self, function: Callable[[], T]) -> T:
         try:
-            return await asyncio.wait_for(asyncio.to_thread(_mapped, function), timeout=self.timeout_s)
+            return await self._runner.run(partial(_mapped, function), self.timeout_s)
         except TimeoutError:
             raise TransientSearchError(f"hub: no answer within {self.timeout_s:g}s") from None
 

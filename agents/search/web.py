@@ -2,21 +2,22 @@
 
 A web query is sent as `<query> site:huggingface.co/datasets`; each result URL of the form
 `huggingface.co/datasets/<owner>/<name>[/viewer|/tree/…|?…]` yields a Hub id, other URLs are ignored. `ddgs`
-is blocking, so calls run in a worker thread under a timeout. ddgs reports "no results" as an exception; that
+is blocking, so calls run in a small bounded thread pool under a timeout. ddgs reports "no results" as an exception; that
 becomes an empty answer, rate limits and timeouts become `TransientSearchError`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import SearchError, TransientSearchError
+from agents.search.blocking import BlockingRunner
 from agents.search.terms import split_filters
 from core.types import is_hub_id
 
@@ -52,7 +53,13 @@ class WebSearch:
 
     name: BackendName = "web"
 
-    def __init__(self, ddgs_factory: Callable[[], Any] | None = None, *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        ddgs_factory: Callable[[], Any] | None = None,
+        *,
+        timeout_s: float = 5.0,
+        max_concurrency: int = 4,
+    ) -> None:
         if ddgs_factory is None:
 
             def ddgs_factory() -> Any:
@@ -62,14 +69,14 @@ class WebSearch:
 
         self._factory = ddgs_factory
         self.timeout_s = timeout_s
+        self._runner = BlockingRunner(max_concurrency, "web-search")
 
     async def search(self, query: str, *, limit: int = 20) -> list[SearchHit]:
         """Return up to `limit` Hub datasets found in web results for `query`, in result order."""
         text = f"{split_filters(query)[0]} {SITE_FILTER}".strip()
         try:
-            results = await asyncio.wait_for(
-                asyncio.to_thread(_text_search, self._factory, text, max(limit * 2, 10)),
-                timeout=self.timeout_s * 2,
+            results = await self._runner.run(
+                partial(_text_search, self._factory, text, max(limit * 2, 10)), self.timeout_s * 2
             )
         except TimeoutError:
             raise TransientSearchError(f"web: no answer within {self.timeout_s * 2:g}s") from None

@@ -118,6 +118,19 @@ def test_tag_filters_in_the_query_become_hub_filters(serve) -> None:
     assert hits and hits[0].query == "code review task_categories:text-generation"
 
 
+def test_listings_are_remembered_so_shared_variants_cost_one_request(serve) -> None:
+    seen = serve(hub_answers)
+    hub = HubSearch(HfApi(token=False))
+
+    async def both() -> tuple[list, list]:
+        return await hub.search("code review", limit=10), await hub.search("review", limit=10)
+
+    first, second = asyncio.run(both())
+    searched = [r.url.params.get("search") for r in seen if r.url.path == "/api/datasets"]
+    assert sorted(searched) == ["code-review", "code_review", "codereview", "review"]
+    assert [h.hub_id for h in first] and second == []
+
+
 def test_lookup_returns_metadata_none_or_gated(serve) -> None:
     serve(hub_answers)
     hub = HubSearch(HfApi(token=False))
