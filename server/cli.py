@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.curate",
     "server.commands.regen",
     "server.commands.serve",
+    "server.commands.train",
 )
 
 

@@ -62,12 +62,13 @@ class AuxLayers:
 
 
 def default_aux_layers(num_layers: int) -> AuxLayers:
-    """SGLang's default capture, input-of-layer `[2, L//2, L-3]`; tiny targets (< 7 layers) use [1, L//2, L-1]."""
+    """SGLang's default capture, input-of-layer `[2, L//2, L-3]`; tiny test targets (3-6 layers) use
+    [2, max(2, L//2), L-1], still starting at input 2 (output 1) so every SGLang version reads them alike."""
     if num_layers >= 7:
         return AuxLayers((2, num_layers // 2, num_layers - 3), "input")
-    if num_layers < 2:
-        raise ValueError("a target needs at least 2 layers to give auxiliary hidden states")
-    return AuxLayers((1, max(1, num_layers // 2), num_layers - 1), "input")
+    if num_layers < 3:
+        raise ValueError("a target needs at least 3 layers to give auxiliary hidden states")
+    return AuxLayers((2, max(2, num_layers // 2), num_layers - 1), "input")
 
 
 @dataclass

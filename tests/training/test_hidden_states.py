@@ -26,7 +26,7 @@ def test_sglang_default_for_a_61_layer_target_and_specforge_ids() -> None:
     assert layers.as_output().ids == (1, 29, 57)
     assert AuxLayers((1, 29, 57), "output").as_input() == layers
     assert default_aux_layers(32).ids == (2, 16, 29)
-    assert default_aux_layers(4).ids == (1, 2, 3)
+    assert default_aux_layers(4).ids == (2, 2, 3)
 
 
 def test_transformers_index_zero_is_the_embedding_output() -> None:

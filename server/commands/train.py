@@ -1,0 +1,296 @@
+"""`datahunt train`, `check-template`, `eval-accept`, `check-server`, `sglang-command`: the retraining stage's door.
+
+`train` trains and exports an EAGLE-3 draft; `check-template` shows which tokens a row supervises;
+`eval-accept` measures acceptance length locally (target + draft, greedy) or on a server (after the
+preflight); `check-server` runs the preflight alone and exits 0 only when every check passes;
+`sglang-command` prints (or runs) the launch command derived from the draft. Bad input ends with a one-line
+error and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from training.config import ConfigError
+    from training.data import DataError
+    from training.export import ExportError
+    from training.launch import LaunchError
+    from training.server_eval import ServerEvalError
+    from training.vocab import VocabError
+
+    return (ConfigError, DataError, ExportError, LaunchError, ServerEvalError, VocabError, OSError, ValueError)
+
+
+def train(
+    config: Path | None = typer.Option(None, "--config", help="Run config JSON (strict: unknown keys rejected)."),
+    data: Path | None = typer.Option(None, "--data", help="Training JSONL (regenerated or curated rows)."),
+    target: Path | None = typer.Option(None, "--target", help="Target model folder (transformers layout)."),
+    out: Path | None = typer.Option(None, "--out", help="Run folder: checkpoints/, export/, caches."),
+    steps: int | None = typer.Option(None, "--steps", help="Stop after this many optimizer steps."),
+    epochs: int | None = typer.Option(None, "--epochs"),
+    ttt_steps: int | None = typer.Option(None, "--ttt-steps", help="Training-time-test unroll length (default 7)."),
+    draft_vocab_size: int | None = typer.Option(None, "--draft-vocab-size", help="Default 32000."),
+    batch_size: int | None = typer.Option(None, "--batch-size"),
+    lr: float | None = typer.Option(None, "--lr"),
+    mode: str | None = typer.Option(None, "--mode", help="online (target runs each batch) or offline (cached)."),
+    messages_field: str | None = typer.Option(None, "--messages-field",
+                                              help="conversations | messages | original_messages (control)."),
+    serving_context: int | None = typer.Option(None, "--serving-context",
+                                               help="max_position_embeddings of the draft (default: target's)."),
+    device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda"),
+) -> None:
+    """Train an EAGLE-3 draft for the target and export it in the layout SGLang loads."""
+    from training.config import load_config, make_config
+    from training.trainer import train as run_training
+
+    overrides = {k: v for k, v in {
+        "data": data, "target": target, "out": out, "max_steps": steps, "epochs": epochs, "ttt_steps": ttt_steps,
+        "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "lr": lr, "mode": mode,
+        "messages_field": messages_field, "serving_context": serving_context, "device": device,
+    }.items() if v is not None}
+    try:
+        if config is not None:
+            cfg = load_config(config, overrides)
+        else:
+            if data is None or target is None or out is None:
+                _fail("pass --config FILE, or --data, --target and --out")
+            cfg = make_config(overrides)
+        if not cfg.target.is_dir():
+            _fail(f"target folder {cfg.target} does not exist")
+        result = run_training(cfg)
+    except _user_errors() as exc:
+        _fail(str(exc), 1)
+    typer.echo(json.dumps({"steps": result.steps, "loss": round(result.loss, 4),
+                           "step_accuracies": [round(a, 3) for a in result.step_accuracies],
+                           "vocab_coverage": round(result.vocab_coverage, 4), "export": str(result.export_dir)}))
+
+
+def check_template(
+    target: Path = typer.Option(..., "--target", help="Folder with the target's tokenizer and chat template."),
+    data: Path = typer.Option(..., "--data", help="Training JSONL."),
+    row: int = typer.Option(1, "--row", help="Which row (1-based) to render."),
+    messages_field: str = typer.Option("conversations", "--messages-field"),
+) -> None:
+    """Render one row with the target's chat template and print the tokens it supervises."""
+    from training.data import check_template as run_check
+    from training.data import load_conversations
+
+    try:
+        from transformers import AutoTokenizer
+
+        rows = load_conversations(data, messages_field)
+        if not 1 <= row <= len(rows):
+            _fail(f"--row {row} is outside 1..{len(rows)}")
+        tokenizer = AutoTokenizer.from_pretrained(str(target))
+        result = run_check(tokenizer, rows[row - 1][1])
+    except _user_errors() as exc:
+        _fail(str(exc), 1)
+    typer.echo("rendered:\n" + result.text)
+    for i, span in enumerate(result.supervised, start=1):
+        typer.echo(f"supervised span {i}: {span!r}")
+    typer.echo(result.detail)
+    if not result.ids_match:
+        raise typer.Exit(1)
+
+
+def _target_config(folder: Path | None, server_raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The target's config.json: --target-config, else the server's model_path when it is a local folder."""
+    candidates = [folder] if folder else [Path(str(server_raw.get("model_path") or ""))]
+    for candidate in candidates:
+        if candidate and (candidate / "config.json").is_file():
+            return dict(json.loads((candidate / "config.json").read_text()))
+    if folder:
+        _fail(f"no config.json in {folder}")
+    return None
+
+
+def _preflight(url: str, draft: Path, target_config: Path | None) -> tuple[bool, list[Any]]:
+    from inference.server_info import ServerInfoError, get_server_info
+    from training.preflight import read_draft, run_preflight
+
+    try:
+        raw = get_server_info(url).raw
+        checkpoint = read_draft(draft)
+    except ServerInfoError as exc:
+        _fail(str(exc), 1)
+    except _user_errors() as exc:
+        _fail(str(exc), 1)
+    checks = run_preflight(raw, checkpoint, _target_config(target_config, raw))
+    return all(c.ok for c in checks), checks
+
+
+def _print_checks(checks: list[Any], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps([{"check": c.name, "ok": c.ok, "detail": c.detail} for c in checks]))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("check", "result", "explanation", show_lines=True)
+    for c in checks:
+        table.add_row(c.name, "[green]pass[/green]" if c.ok else "[red]FAIL[/red]", c.detail)
+    Console(width=140).print(table)
+
+
+def check_server(
+    url: str = typer.Argument(..., help="SGLang server base URL."),
+    draft: Path = typer.Option(..., "--draft", help="Exported draft folder."),
+    target_config: Path | None = typer.Option(None, "--target-config",
+                                              help="Target folder with config.json (default: server's model_path)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Check a draft against a running server; exit 0 only when every check passes."""
+    ok, checks = _preflight(url, draft, target_config)
+    _print_checks(checks, as_json)
+    if not ok:
+        raise typer.Exit(1)
+
+
+def _read_prompt_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        _fail(f"prompts file {path} does not exist")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                _fail(f"{path}:{n}: not JSON")
+    if not rows:
+        _fail(f"{path}: no prompts")
+    return rows
+
+
+def _prompt_turns(row: dict[str, Any]) -> list[dict[str, str]]:
+    """The conversation up to its first assistant turn (held-out rows keep only what the user said)."""
+    turns = row.get("conversations") or row.get("messages") or []
+    first = next((i for i, t in enumerate(turns) if t.get("role", t.get("from")) in {"assistant", "gpt"}), len(turns))
+    return [{"role": t.get("role", "user"), "content": t.get("content", "")} for t in turns[:first]]
+
+
+def eval_accept(
+    prompts: Path = typer.Option(..., "--prompts", help="JSONL: conversations/messages rows, or {'text': ...}."),
+    draft: Path | None = typer.Option(None, "--draft", help="Exported draft folder."),
+    target: Path | None = typer.Option(None, "--target", help="Target folder (model + tokenizer)."),
+    steps: int = typer.Option(5, "--steps", help="Draft chain length k."),
+    max_new: int = typer.Option(64, "--max-new", help="New tokens per prompt."),
+    limit: int | None = typer.Option(None, "--limit", help="Use only the first N prompts."),
+    server: str | None = typer.Option(None, "--server", help="Measure on this SGLang server instead."),
+    baseline: str | None = typer.Option(None, "--baseline", help="A server without speculation, for tok/s."),
+    target_config: Path | None = typer.Option(None, "--target-config", help="For the preflight (with --server)."),
+) -> None:
+    """Acceptance length: local greedy speculative decoding, or a server's spec_verify_ct after the preflight."""
+    rows = _read_prompt_rows(prompts)[:limit]
+    if server:
+        _eval_server(rows, server, baseline, draft, target, target_config, max_new)
+        return
+    if draft is None or target is None:
+        _fail("local evaluation needs --draft and --target (or pass --server URL)")
+    import torch
+
+    from training.accept import evaluate_acceptance
+    from training.export import load_draft
+    from training.trainer import load_target
+
+    try:
+        model, tokenizer = load_target(target, torch.device("cpu"))
+        draft_model, layers = load_draft(draft, model.get_input_embeddings().weight.detach().float())
+        ids = [_encode(tokenizer, r) for r in rows]
+        report = evaluate_acceptance(model, draft_model, layers, ids, max_new=max_new, k=steps,
+                                     eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
+    except _user_errors() as exc:
+        _fail(str(exc), 1)
+    typer.echo(json.dumps(report.as_dict()))
+    if not report.identical:
+        _fail("speculative output differs from the target's greedy output: the verifier is broken", 1)
+
+
+def _encode(tokenizer: Any, row: dict[str, Any]) -> list[int]:
+    if "text" in row:
+        return list(tokenizer(row["text"], add_special_tokens=False)["input_ids"])
+    turns = _prompt_turns(row)
+    if not turns:
+        _fail("a prompt row has neither 'text' nor user turns")
+    encoded = tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=True)
+    return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
+
+
+def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, draft: Path | None,
+                 target: Path | None, target_config: Path | None, max_new: int) -> None:
+    from training.server_eval import ServerEvalError, evaluate_server
+
+    if draft is None:
+        _fail("--server needs --draft so the preflight can run first")
+    ok, checks = _preflight(server, draft, target_config or target)
+    if not ok:
+        _print_checks(checks, as_json=False)
+        _fail("preflight failed; not measuring a misconfigured server", 1)
+    texts = []
+    tokenizer = None
+    for row in rows:
+        if "text" in row:
+            texts.append(str(row["text"]))
+            continue
+        if tokenizer is None:
+            if target is None:
+                _fail("chat rows need --target for the chat template (the native API applies none)")
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(target))
+        texts.append(str(tokenizer.apply_chat_template(_prompt_turns(row), tokenize=False, add_generation_prompt=True)))
+    try:
+        report = evaluate_server(server, texts, max_new_tokens=max_new, baseline_url=baseline)
+    except ServerEvalError as exc:
+        _fail(str(exc), 1)
+    typer.echo(json.dumps(report))
+
+
+def sglang_command(
+    target: str = typer.Option(..., "--target", help="Target model path or Hub id as SGLang takes it."),
+    draft: Path = typer.Option(..., "--draft", help="Exported draft folder."),
+    steps: int = typer.Option(3, "--steps"),
+    topk: int = typer.Option(1, "--topk"),
+    draft_tokens: int | None = typer.Option(None, "--draft-tokens", help="Default steps + 1 (a chain)."),
+    context_length: int | None = typer.Option(None, "--context-length"),
+    port: int = typer.Option(30000, "--port"),
+    launch: bool = typer.Option(False, "--launch", help="Start the server (needs the sglang extra)."),
+) -> None:
+    """Print the SGLang launch command for this draft, the algorithm and limits derived from the draft."""
+    from training.launch import plan_launch
+    from training.preflight import read_draft
+
+    try:
+        plan = plan_launch(target, draft, read_draft(draft), steps=steps, topk=topk, draft_tokens=draft_tokens,
+                           context_length=context_length, port=port)
+    except _user_errors() as exc:
+        _fail(str(exc), 1)
+    for note in plan.notes:
+        typer.echo(f"# {note}")
+    typer.echo(plan.shell())
+    if launch:
+        import importlib.util
+
+        if importlib.util.find_spec("sglang") is None:
+            _fail("sglang is not installed: pip install 'sglang[all]' (the optional extra), or run the line above")
+        raise typer.Exit(subprocess.call(plan.argv))
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the retraining stage's commands to the main app."""
+    app.command("train")(train)
+    app.command("check-template")(check_template)
+    app.command("eval-accept")(eval_accept)
+    app.command("check-server")(check_server)
+    app.command("sglang-command")(sglang_command)
