@@ -27,7 +27,7 @@ from core.types import is_hub_id
 logger = logging.getLogger(__name__)
 
 EXPAND: list[Any] = ["cardData", "tags", "downloads", "likes", "gated", "description", "sha", "lastModified"]
-MAX_VARIANTS = 4
+MAX_VARIANTS = 3  # hyphen, underscore and glued spellings; more adds load, rarely new ids
 T = TypeVar("T")
 
 
@@ -36,10 +36,11 @@ def id_variants(query: str) -> list[str]:
     words = [w.lower() for w in re.findall(r"[^\W_]+", query) if w.lower() not in STOPWORDS and len(w) > 1]
     if len(words) <= 1:
         return words
-    variants = ["-".join(words), "_".join(words), "".join(words)]
-    for first, second in zip(words, words[1:], strict=False):
-        variants.extend([f"{first}-{second}", f"{first}{second}"])
-    variants.extend(w for w in sorted(words, key=len, reverse=True) if len(w) >= 5)
+    variants = ["-".join(words)]
+    if len(words) == 2:
+        variants += ["_".join(words), "".join(words)]
+    for first, second in zip(words, words[1:], strict=False):  # longer queries: their leading word pairs
+        variants += [f"{first}-{second}", f"{first}{second}"]
     unique: list[str] = []
     for variant in variants:
         if variant not in unique:
