@@ -11,6 +11,7 @@ dropped row to a callback that writes it aside.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -70,8 +71,10 @@ def role_order(row: Row, params: StepParams) -> Row | Drop:
 
 def token_length(row: Row, params: StepParams) -> Row | Drop:
     """Count tokens (stored on the row) and drop conversations outside the bounds."""
-    tokens = params.counter.count_messages(row.messages)
+    per_turn = [params.counter.count(m["content"]) for m in row.messages]
+    tokens = sum(per_turn)
     row.extra["token_count"] = tokens
+    row.extra["prompt_tokens"] = sum(n for n, m in zip(per_turn, row.messages, strict=True) if m["role"] != "assistant")
     if tokens < params.config.min_tokens:
         return Drop("too_short", f"{tokens} tokens < {params.config.min_tokens}")
     if tokens > params.config.max_tokens:
@@ -79,15 +82,17 @@ def token_length(row: Row, params: StepParams) -> Row | Drop:
     return row
 
 
+_LETTER = re.compile(r"[^\W\d_]")
+
+
 def latin_share(text: str) -> tuple[float, int]:
     """Return (share of letters in Latin script, number of letters) over the first 2,000 characters."""
-    letters = latin = 0
-    for ch in text[:2000]:
-        if ch.isalpha():
-            letters += 1
-            if ch.isascii() or "LATIN" in unicodedata.name(ch, ""):
-                latin += 1
-    return (latin / letters if letters else 1.0), letters
+    sample = text[:2000]
+    letters = _LETTER.findall(sample)
+    if sample.isascii():
+        return 1.0, len(letters)
+    latin = sum(1 for ch in letters if ch.isascii() or "LATIN" in unicodedata.name(ch, ""))
+    return (latin / len(letters) if letters else 1.0), len(letters)
 
 
 def language(row: Row, params: StepParams) -> Row | Drop:

@@ -6,10 +6,11 @@ target-native rows first, then the row with more assistant text, then the earlie
 then the lower row index. Rows are visited best-first, so every dropped row names a better kept twin.
 
 Near duplicates: MinHash with NUM_PERM=128 permutations over word 3-gram shingles, computed in numpy for a
-whole batch at once (multiply-add hashing `a·x + b mod 2^64`, min per document with `minimum.reduceat`),
-banded into BANDS=32 bands of 4 rows; a candidate from any shared band is confirmed when the share of equal
-signature slots (the Jaccard estimate) reaches THRESHOLD=0.7. Measured against datasketch's MinHash +
-MinHashLSH in `benchmarks/curate_throughput.py`.
+whole batch at once (32-bit multiply-add hashing `a·x + b mod 2^32` with odd `a`, a bijection per
+permutation; min per document with `minimum.reduceat`), banded into BANDS=32 bands of 4 rows; a candidate
+from any shared band is confirmed when the share of equal signature slots (the Jaccard estimate) reaches
+THRESHOLD=0.7. Documents that share no band key with any other skip the Python loop entirely. Measured
+against datasketch's MinHash + MinHashLSH in `benchmarks/curate_throughput.py`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ THRESHOLD = 0.7
 SHINGLE = 3
 _BATCH_SHINGLES = 200_000
 _rng = np.random.default_rng(0x5EED)
-_A = (_rng.integers(1, 2**63, size=NUM_PERM, dtype=np.uint64) | np.uint64(1)).reshape(-1, 1)
-_B = _rng.integers(0, 2**63, size=NUM_PERM, dtype=np.uint64).reshape(-1, 1)
+_A = (_rng.integers(1, 2**32, size=NUM_PERM, dtype=np.uint64).astype(np.uint32) | np.uint32(1)).reshape(-1, 1)
+_B = _rng.integers(0, 2**32, size=NUM_PERM, dtype=np.uint64).astype(np.uint32).reshape(-1, 1)
 
 
 def keep_rank(row: Row) -> tuple[int, int, int, int]:
@@ -37,16 +38,16 @@ def keep_rank(row: Row) -> tuple[int, int, int, int]:
 
 
 def shingles(words: np.ndarray) -> np.ndarray:
-    """Return the shingle hashes of one document (the whole text as one shingle when it is shorter)."""
+    """Return the distinct 32-bit shingle hashes of one document (the whole text as one when it is shorter)."""
     grams = ngram_hashes(words, SHINGLE)
     if len(grams) == 0:
         grams = ngram_hashes(words, len(words)) if len(words) else np.zeros(1, dtype=np.uint64)
-    return grams
+    return np.unique((grams ^ (grams >> np.uint64(32))).astype(np.uint32))
 
 
 def signatures(docs: list[np.ndarray]) -> np.ndarray:
-    """Return the (len(docs), NUM_PERM) uint64 MinHash signatures of shingle-hash arrays, batch-vectorised."""
-    out = np.empty((len(docs), NUM_PERM), dtype=np.uint64)
+    """Return the (len(docs), NUM_PERM) uint32 MinHash signatures of shingle-hash arrays, batch-vectorised."""
+    out = np.empty((len(docs), NUM_PERM), dtype=np.uint32)
     start = 0
     while start < len(docs):
         stop, total = start, 0
@@ -56,7 +57,7 @@ def signatures(docs: list[np.ndarray]) -> np.ndarray:
         batch = docs[start:stop]
         flat = np.concatenate(batch)
         offsets = np.cumsum([0] + [len(d) for d in batch[:-1]])
-        hashed = _A * flat[None, :] + _B  # wraps mod 2^64: the multiply-add hash family
+        hashed = _A * flat[None, :] + _B  # wraps mod 2^32: the multiply-add hash family
         out[start:stop] = np.minimum.reduceat(hashed, offsets, axis=1).T
         start = stop
     return out
@@ -65,7 +66,7 @@ def signatures(docs: list[np.ndarray]) -> np.ndarray:
 def band_keys(sigs: np.ndarray) -> np.ndarray:
     """Return one uint64 key per (document, band), mixing the band's rows."""
     rows = NUM_PERM // BANDS
-    banded = sigs.reshape(len(sigs), BANDS, rows)
+    banded = sigs.reshape(len(sigs), BANDS, rows).astype(np.uint64)
     keys = np.zeros((len(sigs), BANDS), dtype=np.uint64)
     for r in range(rows):
         keys = keys * np.uint64(0x9E3779B97F4A7C15) + banded[:, :, r]
@@ -85,27 +86,38 @@ def near_duplicates(
     sigs: np.ndarray, order: list[int], threshold: float = THRESHOLD
 ) -> dict[int, tuple[int, float]]:
     """Visit documents in `order`; return {dropped index: (kept index, estimated Jaccard)}."""
-    keys = band_keys(sigs).tolist()
+    all_keys = band_keys(sigs)
+    shared = np.zeros(len(sigs), dtype=bool)
+    for band in range(BANDS):  # a document whose band keys are all unique can have no candidate
+        _, inverse, counts = np.unique(all_keys[:, band], return_inverse=True, return_counts=True)
+        shared |= counts[inverse] > 1
+    keys = {i: all_keys[i].tolist() for i in np.flatnonzero(shared).tolist()}
     buckets: list[dict[int, list[int]]] = [{} for _ in range(BANDS)]
     dropped: dict[int, tuple[int, float]] = {}
     for i in order:
-        doc_keys = keys[i]
+        doc_keys = keys.get(i)
+        if doc_keys is None:
+            continue
         candidates: set[int] = set()
         for band, key in enumerate(doc_keys):
             hit = buckets[band].get(key)
             if hit:
                 candidates.update(hit)
-        best: tuple[int, float] | None = None
-        for j in sorted(candidates):
-            similarity = float(np.count_nonzero(sigs[i] == sigs[j])) / NUM_PERM
-            if similarity >= threshold and (best is None or similarity > best[1]):
-                best = (j, similarity)
-        if best is not None:
-            dropped[i] = best
-            continue
+        if candidates:
+            ordered = sorted(candidates)
+            similarity = np.count_nonzero(sigs[ordered] == sigs[i], axis=1) / NUM_PERM
+            best_at = int(np.argmax(similarity))  # the first of the most similar
+            if similarity[best_at] >= threshold:
+                dropped[i] = (ordered[best_at], float(similarity[best_at]))
+                continue
         for band, key in enumerate(doc_keys):
             buckets[band].setdefault(key, []).append(i)
     return dropped
+
+
+def _words(row: Row) -> np.ndarray:
+    words = row.extra.get("words")
+    return words if words is not None else word_hashes(prompt_text(row.messages))
 
 
 def deduplicate(rows: list[Row], *, near: bool = True, threshold: float = THRESHOLD) -> DedupResult:
@@ -123,10 +135,7 @@ def deduplicate(rows: list[Row], *, near: bool = True, threshold: float = THRESH
     survivors = [i for i in order if i not in exact_of]
     near_of: dict[int, tuple[int, float]] = {}
     if near and survivors:
-        docs = [
-            shingles(rows[i].extra.get("words", word_hashes(prompt_text(rows[i].messages))))
-            for i in survivors
-        ]
+        docs = [shingles(_words(rows[i])) for i in survivors]
         sigs = signatures(docs)
         local = near_duplicates(sigs, list(range(len(survivors))), threshold)
         near_of = {survivors[d]: (survivors[k], s) for d, (k, s) in local.items()}

@@ -100,7 +100,13 @@ def iter_records(plan: LoadPlan, *, cache_dir: Path, token: str | None = None) -
         for path in plan.files:
             yield from read_records(path)
         return
-    yield from dataset
+    yield from _rows_of(dataset)
+
+
+def _rows_of(dataset: Any) -> Iterator[dict[str, Any]]:
+    """Yield a (streaming or not) dataset's rows, converted a batch of Arrow rows at a time (much faster)."""
+    for batch in dataset.with_format("arrow").iter(batch_size=1024):
+        yield from batch.to_pylist()
 
 
 def _load_table(builder: str, plan: LoadPlan, cache_dir: Path) -> Any:
@@ -132,7 +138,7 @@ def _iter_hub(plan: LoadPlan, *, cache_dir: Path, token: str | None) -> Iterator
         )
     except Exception as exc:  # Hub, network and builder errors all mean this source failed
         raise SourceLoadError(f"could not load {plan.hub_path}: {type(exc).__name__}: {exc}") from exc
-    yield from dataset
+    yield from _rows_of(dataset)
 
 
 def _needs_record_reader(files: tuple[Path, ...]) -> bool:

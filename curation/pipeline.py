@@ -28,7 +28,7 @@ from curation.samples import build_sample
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes, write_shards
 from curation.staging import CODE_VERSION, LoadContext, StagedSource, sample_id, slug, stage_source
 from curation.summary import render_plot, render_summary, write_summary
-from curation.textkeys import content_hash, word_hashes
+from curation.textkeys import content_hash, normalise, word_hashes
 from curation.tokens import TokenCounter, load_counter
 
 logger = logging.getLogger(__name__)
@@ -159,9 +159,9 @@ def _finish(
     sources = {s.key: src for s, src in zip(staged, manifest.sources, strict=True)}
     rows: list[Row] = [row for s in staged for row in s.rows]
     for row in rows:
-        text = prompt_text(row.messages)
-        row.extra["prompt_hash"] = content_hash(text)
-        row.extra["words"] = word_hashes(text)
+        text = normalise(prompt_text(row.messages))
+        row.extra["prompt_hash"] = content_hash(text, normalised=True)
+        row.extra["words"] = word_hashes(text, normalised=True)
     row_ids = {id(r): sample_id(sources[r.source_key], r.row_index) for r in rows}
     # Deduplicate across all sources, then decontaminate the survivors against the eval prompts.
     dedup = deduplicate(rows)

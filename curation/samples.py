@@ -37,9 +37,14 @@ def build_sample(row: Row, source: Source, sample_id: str, counter: TokenCounter
             "row": row.row_index,
         },
         "content_hash": content_hash("\n".join(f"{m['role']}: {m['content']}" for m in original)),
-        "token_count": full_tokens if native else counter.count_messages(messages),
+        "token_count": full_tokens if native else _prompt_tokens(row, messages, counter),
         "original_messages": original,
         "original_token_count": full_tokens,
         "input_ids": encoded[0] if encoded else None,
         "loss_mask": encoded[1] if encoded else None,
     }
+
+
+def _prompt_tokens(row: Row, messages: list[Any], counter: TokenCounter) -> int:
+    cached = row.extra.get("prompt_tokens")
+    return int(cached) if cached is not None else counter.count_messages(messages)

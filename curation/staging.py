@@ -96,7 +96,7 @@ def _row_from_json(item: dict[str, Any], source: Source, order: int) -> Row:
         category=str(source.category),
         target_native=source.target_native,
         source_order=order,
-        extra={"token_count": item["tokens"]},
+        extra={"token_count": item["tokens"], "prompt_tokens": item["prompt_tokens"]},
     )
 
 
@@ -200,7 +200,9 @@ def _count(staged: StagedSource, on_drop: Any, row: Row, drop: Drop) -> None:
 def _save(source: Source, ctx: LoadContext, staged: StagedSource, dropped: list[dict[str, Any]]) -> None:
     name = slug(source)
     rows = [
-        {"row": r.row_index, "messages": r.messages, "tokens": r.extra["token_count"]} for r in staged.rows
+        {"row": r.row_index, "messages": r.messages, "tokens": r.extra["token_count"],
+         "prompt_tokens": r.extra["prompt_tokens"]}
+        for r in staged.rows
     ]
     atomic_write_bytes(ctx.dropped_dir / f"{name}.jsonl", jsonl_bytes(dropped))
     if staged.error:  # a failed source is tried again next run, never cached

@@ -23,15 +23,16 @@ def normalise(text: str) -> str:
     return _WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
-def content_hash(text: str) -> str:
-    """Return the sha256 hex digest of the normalised text."""
-    return hashlib.sha256(normalise(text).encode("utf-8", errors="surrogatepass")).hexdigest()
+def content_hash(text: str, *, normalised: bool = False) -> str:
+    """Return the sha256 hex digest of the normalised text (`normalised=True`: `text` already is)."""
+    norm = text if normalised else normalise(text)
+    return hashlib.sha256(norm.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
-def word_hashes(text: str) -> np.ndarray:
-    """Return the CRC-32 of every word of the normalised text, as uint64."""
+def word_hashes(text: str, *, normalised: bool = False) -> np.ndarray:
+    """Return the CRC-32 of every word of the normalised text, as uint64 (`normalised=True`: it already is)."""
     crc = zlib.crc32
-    words = _WORD.findall(normalise(text))
+    words = _WORD.findall(text if normalised else normalise(text))
     return np.fromiter(
         (crc(w.encode("utf-8", errors="surrogatepass")) for w in words), dtype=np.uint64, count=len(words)
     )
