@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 logger = logging.getLogger(__name__)
 
@@ -56,18 +56,20 @@ class Endpoint:
         }
 
 
-async def probe(client: httpx.AsyncClient, url: str, *, timeout_s: float = 5.0) -> bool:
+async def probe(client: aiohttp.ClientSession, url: str, *, timeout_s: float = 5.0) -> bool:
     """Return True when the server at `url` answers its health check (or lists its models) with 200."""
     base = url.rstrip("/")
     base = base[: -len("/v1")] if base.endswith("/v1") else base
     for path in HEALTH_PATHS:
         try:
-            response = await client.get(base + path, timeout=timeout_s)
-        except httpx.HTTPError:
+            async with client.get(base + path, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+                status = response.status
+                await response.read()
+        except (aiohttp.ClientError, TimeoutError):
             return False
-        if response.status_code == 200:
+        if status == 200:
             return True
-        if response.status_code != 404:
+        if status != 404:
             return False
     return False
 
@@ -88,7 +90,7 @@ class EndpointPool:
         """Return a pool with one endpoint per URL, each taking `concurrency` requests at once."""
         return cls([Endpoint(url=u.rstrip("/"), limit=concurrency) for u in urls], **kwargs)
 
-    async def probe_all(self, client: httpx.AsyncClient) -> None:
+    async def probe_all(self, client: aiohttp.ClientSession) -> None:
         """Probe every endpoint now; mark the dead ones unhealthy (the re-probe loop re-admits them)."""
         results = await asyncio.gather(*(probe(client, e.url) for e in self.endpoints))
         for endpoint, alive in zip(self.endpoints, results, strict=True):
@@ -151,7 +153,7 @@ class EndpointPool:
                     self._eject(endpoint, error)
             self._changed.notify_all()
 
-    async def reprobe_forever(self, client: httpx.AsyncClient) -> None:
+    async def reprobe_forever(self, client: aiohttp.ClientSession) -> None:
         """Re-probe ejected endpoints every `reprobe_interval_s` and re-admit those that answer."""
         while True:
             await asyncio.sleep(self.reprobe_interval_s)

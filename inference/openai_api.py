@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
+import aiohttp
 
 from inference.generation import Reasoning, RowError, Sampling, TurnResult, post_json, split_thinking
 
@@ -49,7 +49,7 @@ class OpenAIChatBackend:
         return body
 
     async def generate_turn(
-        self, client: httpx.AsyncClient, endpoint: str, history: list[dict[str, str]], sampling: Sampling
+        self, client: aiohttp.ClientSession, endpoint: str, history: list[dict[str, str]], sampling: Sampling
     ) -> TurnResult:
         """Return the server's answer to the last user turn of `history`."""
         started = time.monotonic()

@@ -16,9 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 
-from inference.generation import GenerationBackend, RetryableError, RowError, Sampling
+from inference.generation import GenerationBackend, RetryableError, RowError, Sampling, new_session
 from inference.monitor import format_duration
 from inference.records import InputRow, PromptError, user_turns
 
@@ -80,7 +79,7 @@ async def probe_throughput(
     lengths: list[int] = []
     failed = 0
 
-    async def one(client: httpx.AsyncClient, history: list[dict[str, str]]) -> None:
+    async def one(client: Any, history: list[dict[str, str]]) -> None:
         nonlocal failed
         async with gate:
             try:
@@ -90,8 +89,7 @@ async def probe_throughput(
                 return
             lengths.append(result.completion_tokens or 0)
 
-    limits = httpx.Limits(max_connections=concurrency + 1)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0), limits=limits) as client:
+    async with new_session(connections=concurrency + 1, connect_timeout_s=10.0, request_timeout_s=timeout_s) as client:
         started = time.monotonic()
         await asyncio.gather(*(one(client, h) for h in prompts))
         wall = time.monotonic() - started

@@ -1,6 +1,6 @@
 """The regeneration loop: every pending row answered turn by turn, with retries, balancing and a journal.
 
-One `httpx.AsyncClient` per run (explicit timeouts, a connection pool sized to the total concurrency) and
+One HTTP session per run (aiohttp) (explicit timeouts, a connection pool sized to the total concurrency) and
 one worker task per request slot keep every endpoint saturated. A row's user turns are answered in order,
 each on top of the target's own earlier answers. Connection errors, timeouts, 429 and 5xx are retried with
 capped exponential backoff and full jitter (on whichever endpoint is least loaded); a 4xx, a malformed or
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 
 from inference.endpoints import AllEndpointsDown, Endpoint, EndpointPool
 from inference.generation import (
@@ -29,6 +29,7 @@ from inference.generation import (
     RowError,
     Sampling,
     TurnResult,
+    new_session,
     strip_thinking,
 )
 from inference.journal import Journal
@@ -97,7 +98,7 @@ def backoff_s(attempt: int, base_s: float, cap_s: float) -> float:
 class _Run:
     config: RunConfig
     backend: GenerationBackend
-    client: httpx.AsyncClient
+    client: aiohttp.ClientSession
     pool: EndpointPool
     journal: Journal
     tracker: StatusTracker
@@ -283,9 +284,12 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
         reprobe_interval_s=config.reprobe_interval_s, dead_after_s=config.dead_after_s,
     )
     slots = config.concurrency * len(config.endpoints)
-    timeout = httpx.Timeout(config.request_timeout_s, connect=config.connect_timeout_s, pool=None)
-    limits = httpx.Limits(max_connections=slots + len(config.endpoints), max_keepalive_connections=slots)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+    session = new_session(
+        connections=slots + len(config.endpoints),
+        connect_timeout_s=config.connect_timeout_s,
+        request_timeout_s=config.request_timeout_s,
+    )
+    async with session as client:
         run = _Run(config, backend, client, pool, journal, tracker)
         queue: asyncio.Queue[InputRow] = asyncio.Queue()
         for row in pending:

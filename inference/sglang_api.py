@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
+import aiohttp
 
 from inference.chat_template import ChatRenderer
 from inference.generation import (
@@ -63,7 +63,7 @@ class SGLangNativeBackend:
         return body
 
     async def generate_turn(
-        self, client: httpx.AsyncClient, endpoint: str, history: list[dict[str, str]], sampling: Sampling
+        self, client: aiohttp.ClientSession, endpoint: str, history: list[dict[str, str]], sampling: Sampling
     ) -> TurnResult:
         """Return the server's answer to the last user turn of `history`."""
         started = time.monotonic()

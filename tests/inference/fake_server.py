@@ -71,6 +71,7 @@ class FakeServer:
 
     def _serve(self) -> None:
         self._loop = asyncio.new_event_loop()
+        self._closing = asyncio.Event()
         self._server = self._loop.run_until_complete(
             asyncio.start_server(self._handle, "127.0.0.1", self.port, reuse_address=True)
         )
@@ -88,10 +89,9 @@ class FakeServer:
             self._server.close()
             for writer in list(self._writers):
                 writer.transport.abort()
+            self._closing.set()
             current = asyncio.current_task()
             handlers = [t for t in asyncio.all_tasks() if t is not current]
-            for task in handlers:
-                task.cancel()
             await asyncio.gather(*handlers, return_exceptions=True)
             self._loop.stop()  # type: ignore[union-attr]
 
@@ -112,7 +112,7 @@ class FakeServer:
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 if not await self._respond(writer, method, path, body):
                     return
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, RuntimeError):
             pass
         finally:
             self._writers.discard(writer)
@@ -136,6 +136,13 @@ class FakeServer:
                 return fault
         return None
 
+    async def _nap(self, seconds: float) -> None:
+        """Sleep `seconds`, or less when the server is stopping."""
+        try:
+            await asyncio.wait_for(self._closing.wait(), timeout=seconds)
+        except TimeoutError:
+            pass
+
     async def _respond(self, writer: asyncio.StreamWriter, method: str, path: str, raw: bytes) -> bool:
         self.requests[path] += 1
         if method == "GET":
@@ -147,14 +154,16 @@ class FakeServer:
         prompt = body.get("text") or json.dumps(body.get("messages")) or json.dumps(body.get("input_ids"))
         fault = self._next_fault(prompt)
         if self.delay_s:
-            await asyncio.sleep(self.delay_s * (0.5 + self.rng.random()))
+            await self._nap(self.delay_s * (0.5 + self.rng.random()))
         if fault:
             self.faults[fault] += 1
+        if self._closing.is_set():
+            return False
         if fault == "drop":
             writer.transport.abort()
             return False
         if fault == "timeout":
-            await asyncio.sleep(30)
+            await self._nap(30)
             return False
         if fault in ("429", "500"):
             await self._send(writer, int(fault), b'{"error": "injected"}', "application/json")

@@ -6,11 +6,12 @@ import asyncio
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
 from inference.chat_template import ChatRenderer, TemplateError
-from inference.generation import Reasoning, RetryableError, RowError, Sampling, post_json, strip_thinking
+from fake_server import FakeServer
+
+from inference.generation import Reasoning, RetryableError, RowError, Sampling, new_session, post_json, strip_thinking
 from inference.openai_api import OpenAIChatBackend, api_base, parse_chat_completion
 from inference.sglang_api import SGLangNativeBackend, parse_generate
 
@@ -88,36 +89,36 @@ def test_tokenizer_without_template_is_refused(tiny_tokenizer_dir: Path) -> None
         ChatRenderer(renderer.tokenizer)
 
 
+def _post(url: str) -> dict:
+    async def run() -> dict:
+        async with new_session(connections=2, connect_timeout_s=1.0, request_timeout_s=0.5) as session:
+            return await post_json(session, url, {"messages": [{"role": "user", "content": "x"}]})
+
+    return asyncio.run(run())
+
+
 @pytest.mark.parametrize(
-    ("status", "error", "retryable"),
-    [(429, RetryableError, True), (500, RetryableError, True), (503, RetryableError, True),
-     (400, RowError, False), (404, RowError, False)],
+    ("fault", "error", "status"),
+    [("429", RetryableError, 429), ("500", RetryableError, 500), ("400", RowError, 400),
+     ("garbage", RowError, 200), ("drop", RetryableError, None), ("timeout", RetryableError, None)],
 )
-def test_status_codes_map_to_the_retry_policy(status: int, error: type, retryable: bool) -> None:
-    async def run() -> None:
-        transport = httpx.MockTransport(lambda r: httpx.Response(status, json={"error": "x"}))
-        async with httpx.AsyncClient(transport=transport) as client:
-            await post_json(client, "http://s/generate", {})
-
-    with pytest.raises(error) as info:
-        asyncio.run(run())
+def test_faults_map_to_the_retry_policy(fault: str, error: type, status: int | None) -> None:
+    server = FakeServer(script=[fault]).start()
+    try:
+        with pytest.raises(error) as info:
+            _post(server.url + "/v1/chat/completions")
+        assert _post(server.url + "/v1/chat/completions")["choices"][0]["message"]["content"]  # next one answers
+    finally:
+        server.stop()
     assert info.value.status_code == status
+    if isinstance(info.value, RetryableError):
+        assert info.value.endpoint_fault is False
 
 
-def test_connection_refused_is_an_endpoint_fault_and_timeout_is_not() -> None:
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("refused", request=request)
-
-    def slow(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("slow", request=request)
-
-    async def call(handler) -> None:
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            await post_json(client, "http://s/generate", {})
-
+def test_connection_refused_is_an_endpoint_fault() -> None:
+    server = FakeServer().start()
+    url = server.url
+    server.stop()
     with pytest.raises(RetryableError) as refused:
-        asyncio.run(call(refuse))
-    assert refused.value.endpoint_fault is True
-    with pytest.raises(RetryableError) as timed_out:
-        asyncio.run(call(slow))
-    assert timed_out.value.endpoint_fault is False
+        _post(url + "/v1/chat/completions")
+    assert refused.value.endpoint_fault is True and "cannot connect" in str(refused.value)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
+from fake_server import FakeServer
 
 from inference.endpoints import AllEndpointsDown, EndpointPool
+from inference.generation import new_session
 
 
 def test_least_outstanding_requests_spreads_load_and_respects_limits() -> None:
@@ -45,23 +46,27 @@ def test_hard_fault_ejects_at_once_soft_faults_after_a_run() -> None:
 
 
 def test_reprobe_readmits_an_endpoint_that_answers_again() -> None:
-    alive = {"up": False}
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200 if alive["up"] else 503)
+    dead = FakeServer().start()
+    port = dead.port
+    dead.stop()
+    revived: list[FakeServer] = []
 
     async def run() -> bool:
-        pool = EndpointPool.from_urls(["http://a"], concurrency=1, reprobe_interval_s=0.01)
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
-            await pool.probe_all(client)
+        pool = EndpointPool.from_urls([f"http://127.0.0.1:{port}"], concurrency=1, reprobe_interval_s=0.02)
+        async with new_session(connections=2, connect_timeout_s=1.0, request_timeout_s=1.0) as session:
+            await pool.probe_all(session)
             assert not pool.endpoints[0].healthy
-            task = asyncio.create_task(pool.reprobe_forever(client))
-            alive["up"] = True
+            task = asyncio.create_task(pool.reprobe_forever(session))
+            revived.append(FakeServer(port=port).start())
             endpoint = await asyncio.wait_for(pool.acquire(), timeout=5)
             task.cancel()
             return endpoint.healthy
 
-    assert asyncio.run(run()) is True
+    try:
+        assert asyncio.run(run()) is True
+    finally:
+        for server in revived:
+            server.stop()
 
 
 def test_all_endpoints_down_for_too_long_raises() -> None:

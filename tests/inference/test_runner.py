@@ -137,18 +137,18 @@ def test_native_api_end_to_end_with_reasoning_dropped(tmp_path: Path, tiny_token
 
 
 def test_three_endpoints_one_dies_mid_run_and_comes_back(tmp_path: Path) -> None:
-    servers = [FakeServer(delay_s=0.01, seed=i).start() for i in range(3)]
+    servers = [FakeServer(delay_s=0.03, seed=i).start() for i in range(3)]
     victim = servers[1]
     port = victim.port
-    write_samples(tmp_path / "in.jsonl", 240)
+    write_samples(tmp_path / "in.jsonl", 400)
     revived: list[FakeServer] = []
 
     def chaos() -> None:
         while victim.requests["/v1/chat/completions"] < 20:
             time.sleep(0.005)
         victim.stop()
-        time.sleep(0.6)
-        revived.append(FakeServer(port=port, delay_s=0.01).start())
+        time.sleep(0.3)
+        revived.append(FakeServer(port=port, delay_s=0.03).start())
 
     thread = threading.Thread(target=chaos)
     thread.start()
@@ -159,7 +159,7 @@ def test_three_endpoints_one_dies_mid_run_and_comes_back(tmp_path: Path) -> None
         for server in servers + revived:
             server.stop()
     ids = [r["id"] for r in _lines(tmp_path / "run" / "regenerated.jsonl")]
-    assert summary.failed == 0 and len(ids) == len(set(ids)) == 240
+    assert summary.failed == 0 and len(ids) == len(set(ids)) == 400
     endpoint = read_status(tmp_path / "run")["endpoints"][1]
     assert endpoint["ejections"] >= 1
     assert revived[0].requests["/v1/chat/completions"] > 0  # re-admitted and given work again
