@@ -68,3 +68,50 @@ def test_rerun_of_a_category_the_campaign_never_searched_is_refused() -> None:
     assert "did not search 'tool_use'" in result.stderr
     finished = runner.invoke(app, ["campaign", "resume", outcome["campaign_id"]])
     assert finished.exit_code == 1 and "already finished" in finished.stderr
+
+
+def test_live_board_follows_events_and_fills_in_resumed_branches() -> None:
+    from rich.console import Console
+
+    from graph.events import CampaignEvent
+    from server.commands.campaign import ProgressBoard
+
+    board = ProgressBoard()
+    board.on_event(CampaignEvent(campaign_id="c1", kind="campaign_started", detail={"categories": ["math", "tool_use"]}))
+    board.on_event(CampaignEvent(campaign_id="c1", kind="run_started", category="tool_use", status="running"))
+    board.on_event(CampaignEvent(campaign_id="c1", kind="run_finished", category="tool_use", status="failed",
+                                 detail={"queries": 8, "failed_queries": 8, "candidates": 0, "elapsed_s": 1.5,
+                                         "error": "HTTP 429"}))
+    board.on_event(CampaignEvent(campaign_id="c1", kind="campaign_finished", status="partial", detail={
+        "by_category": {"math": {"status": "succeeded", "candidates": 12}}}))
+    console = Console(record=True, width=120)
+    console.print(board.render())
+    text = console.export_text()
+    assert "tool_use" in text and "failed" in text and "HTTP 429" in text and "1.5s" in text
+    assert board.rows["math"] == {"status": "succeeded", "candidates": 12}  # finished before a crash, not re-run
+
+
+def test_ctrl_c_marks_the_campaign_interrupted() -> None:
+    import asyncio
+
+    import pytest
+    import typer
+
+    from curation.catalog import store
+    from graph.events import CampaignEvent
+    from server.commands.campaign import drive, open_catalog
+
+    engine = open_catalog()
+    with store.open_session(engine) as session:
+        campaign_id = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"]).id
+
+    async def interrupted(engine: object, on_event: object) -> None:
+        on_event(CampaignEvent(campaign_id=campaign_id, kind="campaign_started"))  # type: ignore[operator]
+        await asyncio.sleep(0)
+        raise KeyboardInterrupt
+
+    with pytest.raises(typer.Exit) as stopped:
+        drive(interrupted, as_json=True)
+    assert stopped.value.exit_code == 1
+    with store.open_session(engine) as session:
+        assert store.get_campaign(session, campaign_id=campaign_id).status == "interrupted"
