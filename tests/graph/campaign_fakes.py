@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import Engine, text
+
 from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence, QueryRecord, SearchHit
 from agents.search.base import TransientSearchError
 from core.types import Category
@@ -121,3 +123,11 @@ class FlakySearch:
 
     async def lookup(self, hub_id: str) -> DatasetMetadata | None:
         return None
+
+
+def stored_branch_results(engine: Engine, thread_id: str) -> int:
+    """How many finished branches the checkpointer holds as pending writes for `thread_id`."""
+    table = "checkpoint_writes" if engine.dialect.name == "postgresql" else "writes"
+    query = text(f"SELECT COUNT(DISTINCT task_id) FROM {table} WHERE thread_id = :t AND channel = 'results'")
+    with engine.connect() as conn:
+        return int(conn.execute(query, {"t": thread_id}).scalar_one())

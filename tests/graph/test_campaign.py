@@ -6,7 +6,15 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from campaign_fakes import SHARED_ID, FakeIndex, FlakySearch, ScriptedSubagent, empty, raises
+from campaign_fakes import (
+    SHARED_ID,
+    FakeIndex,
+    FlakySearch,
+    ScriptedSubagent,
+    empty,
+    raises,
+    stored_branch_results,
+)
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
@@ -150,8 +158,11 @@ class Crash(BaseException):
 
 def test_a_crashed_campaign_resumes_without_rerunning_finished_branches(engine: Engine) -> None:
     async def crash_late(category: Category) -> None:
-        await asyncio.sleep(0.3)  # let the other nine finish and their writes reach the checkpoint
-        raise Crash()
+        for _ in range(1000):  # let the other nine finish and their writes reach the checkpoint
+            if stored_branch_results(engine, "crashy") == 9:
+                raise Crash()
+            await asyncio.sleep(0.02)
+        raise AssertionError("the other branches never reached the checkpoint")
 
     with pytest.raises(BaseException):  # noqa: B017 - the crash surfaces in whatever shape the runtime wraps it
         asyncio.run(run_campaign(engine=engine, campaign_id="crashy", subagent=ScriptedSubagent({"reasoning": crash_late}),

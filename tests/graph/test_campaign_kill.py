@@ -10,8 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from campaign_fakes import FakeIndex, ScriptedSubagent
-from sqlalchemy import Engine, text
+from campaign_fakes import FakeIndex, ScriptedSubagent, stored_branch_results
 
 from core.types import Category
 from curation.catalog import store
@@ -28,14 +27,6 @@ def wait_for(predicate: object, *, timeout_s: float, what: str) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def stored_branch_results(engine: Engine, campaign_id: str) -> int:
-    """How many finished branches the checkpointer holds as pending writes for the campaign's thread."""
-    table = "checkpoint_writes" if engine.dialect.name == "postgresql" else "writes"
-    with engine.connect() as conn:
-        query = text(f"SELECT COUNT(DISTINCT task_id) FROM {table} WHERE thread_id = :t AND channel = 'results'")
-        return int(conn.execute(query, {"t": campaign_id}).scalar_one())
 
 
 def test_killed_campaign_resumes_without_redoing_finished_categories(database_url: str, tmp_path: Path) -> None:
