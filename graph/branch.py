@@ -84,12 +84,15 @@ async def run_branch(state: BranchInput, runtime: Runtime[CampaignContext]) -> d
     if status != RunStatus.SUCCEEDED:
         logger.warning("campaign %s: %s %s: %s", campaign_id, category.value, status, error or reasons)
     queries = deliverable.queries if deliverable else []
+    notes = deliverable.notes if deliverable else []
+    for note in notes:  # e.g. an LLM answer that was garbage and replaced by the deterministic scorer
+        logger.warning("campaign %s: %s: %s", campaign_id, category.value, note)
     emit(context.on_event, CampaignEvent(
         campaign_id=campaign_id, kind="run_finished", category=category.value, status=status,
         detail={
             "run_id": run_id, "queries": len(queries), "failed_queries": sum(q.status == "failed" for q in queries),
             "candidates": len(deliverable.candidates) if deliverable else 0, "elapsed_s": round(elapsed, 3),
-            "error": error, "reasons": [r["code"] for r in reasons],
+            "error": error, "reasons": [r["code"] for r in reasons], "notes": notes,
         },
     ))
     result = BranchResult(
