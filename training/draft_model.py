@@ -132,12 +132,17 @@ class DraftLayer(nn.Module):
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
-def ttt_attention(q: Tensor, keys: list[Tensor], values: list[Tensor]) -> Tensor:
+def ttt_attention(q: Tensor, keys: list[Tensor], values: list[Tensor], impl: str = "auto") -> Tensor:
     """Attention of TTT step j = len(keys) - 1, returning [B, T, h*d].
 
     keys[0]/values[0] are step 0's, attended causally (position t sees 0..t). keys[i] for i >= 1 are step i's,
-    attended only at the same position t (the draft tokens of this position's own chain).
+    attended only at the same position t (the draft tokens of this position's own chain). Two equal ways:
+    `diagonal` scores the step-0 block and the j diagonals separately (fastest on CPU); `masked_sdpa`
+    concatenates the keys under a [T, (j+1)T] mask for PyTorch's fused kernels (faster and leaner on GPU;
+    see benchmarks/train_step.py). `auto` picks by device.
     """
+    if impl == "masked_sdpa" or (impl == "auto" and q.is_cuda):
+        return _masked_sdpa(q, keys, values)
     b, h, t, d = q.shape
     scale = 1.0 / math.sqrt(d)
     causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
@@ -148,6 +153,16 @@ def ttt_attention(q: Tensor, keys: list[Tensor], values: list[Tensor]) -> Tensor
     out = weights[..., :t] @ values[0]
     for i, v in enumerate(values[1:]):
         out = out + weights[..., t + i : t + i + 1] * v
+    return out.transpose(1, 2).reshape(b, t, h * d)
+
+
+def _masked_sdpa(q: Tensor, keys: list[Tensor], values: list[Tensor]) -> Tensor:
+    """The same attention through scaled_dot_product_attention with a dense [T, (j+1)T] boolean mask."""
+    b, h, t, d = q.shape
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    diagonal = torch.eye(t, dtype=torch.bool, device=q.device)
+    mask = torch.cat([causal] + [diagonal] * (len(keys) - 1), dim=1)
+    out = F.scaled_dot_product_attention(q, torch.cat(keys, 2), torch.cat(values, 2), attn_mask=mask)
     return out.transpose(1, 2).reshape(b, t, h * d)
 
 
@@ -187,12 +202,12 @@ class Eagle3Draft(nn.Module):
         """Draft-vocab logits from the layer's output hidden state."""
         return self.lm_head(self.norm(hidden))
 
-    def forward(self, input_ids: Tensor, aux: Tensor, steps: int) -> list[Tensor]:
+    def forward(self, input_ids: Tensor, aux: Tensor, steps: int, attention: str = "auto") -> list[Tensor]:
         """Unroll `steps` TTT steps; return each step's draft-vocab logits [B, T, draft_vocab].
 
         input_ids [B, T] are the target's tokens x_0..x_{T-1}; aux [B, T, 3*target_hidden] the target's aux
         states at each position. At step j, position t reads token x_{t+1+j} (teacher forcing) and the
-        previous step's hidden state, and predicts x_{t+2+j}.
+        previous step's hidden state, and predicts x_{t+2+j}. `attention` picks ttt_attention's implementation.
         """
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         hidden = self.fc(aux.to(self.fc.weight.dtype))
@@ -204,6 +219,6 @@ class Eagle3Draft(nn.Module):
             q, k, v = self.midlayer.project(embeds, hidden, positions)
             keys.append(k)
             values.append(v)
-            hidden = self.midlayer.finish(ttt_attention(q, keys, values), residual=hidden)
+            hidden = self.midlayer.finish(ttt_attention(q, keys, values, attention), residual=hidden)
             outputs.append(self.logits(hidden))
         return outputs

@@ -46,3 +46,18 @@ def test_unroll_returns_one_draft_vocab_logit_tensor_per_step() -> None:
     outs = draft(torch.randint(0, 60, (2, 9)), torch.randn(2, 9, 72), steps=3)
     assert [tuple(o.shape) for o in outs] == [(2, 9, 40)] * 3
     assert torch.equal(shift_left(torch.tensor([[1, 2, 3]]), 1), torch.tensor([[2, 3, 0]]))
+
+
+def test_both_attention_implementations_agree_and_so_do_gradients() -> None:
+    torch.manual_seed(0)
+    draft = Eagle3Draft(CFG)
+    ids, aux = torch.randint(0, 60, (2, 9)), torch.randn(2, 9, 72)
+    diagonal = draft(ids, aux, 4, attention="diagonal")
+    sum(o.sum() for o in diagonal).backward()
+    grad = draft.fc.weight.grad.clone()
+    draft.zero_grad()
+    masked = draft(ids, aux, 4, attention="masked_sdpa")
+    sum(o.sum() for o in masked).backward()
+    for a, b in zip(diagonal, masked, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(grad, draft.fc.weight.grad, rtol=1e-4, atol=1e-4)
