@@ -25,6 +25,13 @@ def test_mirror_jsonl_through_datasets(tmp_path: Path) -> None:
     assert records[0]["question"] == first["question"]
 
 
+def test_mixed_shape_columns_are_decoded(tmp_path: Path) -> None:
+    # SpecForge's turns differ in keys; datasets stores them as its Json feature and decodes on formatting.
+    plan = _plan(["sgl-project/SpecForge/tool_use_conversation.jsonl"])
+    record = next(iter(iter_records(plan, cache_dir=tmp_path)))  # type: ignore[arg-type]
+    assert isinstance(record["conversations"][0], dict) and record["conversations"][0]["role"] == "system"
+
+
 def test_mirror_csv_and_gz(tmp_path: Path) -> None:
     csv_rows = list(iter_records(_plan(["Maxscha/commitbench/samples_py.csv"]), cache_dir=tmp_path))  # type: ignore[arg-type]
     assert {"diff", "message", "hash"} <= set(csv_rows[0])
