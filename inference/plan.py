@@ -16,7 +16,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-
 from inference.generation import GenerationBackend, RetryableError, RowError, Sampling, new_session
 from inference.monitor import format_duration
 from inference.records import InputRow, PromptError, user_turns

@@ -7,11 +7,18 @@ import json
 from pathlib import Path
 
 import pytest
-
-from inference.chat_template import ChatRenderer, TemplateError
 from fake_server import FakeServer
 
-from inference.generation import Reasoning, RetryableError, RowError, Sampling, new_session, post_json, strip_thinking
+from inference.chat_template import ChatRenderer, TemplateError
+from inference.generation import (
+    Reasoning,
+    RetryableError,
+    RowError,
+    Sampling,
+    new_session,
+    post_json,
+    strip_thinking,
+)
 from inference.openai_api import OpenAIChatBackend, api_base, parse_chat_completion
 from inference.sglang_api import SGLangNativeBackend, parse_generate
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from inference.journal import ERRORS_FILE, DONE_FILE, Journal, JournalError
+from inference.journal import DONE_FILE, ERRORS_FILE, Journal, JournalError
 
 
 def _ids(path: Path) -> list[str]:
