@@ -8,6 +8,7 @@ recipe: 7 TTT steps weighted 0.8^i, AdamW lr 1e-4, 1.5% warmup then cosine, grad
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -58,7 +59,7 @@ class TrainConfig(BaseModel):
     resume: bool = Field(default=True, description="Continue from the newest checkpoint in out/checkpoints.")
 
 
-def load_config(path: Path, overrides: dict[str, object] | None = None) -> TrainConfig:
+def load_config(path: Path, overrides: Mapping[str, object] | None = None) -> TrainConfig:
     """Read a JSON config and apply overrides; raise ConfigError with pydantic's message on a bad key."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -67,10 +68,10 @@ def load_config(path: Path, overrides: dict[str, object] | None = None) -> Train
     return make_config({**raw, **(overrides or {})})
 
 
-def make_config(values: dict[str, object]) -> TrainConfig:
+def make_config(values: Mapping[str, object]) -> TrainConfig:
     """Validate values into a TrainConfig; raise ConfigError naming the offending keys."""
     try:
-        return TrainConfig.model_validate(values)
+        return TrainConfig.model_validate(dict(values))
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"invalid training config: {problems}") from None

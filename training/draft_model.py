@@ -177,6 +177,9 @@ def shift_left(x: Tensor, n: int, fill: float | int = 0) -> Tensor:
 class Eagle3Draft(nn.Module):
     """The draft: embed_tokens (frozen), fc, midlayer, norm, lm_head, and the d2t / t2d vocab maps."""
 
+    d2t: Tensor
+    t2d: Tensor
+
     def __init__(self, cfg: DraftConfig) -> None:
         super().__init__()
         self.cfg = cfg

@@ -70,7 +70,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     # --- Draft vocab: cached per (data, tokenizer, N), verified before reuse.
     pairs = [(r.input_ids, r.loss_mask) for r in rows]
     key = vocab_key(data_hash(pairs), tokenizer_hash(tokenizer), cfg.draft_vocab_size)
-    vocab = load_or_build(cfg.out / "vocab_cache", key, pairs, len(tokenizer), cfg.draft_vocab_size)
+    vocab = rank0_first(rank, world, lambda: load_or_build(cfg.out / "vocab_cache", key, pairs, len(tokenizer),
+                                                           cfg.draft_vocab_size))
     logger.info("draft vocab covers %.1f%% of supervised tokens", 100 * vocab.coverage)
 
     # --- Draft on the target's frozen embeddings; optimizer; schedule; resume.
@@ -81,7 +82,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(total_steps, cfg.warmup_ratio))
     step = resume(cfg, draft, optimizer, scheduler) if cfg.resume else 0
     model = torch.nn.parallel.DistributedDataParallel(draft) if world > 1 else draft
-    source = offline_source(cfg, target, rows, layers, key) if cfg.mode == "offline" else None
+    source = rank0_first(rank, world, lambda: offline_source(cfg, target, rows, layers, key)) \
+        if cfg.mode == "offline" else None
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16 else nullcontext()
 
     # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step.
@@ -130,12 +132,21 @@ def _setup_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device]:
     return rank, world, torch.device("cpu")
 
 
+def rank0_first(rank: int, world: int, build: Any) -> Any:
+    """Run build() on rank 0 first (it writes a cache), then on the other ranks (they read it)."""
+    result = build() if rank == 0 else None
+    if world > 1:
+        dist.barrier()
+    return result if rank == 0 else build()
+
+
 def load_target(path: Path, device: torch.device, bf16: bool = True) -> tuple[Any, Any]:
     """The frozen target (bf16 on GPU, fp32 on CPU) and its tokenizer, from a local folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = torch.bfloat16 if device.type == "cuda" and bf16 else torch.float32
-    target = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype).to(device).eval()
+    target: Any = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    target = target.to(device).eval()
     target.requires_grad_(False)
     return target, AutoTokenizer.from_pretrained(str(path))
 
