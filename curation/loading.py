@@ -42,6 +42,7 @@ class LoadPlan:
     split: str = "train"
     revision: str | None = None
     streaming: bool = False
+    data_files: tuple[str, ...] = ()
 
 
 def _suffix(path: Path) -> str:
@@ -76,11 +77,22 @@ def plan_load(
         raise SourceLoadError("no hub id and no mirror files to load")
     if hub_root is not None:
         return LoadPlan(
-            hub_path=str(hub_root / hub_id), config=config, split=split, streaming=bool(streaming)
+            hub_path=str(hub_root / hub_id),
+            config=config,
+            split=split,
+            streaming=bool(streaming),
+            data_files=tuple(data_files),
         )
     if offline:
         raise SourceLoadError(f"{hub_id} is not in a local mirror and datahunt is offline")
-    return LoadPlan(hub_path=hub_id, config=config, split=split, revision=revision, streaming=bool(streaming))
+    return LoadPlan(
+        hub_path=hub_id,
+        config=config,
+        split=split,
+        revision=revision,
+        streaming=bool(streaming),
+        data_files=tuple(data_files),
+    )
 
 
 def iter_records(plan: LoadPlan, *, cache_dir: Path, token: str | None = None) -> Iterator[dict[str, Any]]:
@@ -138,6 +150,7 @@ def _iter_hub(plan: LoadPlan, *, cache_dir: Path, token: str | None) -> Iterator
             name=plan.config,
             split=plan.split,
             revision=plan.revision,
+            data_files=list(plan.data_files) or None,
             cache_dir=str(cache_dir),
             streaming=plan.streaming,
             token=token,

@@ -116,6 +116,27 @@ def manifest_from_mirror(mirror_dir: Path, *, target: str | None = None) -> Mani
     )
 
 
+def mirror_files(entries: list[dict[str, Any]], hub_id: str, config: str | None, split: str) -> list[str]:
+    """Return the mirror files standing in for a Hub dataset (id, config, split), or [] when it is not mirrored.
+
+    Entries match on id; a config keeps the entries of that config (the mirror's `main/train` style counts
+    as config `main`, split `train`); when several remain, those of the wanted split are preferred.
+    """
+    matches = [e for e in entries if e.get("id") == hub_id]
+    if config is not None:
+        matches = [
+            e for e in matches if e.get("config") == config or _config_and_split(e, split)[0] == config
+        ]
+    if len(matches) > 1:
+        same_split = [
+            e
+            for e in matches
+            if _config_and_split(e, "train" if e.get("role") != "eval" else "test")[1] == split
+        ]
+        matches = same_split or matches
+    return [f for e in matches for f in e["files"]]
+
+
 def _trim_bytes(path: Path, max_rows: int) -> tuple[bytes, int]:
     """Return the first `max_rows` records of a file in its own format, and how many it holds."""
     raw = path.read_bytes()

@@ -23,6 +23,7 @@ from curation.decontam import EvalIndex, find_contaminated
 from curation.dedup import deduplicate
 from curation.loading import INVALID_UTF8, iter_records, plan_load
 from curation.manifest import EvalSet, Manifest
+from curation.mirror import MIRROR_INDEX, read_mirror_index
 from curation.mixing import mix
 from curation.samples import build_sample
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes, write_shards
@@ -48,7 +49,11 @@ def _context(manifest: Manifest, out_dir: Path, mirror: Path | None, hub_root: P
     mirror_dir = mirror or (Path(manifest.mirror) if manifest.mirror else None) or settings.mirror
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
     counter = load_counter(tokenizer, offline=settings.offline)
+    entries: list[dict[str, Any]] = []
+    if mirror_dir and (Path(mirror_dir) / MIRROR_INDEX).is_file():
+        entries = read_mirror_index(Path(mirror_dir))
     return LoadContext(
+        mirror_entries=entries,
         mirror=Path(mirror_dir) if mirror_dir else None,
         offline=settings.offline,
         cache_dir=settings.home / "cache" / "datasets",
@@ -64,7 +69,7 @@ def eval_prompts(eval_set: EvalSet, ctx: LoadContext) -> list[tuple[str, str]]:
     """Return (item id, user prompt text) for every item of an eval set."""
     plan = plan_load(
         hub_id=eval_set.hub_id,
-        data_files=eval_set.data_files,
+        data_files=ctx.files_for(eval_set.hub_id, eval_set.config, eval_set.split, eval_set.data_files),
         config=eval_set.config,
         split=eval_set.split,
         revision=eval_set.revision,
@@ -108,7 +113,7 @@ def _final_hash(
     eval_files = [
         [f, (ctx.mirror / f).stat().st_size if ctx.mirror and (ctx.mirror / f).is_file() else None]
         for e in manifest.eval_sets
-        for f in e.data_files
+        for f in ctx.files_for(e.hub_id, e.config, e.split, e.data_files)
     ]
     payload = {
         "stages": [s.stage_hash for s in staged],

@@ -22,6 +22,7 @@ from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
 from curation.conversation import Drop, Row
 from curation.loading import INVALID_UTF8, iter_records, plan_load
 from curation.manifest import Source
+from curation.mirror import mirror_files
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,15 @@ class LoadContext:
     params: StepParams
     token: str | None = None
     hub_root: Path | None = None
+    mirror_entries: list[dict[str, Any]] = field(default_factory=list)
+
+    def files_for(
+        self, hub_id: str | None, config: str | None, split: str, data_files: list[str]
+    ) -> list[str]:
+        """Return the data files to read: the manifest's own, else the mirror's entry for this dataset."""
+        if data_files or hub_id is None or self.mirror is None:
+            return list(data_files)
+        return mirror_files(self.mirror_entries, hub_id, config, split)
 
 
 @dataclass
@@ -76,10 +86,11 @@ def _fingerprint(files: list[Path]) -> list[list[Any]]:
 
 def stage_hash(source: Source, ctx: LoadContext) -> str:
     """Return the key of a source's staging: what it depends on, hashed."""
-    files = [ctx.mirror / f for f in source.data_files] if ctx.mirror else []
+    names = ctx.files_for(source.hub_id, source.config, source.split, source.data_files)
+    files = [ctx.mirror / f for f in names] if ctx.mirror else []
     payload = {
         "source": source.model_dump(mode="json"),
-        "files": _fingerprint(files),
+        "files": [names, _fingerprint(files)],
         "mirror": bool(ctx.mirror),
         "cleaning": ctx.params.config.model_dump(mode="json"),
         "counter": ctx.params.counter.name,
@@ -160,7 +171,7 @@ def stage_source(source: Source, order: int, ctx: LoadContext) -> StagedSource:
 def _rows(source: Source, order: int, ctx: LoadContext, staged: StagedSource, on_drop: Any) -> Any:
     plan = plan_load(
         hub_id=source.hub_id,
-        data_files=source.data_files,
+        data_files=ctx.files_for(source.hub_id, source.config, source.split, source.data_files),
         config=source.config,
         split=source.split,
         revision=source.revision,
@@ -200,8 +211,12 @@ def _count(staged: StagedSource, on_drop: Any, row: Row, drop: Drop) -> None:
 def _save(source: Source, ctx: LoadContext, staged: StagedSource, dropped: list[dict[str, Any]]) -> None:
     name = slug(source)
     rows = [
-        {"row": r.row_index, "messages": r.messages, "tokens": r.extra["token_count"],
-         "prompt_tokens": r.extra["prompt_tokens"]}
+        {
+            "row": r.row_index,
+            "messages": r.messages,
+            "tokens": r.extra["token_count"],
+            "prompt_tokens": r.extra["prompt_tokens"],
+        }
         for r in staged.rows
     ]
     atomic_write_bytes(ctx.dropped_dir / f"{name}.jsonl", jsonl_bytes(dropped))

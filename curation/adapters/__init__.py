@@ -7,11 +7,14 @@ other column names use an existing adapter. `ADAPTERS[name](record)` returns the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from curation.adapters import agents, chat, code
 from curation.conversation import Drop, Message
+
+logger = logging.getLogger(__name__)
 
 Adapter = Callable[[dict[str, Any]], "list[Message] | Drop"]
 
@@ -83,8 +86,22 @@ def apply_mapping(record: Mapping[str, Any], mapping: Mapping[str, str]) -> dict
     return out
 
 
+# Format names the catalog's guesser writes that are hints, not adapters: the columns decide.
+FORMAT_HINTS = frozenset({"trajectories", "tool_calls", "commits", "preference", "code", "other", "unknown"})
+
+
+def _fits(fmt: str, columns: set[str]) -> bool:
+    rules = [needed for name, needed in DETECTION_RULES if name == fmt]
+    return not rules or any(needed <= columns for needed in rules)
+
+
 def resolve_format(columns: Iterable[str], fmt: str | None, mapping: Mapping[str, str], where: str) -> str:
-    """Return the adapter to use for a dataset, or raise FormatError naming the columns available."""
+    """Return the adapter to use for a dataset, or raise FormatError naming the columns available.
+
+    A named adapter is used when the columns (with the mapping) fit it; when they do not and the columns
+    fit another adapter, that one is used and a warning logged (catalog manifests carry guessed formats).
+    Catalog hints that are not adapter names (`commits`, `trajectories`, …) leave the choice to the columns.
+    """
     available = sorted(set(columns))
     missing = [col for col in mapping.values() if col not in available]
     if mapping and missing:
@@ -92,12 +109,16 @@ def resolve_format(columns: Iterable[str], fmt: str | None, mapping: Mapping[str
             f"{where}: field_mapping names columns {missing} not in the data; columns are {available}"
         )
     mapped = set(available) | set(mapping)
-    if fmt is not None:
+    if fmt is not None and fmt not in FORMAT_HINTS:
         if fmt not in ADAPTERS:
             raise FormatError(
                 f"{where}: unknown format {fmt!r}; known formats: {', '.join(sorted(ADAPTERS))}"
             )
-        return fmt
+        if mapping or _fits(fmt, mapped) or detect_format(mapped) is None:
+            return fmt
+        logger.warning(
+            "%s: columns %s do not fit format %r; using %r", where, available, fmt, detect_format(mapped)
+        )
     detected = detect_format(mapped)
     if detected is None:
         raise FormatError(

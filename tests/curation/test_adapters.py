@@ -136,6 +136,15 @@ def test_mapping_that_matches_nothing_names_the_columns() -> None:
         resolve_format(["foo"], "bogus", {}, "x/y")
 
 
+def test_catalog_format_guesses_defer_to_the_columns() -> None:
+    assert resolve_format(["diff", "message"], "commits", {}, "x/y") == "commit"  # a hint, not an adapter
+    assert resolve_format(["instruction", "output"], "openai_messages", {}, "x/y") == "alpaca"  # wrong guess
+    assert (
+        resolve_format(["instruction", "output", "messages"], "openai_messages", {}, "x/y")
+        == "openai_messages"
+    )
+
+
 def test_malformed_rows_are_drops_not_crashes() -> None:
     assert isinstance(adapt({"conversations": [{"from": "alien", "value": "x"}]}, "sharegpt", {}), Drop)
     assert isinstance(adapt({"conversations": "not a list"}, "sharegpt", {}), Drop)

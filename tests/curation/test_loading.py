@@ -116,6 +116,17 @@ def test_hub_path_with_a_local_hub_like_repo(tmp_path: Path) -> None:
         streaming=True,
     )
     assert sum(1 for _ in iter_records(streamed, cache_dir=tmp_path / "cache")) == 30
+    pinned_files = plan_load(
+        hub_id="openai/gsm8k",
+        data_files=["main/test-00000.jsonl"],
+        config=None,
+        split="train",
+        revision=None,
+        mirror=None,
+        offline=True,
+        hub_root=tmp_path / "hub",
+    )
+    assert len(list(iter_records(pinned_files, cache_dir=tmp_path / "cache"))) == 10
 
 
 def test_read_records_json_list(tmp_path: Path) -> None:

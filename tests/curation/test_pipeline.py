@@ -215,3 +215,21 @@ def test_target_native_rows_get_ids_and_loss_mask(mirror: Path, tmp_path: Path) 
     assert first["input_ids"][:3] == [1, 4, 2]  # "<user>"
     assert 0 < sum(first["loss_mask"]) < len(first["loss_mask"])
     assert all(r["input_ids"] is None for r in rows if r["needs_regeneration"])
+
+
+def test_sources_without_files_are_found_in_the_mirror(tmp_path: Path) -> None:
+    # A manifest exported from the catalog names Hub ids only; the mirror's MIRROR.json supplies the files.
+    manifest = Manifest(
+        sources=[
+            Source(hub_id="openai/gsm8k", config="main", category=Category.MATH, format="qa", max_rows=50)
+        ],
+        eval_sets=[EvalSet(name="gsm8k-test", hub_id="openai/gsm8k", config="main", split="test")],
+    )
+    report = curate(manifest, tmp_path / "out", mirror=MIRROR).report
+    assert report["failed_sources"] == [] and report["rows_in"] == 50
+    assert report["eval_sets"]["gsm8k-test"] == {"items": 400, "error": None}
+    offline = curate(manifest, tmp_path / "out2").report  # no mirror anywhere, offline
+    assert (
+        "not in a local mirror and datahunt is offline" in offline["per_source"]["openai/gsm8k:main"]["error"]
+    )
+    assert offline["eval_sets"]["gsm8k-test"]["error"]
