@@ -89,6 +89,14 @@ def capture(target: Any, input_ids: Tensor, attention_mask: Tensor, layers: AuxL
     return TargetStates(aux=aux, final=hs[-1], logits=out.logits)
 
 
+def target_embeddings(target: Any) -> Tensor:
+    """The target's token embeddings as its first layer sees them (Gemma multiplies by sqrt(hidden)), fp32."""
+    embed = target.get_input_embeddings()
+    weight = embed.weight.detach().float()
+    scale = getattr(embed, "embed_scale", None)
+    return weight * float(scale) if scale is not None else weight
+
+
 def output_head(target: Any) -> tuple[Tensor, float | None]:
     """The target's output projection weight [V, H] and its final-logit softcap (Gemma), for offline mode."""
     softcap = getattr(target.config, "final_logit_softcapping", None)

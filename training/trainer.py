@@ -34,6 +34,7 @@ from training.hidden_states import (
     default_aux_layers,
     logits_from_final,
     read_shards,
+    target_embeddings,
     write_shards,
 )
 from training.loss import restrict_to_draft_vocab, ttt_loss
@@ -183,16 +184,20 @@ def build_draft(target: Any, cfg: TrainConfig, vocab: DraftVocab) -> Eagle3Draft
         target_hidden_size=tc.hidden_size,
         max_position_embeddings=cfg.serving_context or tc.max_position_embeddings,
         rms_norm_eps=getattr(tc, "rms_norm_eps", 1e-6),
-        rope_theta=float(getattr(tc, "rope_theta", None) or 10000.0),
+        rope_theta=target_rope_theta(tc),
         head_dim=getattr(tc, "head_dim", None),
     )
     draft = Eagle3Draft(draft_cfg)
-    embed = target.get_input_embeddings()
-    weight = embed.weight.detach().float()
-    scale = getattr(embed, "embed_scale", None)  # Gemma scales its embeddings by sqrt(hidden)
-    draft.embed_tokens.weight.data.copy_(weight * float(scale) if scale is not None else weight)
+    draft.embed_tokens.weight.data.copy_(target_embeddings(target))
     draft.set_vocab(vocab.d2t, vocab.t2d)
     return draft
+
+
+def target_rope_theta(config: Any) -> float:
+    """The target's RoPE base (full-attention layers where they differ), else Llama's 10000."""
+    params = getattr(config, "rope_parameters", None) or {}
+    params = params.get("full_attention", params)
+    return float(getattr(config, "rope_theta", None) or params.get("rope_theta") or 10000.0)
 
 
 def warmup_cosine(total_steps: int, warmup_ratio: float) -> Any:

@@ -190,6 +190,7 @@ def eval_accept(
     server: str | None = typer.Option(None, "--server", help="Measure on this SGLang server instead."),
     baseline: str | None = typer.Option(None, "--baseline", help="A server without speculation, for tok/s."),
     target_config: Path | None = typer.Option(None, "--target-config", help="For the preflight (with --server)."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda, for local evaluation."),
 ) -> None:
     """Acceptance length: local greedy speculative decoding, or a server's spec_verify_ct after the preflight."""
     rows = _read_prompt_rows(prompts)[:limit]
@@ -202,11 +203,15 @@ def eval_accept(
 
     from training.accept import evaluate_acceptance
     from training.export import load_draft
+    from training.hidden_states import target_embeddings
     from training.trainer import load_target
 
     try:
-        model, tokenizer = load_target(target, torch.device("cpu"))
-        draft_model, layers = load_draft(draft, model.get_input_embeddings().weight.detach().float())
+        if device not in {"cpu", "cuda"} or (device == "cuda" and not torch.cuda.is_available()):
+            _fail(f"--device {device} is not available here (cpu, or cuda with a GPU)")
+        model, tokenizer = load_target(target, torch.device(device))
+        draft_model, layers = load_draft(draft, target_embeddings(model).cpu())
+        draft_model = draft_model.to(device=model.device, dtype=model.dtype)
         ids = [_encode(tokenizer, r) for r in rows]
         report = evaluate_acceptance(model, draft_model, layers, ids, max_new=max_new, k=steps,
                                      eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())

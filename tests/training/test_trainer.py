@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tiny_models import make_gemma, regenerate
 
 from training.accept import evaluate_acceptance
 from training.config import make_config
 from training.data import load_conversations
 from training.draft_model import Eagle3Draft
 from training.export import load_draft
+from training.hidden_states import target_embeddings
 from training.trainer import load_target, train
 
 
@@ -28,7 +30,7 @@ def test_trained_draft_accepts_clearly_more_than_an_untrained_one(
     cfg, result = trained_run
     assert result.steps == 150 and result.vocab_coverage > 0.99
     target, _ = load_target(llama_dir, torch.device("cpu"))
-    draft, layers = load_draft(result.export_dir, target.get_input_embeddings().weight.detach())
+    draft, layers = load_draft(result.export_dir, target_embeddings(target))
     prompts = _prompts(tokenizer, regenerated_data["heldout"])
     eos = {tokenizer.eos_token_id}
     trained = evaluate_acceptance(target, draft, layers, prompts, max_new=24, k=4, eos=eos)
@@ -87,3 +89,22 @@ def test_the_control_run_trains_on_the_original_answers(tmp_path: Path, llama_di
     vocab_dirs = list((tmp_path / "run" / "vocab_cache").iterdir())
     d2t = torch.load(vocab_dirs[0] / "vocab.pt", weights_only=True)["d2t"]
     assert result.steps == 1 and d2t.shape == (20,)
+
+
+def test_a_gemma_target_trains_and_decodes_identically(tmp_path: Path, tokenizer: Any) -> None:
+    target = make_gemma(len(tokenizer), layers=3)
+    target.save_pretrained(tmp_path / "gemma")
+    tokenizer.save_pretrained(tmp_path / "gemma")
+    rows = regenerate(target, tokenizer, 16, new_tokens=8, seed=4)
+    data = tmp_path / "gemma.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = make_config({"data": str(data), "target": str(tmp_path / "gemma"), "out": str(tmp_path / "run"),
+                       "draft_vocab_size": 64, "ttt_steps": 2, "batch_size": 4, "max_steps": 4, "device": "cpu"})
+    result = train(cfg)
+    config = json.loads((result.export_dir / "config.json").read_text())
+    assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 1, 1]  # inputs of [2, 2, 2]
+    assert config["head_dim"] == 16 and config["rope_theta"] == 1000000.0
+    draft, layers = load_draft(result.export_dir, target_embeddings(target))
+    torch.testing.assert_close(draft.embed_tokens.weight, target.get_input_embeddings()(torch.arange(len(tokenizer))))
+    report = evaluate_acceptance(target, draft, layers, _prompts(tokenizer, data)[:3], max_new=8, k=2)
+    assert report.identical
