@@ -133,3 +133,26 @@ def test_read_records_json_list(tmp_path: Path) -> None:
     path = tmp_path / "l.json"
     path.write_text(json.dumps([{"a": 1}, {"a": 2}]))
     assert list(read_records(path)) == [{"a": 1}, {"a": 2}]
+
+
+def test_invalid_utf8_in_csv_reaches_the_cleaning_step(tmp_path: Path) -> None:
+    from curation.cleaning import CleaningConfig, StepParams, valid_utf8
+    from curation.conversation import Row
+    from curation.tokens import TokenCounter
+
+    path = tmp_path / "commits.csv"
+    path.write_bytes(b'diff,message\n"+ x = 1","fix caf\xe9"\n"+ y = 2","add y"\n')
+    records = list(iter_records(_plan([path.name], mirror=tmp_path), cache_dir=tmp_path / "c"))  # type: ignore[arg-type]
+    assert [r["message"][:3] for r in records] == ["fix", "add"]
+    params = StepParams(CleaningConfig(), TokenCounter())
+    rows = [
+        Row(
+            "a/b",
+            i,
+            [{"role": "user", "content": r["diff"]}, {"role": "assistant", "content": r["message"]}],
+            "x",
+        )
+        for i, r in enumerate(records)
+    ]
+    assert valid_utf8(rows[0], params).reason == "invalid_utf8"  # type: ignore[union-attr]
+    assert valid_utf8(rows[1], params) is rows[1]
