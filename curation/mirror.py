@@ -78,6 +78,23 @@ def _first_columns(mirror_dir: Path, files: list[str]) -> set[str]:
     return set()
 
 
+def mirror_eval_sets(mirror_dir: Path, entries: list[dict[str, Any]]) -> list[EvalSet]:
+    """Return the mirror's `role: eval` entries that an adapter can read, as eval sets (named id:config)."""
+    eval_sets = []
+    for entry in entries:
+        if entry.get("role") != "eval":
+            continue
+        files = list(entry["files"])
+        if detect_format(_first_columns(Path(mirror_dir), files)) is None:
+            continue
+        config, split = _config_and_split(entry, "test")
+        label = entry["id"] + (f":{entry['config']}" if entry.get("config") else "")
+        eval_sets.append(
+            EvalSet(name=label, hub_id=entry["id"], config=config, split=split, data_files=files)
+        )
+    return eval_sets
+
+
 def manifest_from_mirror(mirror_dir: Path, *, target: str | None = None) -> Manifest:
     """Return a manifest over a mirror: train entries → sources, eval entries → eval sets, no budget."""
     mirror_dir = Path(mirror_dir).resolve()

@@ -1,7 +1,7 @@
 """The curation run: approved manifest in, budgeted training mix out (`curate(manifest, out_dir)`).
 
 Steps, each a module: stage every source (load → adapt → clean, cached per source: `staging`), build the
-eval index (`decontam`), deduplicate across sources (`dedup`), decontaminate, mix to the budget (`mixing`),
+eval index from the manifest's eval sets plus the mirror's eval entries (`decontam`), deduplicate across sources (`dedup`), decontaminate, mix to the budget (`mixing`),
 split into target-native and needs-regeneration rows, then write shards, report and summary. A state file
 records the hash of everything the final files depend on; a rerun with the same inputs writes nothing.
 """
@@ -23,7 +23,7 @@ from curation.decontam import EvalIndex, find_contaminated
 from curation.dedup import deduplicate
 from curation.loading import INVALID_UTF8, iter_records, plan_load
 from curation.manifest import EvalSet, Manifest
-from curation.mirror import MIRROR_INDEX, read_mirror_index
+from curation.mirror import MIRROR_INDEX, mirror_eval_sets, read_mirror_index
 from curation.mixing import mix
 from curation.samples import build_sample
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes, write_shards
@@ -91,10 +91,17 @@ def eval_prompts(eval_set: EvalSet, ctx: LoadContext) -> list[tuple[str, str]]:
     return items
 
 
+def eval_sets_for(manifest: Manifest, ctx: LoadContext) -> list[EvalSet]:
+    """Return the eval sets to decontaminate against: the manifest's, plus the mirror's eval entries not named."""
+    named = {e.name for e in manifest.eval_sets}
+    extra = mirror_eval_sets(ctx.mirror, ctx.mirror_entries) if ctx.mirror and ctx.mirror_entries else []
+    return [*manifest.eval_sets, *(e for e in extra if e.name not in named)]
+
+
 def _build_index(manifest: Manifest, ctx: LoadContext) -> tuple[EvalIndex, dict[str, dict[str, Any]]]:
     index = EvalIndex()
     status: dict[str, dict[str, Any]] = {}
-    for eval_set in manifest.eval_sets:
+    for eval_set in eval_sets_for(manifest, ctx):
         try:
             items = eval_prompts(eval_set, ctx)
         except Exception as exc:  # a broken eval set is reported; decontamination goes on with the rest
@@ -112,13 +119,13 @@ def _final_hash(
 ) -> str:
     eval_files = [
         [f, (ctx.mirror / f).stat().st_size if ctx.mirror and (ctx.mirror / f).is_file() else None]
-        for e in manifest.eval_sets
+        for e in eval_sets_for(manifest, ctx)
         for f in ctx.files_for(e.hub_id, e.config, e.split, e.data_files)
     ]
     payload = {
         "stages": [s.stage_hash for s in staged],
         "errors": [s.error for s in staged],
-        "evals": [e.model_dump(mode="json") for e in manifest.eval_sets],
+        "evals": [e.model_dump(mode="json") for e in eval_sets_for(manifest, ctx)],
         "eval_files": eval_files,
         "budget": manifest.budget.model_dump(mode="json"),
         "seed": seed,

@@ -228,6 +228,8 @@ def test_sources_without_files_are_found_in_the_mirror(tmp_path: Path) -> None:
     report = curate(manifest, tmp_path / "out", mirror=MIRROR).report
     assert report["failed_sources"] == [] and report["rows_in"] == 50
     assert report["eval_sets"]["gsm8k-test"] == {"items": 400, "error": None}
+    # The mirror's own eval entries are always added to the manifest's.
+    assert report["eval_sets"]["openai/openai_humaneval"] == {"items": 164, "error": None}
     offline = curate(manifest, tmp_path / "out2").report  # no mirror anywhere, offline
     assert (
         "not in a local mirror and datahunt is offline" in offline["per_source"]["openai/gsm8k:main"]["error"]
