@@ -136,7 +136,9 @@ def _setup_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device]:
 def rank0_first(rank: int, world: int, build: Any) -> Any:
     """Run build() on rank 0 first (it writes a cache), then on the other ranks (they read it)."""
     result = build() if rank == 0 else None
-    if world > 1:
+    if world > 1 and dist.get_backend() == "nccl":
+        dist.barrier(device_ids=[torch.cuda.current_device()])  # names the GPU, so NCCL need not guess it
+    elif world > 1:
         dist.barrier()
     return result if rank == 0 else build()
 
