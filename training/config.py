@@ -43,6 +43,9 @@ class TrainConfig(BaseModel):
     serving_context: int | None = Field(
         default=None, description="max_position_embeddings written to the draft; default the target's."
     )
+    export_dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        default="auto", description="dtype of the exported draft; auto = the target's declared dtype."
+    )
     mode: Literal["online", "offline"] = "online"
     lr: float = Field(default=1e-4, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)

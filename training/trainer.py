@@ -79,7 +79,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     draft = build_draft(target, cfg, vocab).to(device)
     optimizer = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad],
                                   lr=cfg.lr, weight_decay=cfg.weight_decay)
-    total_steps = cfg.max_steps or cfg.epochs * math.ceil(len(rows[rank::world]) / cfg.batch_size)
+    shard = rows[rank::world][: len(rows) // world]  # equal shards: every rank takes the same number of steps
+    total_steps = cfg.max_steps or cfg.epochs * math.ceil(len(shard) / cfg.batch_size)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(total_steps, cfg.warmup_ratio))
     step = resume(cfg, draft, optimizer, scheduler) if cfg.resume else 0
     model = torch.nn.parallel.DistributedDataParallel(draft) if world > 1 else draft
@@ -90,7 +91,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step.
     last_loss, accs = float("nan"), [0.0] * cfg.ttt_steps
     while step < total_steps:
-        for batch in batches(rows[rank::world], cfg.batch_size, seed=cfg.seed + step):
+        for batch in batches(shard, cfg.batch_size, seed=cfg.seed + step):
             ids, attn, mask = (t.to(device) for t in batch)
             aux, target_logits = target_states(target, source, ids, attn, layers)
             target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
@@ -114,7 +115,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     # --- Export the SGLang folder (rank 0), and finish.
     export_dir = cfg.out / "export"
     if rank == 0:
-        export_draft(draft, layers, export_dir, dtype="bfloat16" if device.type == "cuda" else "float32")
+        export_draft(draft, layers, export_dir, dtype=export_dtype(cfg, target))
     if world > 1:
         dist.destroy_process_group()
     return TrainResult(steps=step, loss=last_loss, step_accuracies=accs, export_dir=export_dir,
@@ -193,6 +194,15 @@ def build_draft(target: Any, cfg: TrainConfig, vocab: DraftVocab) -> Eagle3Draft
     draft.embed_tokens.weight.data.copy_(target_embeddings(target))
     draft.set_vocab(vocab.d2t, vocab.t2d)
     return draft
+
+
+def export_dtype(cfg: TrainConfig, target: Any) -> str:
+    """The dtype to export in: the configured one, else the target's declared dtype (what SGLang serves)."""
+    if cfg.export_dtype != "auto":
+        return cfg.export_dtype
+    declared = str(getattr(target.config, "dtype", None) or getattr(target.config, "torch_dtype", None) or "")
+    declared = declared.replace("torch.", "")
+    return declared if declared in {"bfloat16", "float16", "float32"} else "bfloat16"
 
 
 def target_rope_theta(config: Any) -> float:

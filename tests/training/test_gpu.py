@@ -31,7 +31,7 @@ def test_bf16_training_on_cuda_exports_a_bf16_draft(tmp_path: Path, llama_dir: P
                                                     regenerated_data: dict[str, Path]) -> None:
     cfg = make_config({"data": str(regenerated_data["train"]), "target": str(llama_dir), "out": str(tmp_path),
                        "draft_vocab_size": 150, "ttt_steps": 3, "batch_size": 8, "max_steps": 20, "lr": 3e-3,
-                       "device": "cuda"})
+                       "device": "cuda", "export_dtype": "bfloat16"})
     result = train(cfg)
     assert result.steps == 20 and result.loss == result.loss
     assert json.loads((result.export_dir / "config.json").read_text())["torch_dtype"] == "bfloat16"

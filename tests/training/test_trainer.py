@@ -104,6 +104,7 @@ def test_a_gemma_target_trains_and_decodes_identically(tmp_path: Path, tokenizer
     config = json.loads((result.export_dir / "config.json").read_text())
     assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 1, 1]  # inputs of [2, 2, 2]
     assert config["head_dim"] == 16 and config["rope_theta"] == 1000000.0
+    assert config["torch_dtype"] == "float32"  # the target's declared dtype
     draft, layers = load_draft(result.export_dir, target_embeddings(target))
     torch.testing.assert_close(draft.embed_tokens.weight, target.get_input_embeddings()(torch.arange(len(tokenizer))))
     report = evaluate_acceptance(target, draft, layers, _prompts(tokenizer, data)[:3], max_new=8, k=2)
