@@ -155,11 +155,14 @@ def check_aux_layers(draft: DraftCheckpoint, target: dict[str, Any] | None) -> C
         return Check("aux_layers", False, f"the server would capture inputs of layers {list(current)}, beyond a "
                      f"{num_layers}-layer target")
     if older != current:
+        fix = (f"re-export with output-of-layer ids {[i - 1 for i in trained]}, which every version reads the "
+               "same way" if trained[0] == 2 else
+               "ids whose first output-of-layer id is not 1 are read differently by every pair of versions: "
+               "pin the SGLang version, or retrain on layers whose first input id is 2")
         return Check("aux_layers", False, (
             f"eagle_aux_hidden_state_layer_ids {eagle_ids} mean different layers on different SGLang versions: "
             f"older servers add 1 (inputs of {list(older)}), current ones add 1 only when the first id is 1 "
-            f"(inputs of {list(current)}); the draft was trained on inputs of {list(trained)}. Re-export with "
-            f"output-of-layer ids {[i - 1 for i in trained]}, which every version reads the same way"))
+            f"(inputs of {list(current)}); the draft was trained on inputs of {list(trained)}; {fix}"))
     if current != trained:
         return Check("aux_layers", False, (
             f"the server will capture the inputs of layers {list(current)} but the draft was trained on the "
@@ -183,8 +186,8 @@ def check_context(server: dict[str, Any], draft: DraftCheckpoint, target: dict[s
     if int(draft_max) < context:
         return Check("context", False, (
             f"the draft's max_position_embeddings is {draft_max} but the server serves {context} tokens: "
-            "positions past it get no usable rotary embedding and acceptance collapses on long prompts; "
-            f"re-export with max_position_embeddings >= {context}"))
+            "the draft's position limit sits below the context and acceptance collapses on long prompts "
+            f"(SGLang #6783); re-export with max_position_embeddings >= {context}"))
     return Check("context", True, f"draft covers {draft_max} >= serving context {context}")
 
 

@@ -116,3 +116,11 @@ def test_d2t_out_of_range_or_inconsistent_fails() -> None:
     draft.t2d = torch.zeros(128256, dtype=torch.bool)
     draft.t2d[:32000] = True
     assert "disagree" in check_vocab(draft, LLAMA_TARGET).detail
+
+
+def test_ids_starting_below_one_cannot_be_made_version_proof_by_renaming() -> None:
+    draft = kimi_draft()
+    draft.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 29, 57]
+    draft.config["datahunt"]["aux_layer_ids_input_of_layer"] = [1, 30, 58]
+    check = check_aux_layers(draft, KIMI_TARGET)
+    assert not check.ok and "pin the SGLang version" in check.detail
