@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from training.config import TrainConfig, save_config
-from training.data import TokenizedRow, load_conversations, tokenize_row
+from training.data import TokenizedRow, check_template, load_conversations, tokenize_row
 from training.draft_model import DraftConfig, Eagle3Draft
 from training.export import export_draft
 from training.hidden_states import (
@@ -157,8 +157,11 @@ def load_target(path: Path, device: torch.device, bf16: bool = True) -> tuple[An
 
 def tokenize_file(cfg: TrainConfig, tokenizer: Any) -> list[TokenizedRow]:
     """Render and mask every row of cfg.data; rows with nothing supervised within max_length are dropped."""
-    rows = [tokenize_row(tokenizer, rid, turns, cfg.max_length)
-            for rid, turns in load_conversations(cfg.data, cfg.messages_field)]
+    conversations = load_conversations(cfg.data, cfg.messages_field)
+    check = check_template(tokenizer, conversations[0][1])
+    if not check.ids_match:  # the mask is derived from renderings; warn when they differ from the template's ids
+        logger.warning("chat template check on row %s: %s", conversations[0][0], check.detail)
+    rows = [tokenize_row(tokenizer, rid, turns, cfg.max_length) for rid, turns in conversations]
     kept = [r for r in rows if sum(r.loss_mask) > 0]
     if len(kept) < len(rows):
         logger.warning("dropped %d rows with no supervised token within %d tokens", len(rows) - len(kept),
