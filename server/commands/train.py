@@ -52,7 +52,11 @@ def train(
     device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda"),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang loads."""
+    import logging
+
     from training.config import load_config, make_config
+
+    logging.getLogger("training").setLevel(logging.INFO)  # progress (loss, per-step accuracy) on stderr
     from training.trainer import train as run_training
 
     overrides = {k: v for k, v in {
