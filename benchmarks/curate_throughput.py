@@ -189,8 +189,11 @@ def main() -> None:
         report = json.loads((tmp / "out" / "report.json").read_text())
 
         prompts = [prompt_of(r) for r in rows]
+        # The machine is shared: alternate the two twice and keep each one's faster run.
         flagged_ours, ours_s = ours(prompts)
         flagged_base, base_s = baseline(prompts)
+        ours_s = min(ours_s, ours(prompts)[1])
+        base_s = min(base_s, baseline(prompts)[1])
     p_ours, r_ours = scores({d: k for d, k in flagged_ours.items() if d in reworded or k in reworded}, reworded)
     p_base, r_base = scores({d: k for d, k in flagged_base.items() if d in reworded or k in reworded}, reworded)
     # Short prompts lose a large share of their 3-grams to a single changed word: recall on longer ones apart.
@@ -234,7 +237,8 @@ def main() -> None:
         f"| decontaminated | {e2e['decontaminated']:,} |",
         "",
         f"Near dedup on the same {args.rows:,} prompts ({nd['planted_reworded']:,} planted reworded copies, "
-        f"{nd['planted_reworded_30_words_plus']:,} of them of 30+ words); times include word hashing:",
+        f"{nd['planted_reworded_30_words_plus']:,} of them of 30+ words); times include word hashing, best of "
+        "two alternating runs each:",
         "",
         "| near dedup | seconds | flagged | precision (reworded) | recall (reworded) | recall (30+ words) |",
         "|---|---:|---:|---:|---:|---:|",

@@ -1,8 +1,9 @@
 """The curation run: approved manifest in, budgeted training mix out (`curate(manifest, out_dir)`).
 
 Steps, each a module: stage every source (load → adapt → clean, cached per source: `staging`), build the
-eval index from the manifest's eval sets plus the mirror's eval entries (`decontam`), deduplicate across sources (`dedup`), decontaminate, mix to the budget (`mixing`),
-split into target-native and needs-regeneration rows, then write shards, report and summary. A state file
+eval index from the manifest's eval sets plus the mirror's eval entries (`decontam`), deduplicate across
+sources (`dedup`), decontaminate, mix to the budget (`mixing`), split into target-native and
+needs-regeneration rows (`samples`), then write shards, report and summary. A state file
 records the hash of everything the final files depend on; a rerun with the same inputs writes nothing.
 """
 
