@@ -97,7 +97,7 @@ def build_rows(bases: list[tuple[str, list[Message]]], n: int, seed: int = 0) ->
         origin = rng.randrange(distinct)
         src = rows[origin]
         if k < planted_exact:
-            messages = [dict(m) for m in src["messages"]]
+            messages = [{"role": m["role"], "content": m["content"]} for m in src["messages"]]
         else:
             messages = [{"role": m["role"], "content": reword(m["content"], rng) if m["role"] == "user" else m["content"]}
                         for m in src["messages"]]
