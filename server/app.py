@@ -1,7 +1,7 @@
 """The FastAPI application factory of the review service: API routers, review page, static files, lifespan.
 
 `create_app()` builds a fresh app and creates nothing at import time. Its lifespan opens the catalog engine
-(unless one is given), runs the Alembic upgrade once, and resumes the campaigns a previous process left
+(unless one is given), runs the Alembic upgrade and the checkpointer's table setup once, and resumes the campaigns a previous process left
 unfinished (their LangGraph checkpoints live on the same database). Catalog errors map to HTTP answers with
 a message: unknown ids 404, refused reviews 409, bad values 422, an unreachable database 503. Request
 bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`).
@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 
 from core.settings import Settings, get_settings
 from curation.catalog import store
+from graph.checkpoint import open_checkpointer
 from server.api import campaigns, catalog, manifest, pages
 from server.api.body_limit import BodyLimitMiddleware
 from server.api.campaign_tasks import CampaignManager
@@ -84,7 +85,11 @@ def create_app(
         own_engine = engine is None
         app.state.engine = engine or store.make_engine(settings.resolved_database_url)
         await asyncio.to_thread(store.upgrade_database, app.state.engine)
-        app.state.campaigns = CampaignManager(app.state.engine, overrides=campaign_overrides)
+        # Create the checkpoint tables once, before campaigns run side by side (concurrent first-time setups
+        # of the PostgreSQL checkpointer race on its migrations table).
+        async with open_checkpointer(app.state.engine.url.render_as_string(hide_password=False)):
+            pass
+        app.state.campaigns = CampaignManager(app.state.engine, settings, overrides=campaign_overrides)
         if resume_unfinished:
             resumed = await app.state.campaigns.resume_unfinished()
             if resumed:

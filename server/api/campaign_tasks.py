@@ -1,11 +1,15 @@
 """Campaigns running in the service process: background tasks, the event hub behind SSE, restart handling.
 
-`CampaignManager` launches `graph.campaign.run_campaign` / `rerun_category` as asyncio tasks so a request
-returns at once, fans the graph's `CampaignEvent`s out to per-campaign subscriber queues (the SSE stream),
+`CampaignManager` creates the campaign row (status `pending`) and launches `graph.campaign.run_campaign` /
+`rerun_category` as asyncio tasks so a request returns at once. Tasks wait for a slot: on SQLite one campaign
+runs at a time per process (the graph's synchronous catalog writes and its checkpointer share one database
+write lock, so two campaigns in one event loop would stall each other), on PostgreSQL `PARALLEL_POSTGRES`.
+It fans the graph's `CampaignEvent`s out to per-campaign subscriber queues (the SSE stream),
 and on start-up resumes campaigns a previous process left unfinished from their LangGraph checkpoint; a
 campaign whose resume fails is marked `interrupted` so its failed categories can be re-run. On shutdown the
 tasks are cancelled and their campaigns stay `running` in the catalog, which is what the next start resumes.
-Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
+Each graph runs on an event loop of its own in a daemon thread, so its blocking catalog calls never stall the
+HTTP loop. Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import uuid
 from collections.abc import Coroutine
 from typing import Any
 
 from sqlalchemy import Engine
 
+from core.settings import Settings
 from core.types import Category
 from curation.catalog import store
 from graph import campaign as campaign_graph
@@ -27,7 +33,8 @@ from graph.events import CampaignEvent
 logger = logging.getLogger(__name__)
 
 FINAL_STATUSES = frozenset({"succeeded", "partial", "failed", "interrupted"})
-START_WAIT_S = 5.0
+PARALLEL_POSTGRES = 4
+SHUTDOWN_WAIT_S = 10.0
 
 
 class CampaignBusyError(RuntimeError):
@@ -37,12 +44,18 @@ class CampaignBusyError(RuntimeError):
 class CampaignManager:
     """Owns the campaign tasks of one server process and the queues that stream their events."""
 
-    def __init__(self, engine: Engine, *, overrides: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, engine: Engine, settings: Settings, *, overrides: dict[str, Any] | None = None,
+        max_parallel: int | None = None,
+    ) -> None:
         self.engine = engine
+        self.settings = settings
         self.overrides = dict(overrides or {})
+        if max_parallel is None:
+            max_parallel = 1 if engine.dialect.name == "sqlite" else PARALLEL_POSTGRES
+        self._slots = asyncio.Semaphore(max_parallel)
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._subscribers: dict[str, set[asyncio.Queue[CampaignEvent]]] = {}
-        self._started: dict[str, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- events ---------------------------------------------------------------------------------------
@@ -61,9 +74,6 @@ class CampaignManager:
             loop.call_soon_threadsafe(self._deliver, event)
 
     def _deliver(self, event: CampaignEvent) -> None:
-        started = self._started.get(event.campaign_id)
-        if started is not None:
-            started.set()
         for queue in self._subscribers.get(event.campaign_id, set()):
             queue.put_nowait(event)
 
@@ -98,7 +108,8 @@ class CampaignManager:
 
     async def _guarded(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str) -> None:
         try:
-            await coro
+            async with self._slots:
+                await self._in_thread(coro, name=f"{what}:{campaign_id}")
         except asyncio.CancelledError:
             logger.info("%s of campaign %s cancelled; it is resumed at the next start", what, campaign_id)
             raise
@@ -108,9 +119,51 @@ class CampaignManager:
             logger.exception("%s of campaign %s failed", what, campaign_id)
             await asyncio.to_thread(self._mark, campaign_id, "failed", f"{what} failed: {exc}")
         finally:
-            started = self._started.pop(campaign_id, None)
-            if started is not None:
-                started.set()
+            coro.close()  # a task cancelled while queued never started its coroutine
+
+    async def _in_thread(self, coro: Coroutine[Any, Any, Any], *, name: str) -> None:
+        # The graph makes blocking catalog calls from its nodes; on its own event loop in its own thread they
+        # can never stall the HTTP loop. Cancelling this await cancels the graph's task on its loop.
+        server_loop = asyncio.get_running_loop()
+        finished: asyncio.Future[None] = server_loop.create_future()
+        handle: dict[str, Any] = {}
+        ready = threading.Event()
+
+        def report(error: BaseException | None) -> None:
+            if finished.done():
+                return
+            if error is None:
+                finished.set_result(None)
+            else:
+                finished.set_exception(error)
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            task = loop.create_task(coro)
+            handle.update(loop=loop, task=task)
+            ready.set()
+            error: BaseException | None = None
+            try:
+                loop.run_until_complete(task)
+            except BaseException as exc:  # handed to the awaiting task on the server loop
+                error = exc
+            finally:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+            with contextlib.suppress(RuntimeError):  # the server loop may already be closed
+                server_loop.call_soon_threadsafe(report, error)
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        thread.start()
+        ready.wait()
+        try:
+            await asyncio.shield(finished)
+        except asyncio.CancelledError:
+            with contextlib.suppress(RuntimeError):
+                handle["loop"].call_soon_threadsafe(handle["task"].cancel)
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(finished), timeout=SHUTDOWN_WAIT_S)
+            raise
 
     def _mark(self, campaign_id: str, status: str, error: str) -> None:
         try:
@@ -120,18 +173,30 @@ class CampaignManager:
             logger.warning("campaign %s vanished before it could be marked %s", campaign_id, status)
 
     async def launch(self, *, categories: list[Category] | None, offline: bool | None) -> str:
-        """Start a new campaign in the background; return its id once its row exists (or after a short wait)."""
-        campaign_id = uuid.uuid4().hex[:16]
-        started = self._started[campaign_id] = asyncio.Event()
+        """Create a `pending` campaign and start it in the background (when a slot frees); return its id."""
+        offline = self.settings.offline if offline is None else offline
+        backends = self.overrides.get("backends")
+        if backends is None:
+            from agents.backends import default_backends  # may probe the Hub: off the event loop
+
+            settings = self.settings.model_copy(update={"offline": offline})
+            backends, _notes = await asyncio.to_thread(default_backends, settings)
+        chosen = [c.value for c in Category if categories is None or c in categories]
+        campaign_id = await asyncio.to_thread(self._create, chosen, offline, [b.name for b in backends])
+        # The graph finds the pending row and runs it from the start (nothing is checkpointed yet).
         coro = campaign_graph.run_campaign(
-            engine=self.engine, categories=categories, offline=offline, campaign_id=campaign_id,
-            on_event=self.publish, **self.overrides,
+            engine=self.engine, campaign_id=campaign_id, on_event=self.publish,
+            **{**self.overrides, "backends": backends},
         )
-        task = self._spawn(campaign_id, coro, what="campaign")
-        waiter = asyncio.create_task(started.wait())
-        await asyncio.wait({waiter, task}, timeout=START_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
+        self._spawn(campaign_id, coro, what="campaign")
         return campaign_id
+
+    def _create(self, categories: list[str], offline: bool, backends: list[str]) -> str:
+        with store.open_session(self.engine) as session:
+            campaign = store.create_campaign(
+                session, categories=categories, offline=offline, backends=backends, campaign_id=uuid.uuid4().hex[:16]
+            )
+            return campaign.id
 
     async def rerun(self, *, campaign_id: str, category: Category) -> None:
         """Re-run one category of a campaign in the background; raise CampaignBusyError while it runs."""

@@ -1,7 +1,7 @@
 """Campaign routes: launch, list, inspect, stream progress (Server-Sent Events), re-run one category.
 
-`POST /campaigns` answers 202 as soon as the campaign row exists; the graph runs as a background task of
-this process. `GET /campaigns/{id}/events` streams the graph's events as they happen and falls back to
+`POST /campaigns` answers 202 as soon as the campaign row exists (status `pending`); the graph runs as a
+background task of this process. `GET /campaigns/{id}/events` streams the graph's events as they happen and falls back to
 polling the catalog, so a client connected to another replica, or after a restart, still sees the status.
 """
 
@@ -49,20 +49,10 @@ def campaign_out(session: Any, campaign_id: str, manager: CampaignManager) -> Ca
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, dependencies=[Depends(require_token)])
-async def create_campaign(body: CampaignCreate, manager: ManagerDep, engine: Annotated[Engine, Depends(get_engine)]) -> CampaignAccepted:
+async def create_campaign(body: CampaignCreate, manager: ManagerDep) -> CampaignAccepted:
     """Start a campaign in the background and return its id and status at once."""
-    categories = list(dict.fromkeys(body.categories)) if body.categories else None
-    campaign_id = await manager.launch(categories=categories, offline=body.offline)
-    current = await asyncio.to_thread(_status_of, engine, campaign_id)
-    return CampaignAccepted(id=campaign_id, status=current or "pending")
-
-
-def _status_of(engine: Engine, campaign_id: str) -> str | None:
-    try:
-        with store.open_session(engine) as session:
-            return store.get_campaign(session, campaign_id=campaign_id).status
-    except store.CampaignNotFoundError:
-        return None
+    campaign_id = await manager.launch(categories=body.categories or None, offline=body.offline)
+    return CampaignAccepted(id=campaign_id, status="pending")
 
 
 @router.get("", dependencies=[Depends(require_read_token)])
@@ -102,7 +92,7 @@ async def rerun_subagent(
         await manager.rerun(campaign_id=campaign_id, category=cat)
     except CampaignBusyError as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
-    return CampaignAccepted(id=campaign_id, status="running", category=cat.value)
+    return CampaignAccepted(id=campaign_id, status="pending", category=cat.value)
 
 
 def _categories_of(engine: Engine, campaign_id: str) -> list[str]:
