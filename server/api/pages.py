@@ -57,13 +57,15 @@ def review_page(
     request: Request,
     session: SessionDep,
     manager: ManagerDep,
-    status: Annotated[EntryStatus | None, Query()] = None,
-    category: Category | None = None,
+    status_: Annotated[str | None, Query(alias="status", max_length=32)] = None,
+    category_: Annotated[str | None, Query(alias="category", max_length=64)] = None,
     license: Annotated[str | None, Query(max_length=128)] = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
     page: Annotated[int, Query(ge=1, le=10**6)] = 1,
 ) -> HTMLResponse:
-    """Render the review page for the filters in the query string."""
+    """Render the review page for the filters in the query string (an empty or unknown filter means any)."""
+    status = EntryStatus(status_) if status_ in EntryStatus._value2member_map_ else None
+    category = Category(category_) if category_ in Category._value2member_map_ else None
     entries, total = store.list_entries(
         session,
         status=status.value if status else None,

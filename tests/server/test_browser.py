@@ -1,0 +1,125 @@
+"""The review page in a real browser: Debian's chromium, driven by Playwright, against a live uvicorn.
+
+The catalog is filled by a real campaign (the graph with a fake subagent), then the test clicks what a
+reviewer would: enter name and token, filter by category, approve with a note, export the manifest. It checks
+the page, the database and the manifest file, and saves a screenshot under tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from sqlalchemy import Engine
+
+from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence
+from core.settings import Settings
+from core.types import Category
+from curation.catalog import store
+from graph.campaign import run_campaign
+from server.app import create_app
+from server.commands.serve import BackgroundServer
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+TOKEN = "browser-token"
+
+
+async def fake_subagent(category: Category, *, backends: Any, llm: Any = None, **_: Any) -> Deliverable:
+    slug = category.value.replace("_", "-")
+    candidates = [
+        Candidate(hub_id=f"acme/{slug}-{n}", title=f"{category.value} set {n}", categories=[category],
+                  relevance=0.9 - 0.2 * n, format_guess="sharegpt",
+                  metadata=DatasetMetadata(license="apache-2.0", num_rows=20_000 * n, features=["conversations"]),
+                  evidence=[Evidence(backend="offline", query=f"{category.value} conversations", rank=n, score=2.0)])
+        for n in (1, 2)
+    ]
+    return Deliverable(category=category, candidates=candidates, offline=True)
+
+
+class KnowsAcme:
+    name = "offline"
+
+    async def search(self, query: str, *, limit: int = 20) -> list[Any]:
+        return []
+
+    async def lookup(self, hub_id: str) -> DatasetMetadata | None:
+        return DatasetMetadata(license="apache-2.0", num_rows=20_000) if hub_id.startswith("acme/") else None
+
+
+@pytest.fixture
+def filled_engine(tmp_path: Path) -> Iterator[Engine]:
+    engine = store.make_engine(f"sqlite:///{tmp_path / 'catalog.db'}")
+    store.upgrade_database(engine)
+    asyncio.run(run_campaign(engine=engine, categories=[Category.MATH, Category.CODE_REVIEW, Category.TOOL_USE],
+                             offline=True, subagent=fake_subagent, backends=[KnowsAcme()]))
+    yield engine
+    engine.dispose()
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_review_approve_export(filled_engine: Engine, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    settings = Settings(home=tmp_path / "home", offline=True, api_token=SecretStr(TOKEN))
+    app = create_app(settings, engine=filled_engine, resume_unfinished=False)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with BackgroundServer(app) as server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(server.url + "/")
+            expect(page.locator("#campaign-status")).to_have_text("succeeded")
+            expect(page.locator("table.runs tbody tr")).to_have_count(3)
+
+            page.fill("#reviewer", "alice")
+            page.fill("#token", TOKEN)
+            page.click("#save-auth")
+            expect(page.locator("#auth-state")).to_have_text("token set for this tab")
+
+            page.select_option("#filters select[name=category]", "math")
+            page.click("#filters button[type=submit]")
+            page.wait_for_url("**category=math**")
+            rows = page.locator("tr.entry")
+            expect(rows).to_have_count(2)
+            expect(page.locator("h3.group")).to_have_count(1)
+
+            row = page.locator('tr.entry[data-hub-id="acme/math-1"]')
+            expect(row).to_contain_text("apache-2.0")
+            expect(row).to_contain_text("20,000 rows")
+            expect(row).to_contain_text("math conversations")  # the evidence query
+            row.locator(".note").fill("clean, permissive")
+            row.locator("button.approve").click()
+            expect(row.locator(".entry-status")).to_have_text("approved")
+            expect(page.locator("#flash")).to_contain_text("acme/math-1: approved by alice")
+
+            page.fill("#target-model", "Qwen/Qwen3-8B")
+            page.click("#export-manifest")
+            expect(page.locator("#manifest-output")).to_contain_text('"hub_id": "acme/math-1"')
+            expect(page.locator("#export-path")).to_contain_text("1 sources")
+            page.screenshot(path=str(ARTIFACTS / "review_approve_export.png"), full_page=True)
+            shown = json.loads(page.locator("#manifest-output").inner_text())
+        finally:
+            browser.close()
+
+    with store.open_session(filled_engine) as session:
+        entry = store.get_entry(session, hub_id="acme/math-1")
+        assert (entry.status, entry.reviewer, entry.note) == ("approved", "alice", "clean, permissive")
+        assert store.get_entry(session, hub_id="acme/math-2").status == "pending_review"
+    exported = sorted((settings.resolved_data_dir / "manifests").glob("manifest-*.json"))
+    assert len(exported) == 1
+    written = json.loads(exported[0].read_text())
+    assert written == shown
+    assert [s["hub_id"] for s in written["sources"]] == ["acme/math-1"]
+    assert written["target"]["model"] == "Qwen/Qwen3-8B"
+    assert (ARTIFACTS / "review_approve_export.png").stat().st_size > 10_000
