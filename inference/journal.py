@@ -33,25 +33,37 @@ class JournalError(RuntimeError):
     """A journal file has a corrupt line that is not the torn last one; the message names it."""
 
 
-def _read_ids(path: Path) -> list[str]:
-    """Return the ids of the complete lines of `path`, cutting off a torn last line in place."""
+def _read_ids(path: Path, lengths: list[int] | None = None) -> list[str]:
+    """Return the ids of the complete lines of `path`, cutting off a torn last line in place.
+
+    The file is streamed (a day's run can hold gigabytes). When `lengths` is given, the completion tokens of
+    every regenerated row are appended to it, so a resumed run's ETA starts from what earlier runs saw.
+    """
     if not path.exists():
         return []
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        keep = data.rfind(b"\n") + 1
-        logger.warning("%s: cutting off an incomplete last line (%d bytes) left by a crash", path, len(data) - keep)
+    ids: list[str] = []
+    good_end = 0
+    torn = False
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.endswith(b"\n"):
+                torn = True
+                break
+            good_end += len(line)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                ids.append(str(record["id"]))
+            except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+                raise JournalError(f"{path}:{number}: corrupt journal line (not a JSON object with an id)") from None
+            meta = record.get("meta") if isinstance(record, dict) else None
+            if lengths is not None and isinstance(meta, dict) and meta.get("regenerated"):
+                lengths.append(int(meta.get("completion_tokens") or 0))
+    if torn:
+        logger.warning("%s: cutting off an incomplete last line left by a crash", path)
         with path.open("r+b") as handle:
-            handle.truncate(keep)
-        data = data[:keep]
-    ids = []
-    for number, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            ids.append(str(json.loads(line)["id"]))
-        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
-            raise JournalError(f"{path}:{number}: corrupt journal line (not a JSON object with an id)") from None
+            handle.truncate(good_end)
     return ids
 
 
@@ -75,6 +87,7 @@ class Journal:
     fsync_interval_s: float = 1.0
     done_ids: set[str] = field(default_factory=set)
     failed_ids: set[str] = field(default_factory=set)
+    done_lengths: list[int] = field(default_factory=list)
     _handles: dict[str, IO[bytes]] = field(default_factory=dict)
     _last_fsync: float = 0.0
 
@@ -89,7 +102,8 @@ class Journal:
     def open(self, *, retry_failed: bool = False) -> None:
         """Read what earlier attempts finished and open both files for append."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        done = _read_ids(self.done_path)
+        self.done_lengths = []
+        done = _read_ids(self.done_path, self.done_lengths)
         failed = _read_ids(self.errors_path)
         if len(done) != len(set(done)):
             logger.warning("%s names %d ids twice", self.done_path, len(done) - len(set(done)))

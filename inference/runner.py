@@ -277,6 +277,7 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
         info={"run_id": config.out_dir.name, "input": str(config.input_path), "api": backend.api,
               "model": config.model, "sampling": config.sampling.model_dump()},
     )
+    tracker.seed_lengths(journal.done_lengths)
     pending = [row for row in rows if not journal.finished(row.id)]
     skipped = len(rows) - len(pending)
     pool = EndpointPool.from_urls(

@@ -66,6 +66,10 @@ class StatusTracker:
     _window: deque[tuple[float, int]] = field(default_factory=deque)
     _row_lengths: list[int] = field(default_factory=list)
 
+    def seed_lengths(self, lengths: list[int]) -> None:
+        """Start the completion-length distribution from rows finished by earlier runs (a resumed ETA)."""
+        self._row_lengths.extend(lengths)
+
     def add_turn(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         """Count the tokens of one answered turn."""
         self.prompt_tokens += prompt_tokens or 0

@@ -73,3 +73,16 @@ def test_an_id_in_both_files_keeps_the_success(tmp_path: Path) -> None:
     journal.close()
     assert _ids(tmp_path / ERRORS_FILE) == ["b"]
     assert journal.failed_ids == {"b"}
+
+
+def test_resume_reads_earlier_completion_lengths(tmp_path: Path) -> None:
+    lines = [
+        {"id": "a", "meta": {"regenerated": True, "completion_tokens": 120}},
+        {"id": "b", "meta": {"regenerated": False}},
+        {"id": "c", "meta": {"regenerated": True, "completion_tokens": 30}},
+    ]
+    (tmp_path / DONE_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    journal = Journal(tmp_path)
+    journal.open()
+    journal.close()
+    assert journal.done_lengths == [120, 30] and journal.done_ids == {"a", "b", "c"}
