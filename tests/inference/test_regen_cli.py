@@ -88,3 +88,16 @@ def test_plan_measures_the_server_and_writes_markdown_and_json(tmp_path: Path) -
     assert plan["target"] == "meta-llama/Llama-3.1-8B-Instruct"
     text = (tmp_path / "regen_plan.md").read_text()
     assert "Time to finish" in text and "org/chat-set" in text and "Evaluation plan" in text
+
+
+def test_native_api_through_the_cli_with_token_ids(tmp_path: Path, fake_server: FakeServer, tiny_tokenizer_dir: Path) -> None:
+    write_samples(tmp_path / "in.jsonl", 3, turns=2)
+    result = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", fake_server.url,
+                                 "--out", str(tmp_path / "run"), "--api", "sglang", "--tokenizer", str(tiny_tokenizer_dir),
+                                 "--send-ids", "--reasoning", "disable", "--max-tokens", "64"])
+    assert result.exit_code == 0, result.output
+    assert fake_server.requests["/generate"] == 6
+    sent = fake_server.bodies[0]
+    assert "input_ids" in sent and "text" not in sent and sent["sampling_params"]["max_new_tokens"] == 64
+    row = json.loads((tmp_path / "run" / "regenerated.jsonl").read_text().splitlines()[0])
+    assert row["meta"]["api"] == "sglang" and row["meta"]["spec_verify_ct"] == 10
