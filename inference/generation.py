@@ -65,10 +65,18 @@ class TurnResult:
 class RetryableError(Exception):
     """A failure worth retrying: connection error, timeout, 429 or 5xx. `endpoint_fault` marks a dead server."""
 
-    def __init__(self, message: str, *, status_code: int | None = None, endpoint_fault: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        endpoint_fault: bool = False,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.endpoint_fault = endpoint_fault
+        self.retry_after_s = retry_after_s
 
 
 class RowError(Exception):
@@ -102,11 +110,20 @@ def split_thinking(text: str) -> tuple[str | None, str]:
     return match.group(1).strip(), match.group(2)
 
 
+def _retry_after_s(value: str | None) -> float | None:
+    """Return a `Retry-After` header given in seconds, else None (HTTP dates are left to the backoff)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
 async def post_json(session: aiohttp.ClientSession, url: str, payload: dict[str, Any]) -> dict[str, Any]:
     """POST `payload` and return the JSON object answered; raise RetryableError or RowError as the policy says."""
     try:
         async with session.post(url, json=payload) as response:
             status = response.status
+            retry_after = _retry_after_s(response.headers.get("Retry-After"))
             raw = await response.read()
     except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
         raise RetryableError(f"cannot connect to {url}: {type(exc).__name__}", endpoint_fault=True) from None
@@ -116,7 +133,7 @@ async def post_json(session: aiohttp.ClientSession, url: str, payload: dict[str,
         raise RetryableError(f"transport error from {url}: {type(exc).__name__}: {exc}") from None
     text = raw.decode("utf-8", errors="replace")
     if status == 429 or status >= 500:
-        raise RetryableError(f"HTTP {status} from {url}: {text[:200]}", status_code=status)
+        raise RetryableError(f"HTTP {status} from {url}: {text[:200]}", status_code=status, retry_after_s=retry_after)
     if status >= 400:
         raise RowError(f"HTTP {status} from {url}: {text[:500]}", status_code=status)
     try:

@@ -7,6 +7,7 @@ already ended.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,20 @@ def format_duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
+def process_gone(status: dict[str, Any]) -> bool:
+    """True when the status says running but its process no longer exists on this machine (killed or crashed)."""
+    pid = status.get("pid")
+    if status.get("state") != "running" or not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, owned by someone else
+        return False
+    return False
+
+
 def render(status: dict[str, Any]) -> RenderableType:
     """Return the monitor's view of one status snapshot."""
     rows = status["rows"]
@@ -56,8 +71,11 @@ def render(status: dict[str, Any]) -> RenderableType:
     eta = status.get("eta") or {}
     tok_s = status.get("tok_s") or {}
     table = Table.grid(padding=(0, 2))
+    state = status.get("state", "?")
+    if process_gone(status):
+        state = "[red]stopped (process gone: run the same regen command to resume)[/]"
     table.add_row(
-        f"[bold]{status.get('run_id', '')}[/] {status.get('state', '?')}",
+        f"[bold]{status.get('run_id', '')}[/] {state}",
         f"{status['tokens']['completion']:,} tokens",
         f"{tok_s.get('last_minute', 0):,.1f} tok/s (last min) · {tok_s.get('overall', 0):,.1f} overall",
     )
@@ -82,7 +100,7 @@ def watch(run_dir: Path, *, once: bool = False, interval_s: float = 1.0, console
         console.print(render(status))
         return status
     with Live(render(status), console=console, refresh_per_second=4) as live:
-        while status.get("state") == "running":
+        while status.get("state") == "running" and not process_gone(status):
             time.sleep(interval_s)
             status = read_status(run_dir) or status
             live.update(render(status))

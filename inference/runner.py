@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +122,10 @@ class _Run:
                         f"gave up after {soft + hard} attempts: {exc}",
                         status_code=exc.status_code, attempts=soft + hard, turn=turn, server=endpoint.url,
                     ) from None
-                await asyncio.sleep(backoff_s(soft + hard, self.config.backoff_base_s, self.config.backoff_cap_s))
+                wait = backoff_s(soft + hard, self.config.backoff_base_s, self.config.backoff_cap_s)
+                if exc.retry_after_s is not None:  # a 429/503 saying when to come back, within our cap
+                    wait = max(wait, min(exc.retry_after_s, self.config.backoff_cap_s))
+                await asyncio.sleep(wait)
                 continue
             except RowError as exc:
                 await self.pool.release(endpoint, error=str(exc))
@@ -275,7 +279,8 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
         already_done=len(journal.done_ids & ids),
         already_failed=len(journal.failed_ids & ids),
         info={"run_id": config.out_dir.name, "input": str(config.input_path), "api": backend.api,
-              "model": config.model, "sampling": config.sampling.model_dump()},
+              "model": config.model, "sampling": config.sampling.model_dump(), "pid": os.getpid(),
+              "completion_tokens_earlier_runs": sum(journal.done_lengths)},
     )
     tracker.seed_lengths(journal.done_lengths)
     pending = [row for row in rows if not journal.finished(row.id)]

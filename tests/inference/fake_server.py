@@ -119,8 +119,9 @@ class FakeServer:
             writer.close()
 
     async def _send(self, writer: asyncio.StreamWriter, status: int, payload: bytes, ctype: str) -> None:
+        retry = "Retry-After: 0.25\r\n" if status == 429 else ""
         head = (
-            f"HTTP/1.1 {status} {STATUS_TEXT.get(status, 'X')}\r\nContent-Type: {ctype}\r\n"
+            f"HTTP/1.1 {status} {STATUS_TEXT.get(status, 'X')}\r\nContent-Type: {ctype}\r\n{retry}"
             f"Content-Length: {len(payload)}\r\nConnection: keep-alive\r\n\r\n"
         )
         writer.write(head.encode() + payload)

@@ -163,3 +163,24 @@ def test_three_endpoints_one_dies_mid_run_and_comes_back(tmp_path: Path) -> None
     endpoint = read_status(tmp_path / "run")["endpoints"][1]
     assert endpoint["ejections"] >= 1
     assert revived[0].requests["/v1/chat/completions"] > 0  # re-admitted and given work again
+
+
+def test_retry_after_is_honoured_within_the_cap() -> None:
+    import asyncio
+
+    from inference.generation import RetryableError, new_session, post_json
+
+    server = FakeServer(script=["429"]).start()
+
+    async def run() -> float | None:
+        async with new_session(connections=1, connect_timeout_s=1, request_timeout_s=1) as session:
+            try:
+                await post_json(session, server.url + "/v1/chat/completions", {"messages": []})
+            except RetryableError as exc:
+                return exc.retry_after_s
+        return None
+
+    try:
+        assert asyncio.run(run()) == 0.25
+    finally:
+        server.stop()

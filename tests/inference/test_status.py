@@ -53,3 +53,22 @@ def test_monitor_renders_rows_endpoints_and_eta() -> None:
     assert "demo" in text and "1 done · 0 failed · 3 pending" in text
     assert "down" in text and "err 3" in text and "ETA" in text
     assert format_duration(90061) == "1d 01h" and format_duration(3725) == "1h 02m" and format_duration(None) == "?"
+
+
+def test_monitor_says_when_the_running_process_is_gone(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from inference.monitor import process_gone, watch
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    status = StatusTracker(total=2, info={"run_id": "dead", "pid": child.pid}).snapshot()
+    assert process_gone(status)
+    write_json_atomic(tmp_path / STATUS_FILE, status)
+    console = Console(record=True, width=160)
+    last = watch(tmp_path, console=console)  # returns at once instead of waiting forever
+    assert last["state"] == "running" and "process gone" in console.export_text()
+    import os
+
+    assert not process_gone({**status, "pid": os.getpid()})
