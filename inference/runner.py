@@ -309,6 +309,10 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
         try:
             if not queue.empty():
                 await pool.probe_all(client)
+                if not any(endpoint.healthy for endpoint in pool.endpoints):
+                    raise AllEndpointsDown(
+                        "no server answers its health check: " + ", ".join(config.endpoints)
+                    )
                 background.append(asyncio.create_task(pool.reprobe_forever(client)))
                 workers = [asyncio.create_task(run.worker(queue)) for _ in range(min(slots, queue.qsize()))]
                 await asyncio.gather(*workers)

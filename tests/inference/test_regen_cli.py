@@ -101,3 +101,15 @@ def test_native_api_through_the_cli_with_token_ids(tmp_path: Path, fake_server: 
     assert "input_ids" in sent and "text" not in sent and sent["sampling_params"]["max_new_tokens"] == 64
     row = json.loads((tmp_path / "run" / "regenerated.jsonl").read_text().splitlines()[0])
     assert row["meta"]["api"] == "sglang" and row["meta"]["spec_verify_ct"] == 10
+
+
+def test_no_server_up_at_start_fails_fast_with_one_line(tmp_path: Path) -> None:
+    dead = FakeServer().start()
+    url = dead.url
+    dead.stop()
+    write_samples(tmp_path / "in.jsonl", 2)
+    result = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", url,
+                                 "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: no server answers its health check") and "Traceback" not in result.output
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["state"] == "failed"
