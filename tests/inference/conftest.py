@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,29 +10,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_server import FakeServer  # noqa: E402
+from regen_fake_server import FakeServer  # noqa: E402
 
 TINY_TEMPLATE = (
     "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
     "{% if enable_thinking is defined and not enable_thinking %}NOTHINK{% endif %}"
 )
-
-
-def write_samples(path: Path, count: int, *, turns: int = 1, prefix: str = "q") -> list[dict]:
-    """Write `count` curated samples (every third without an id) to `path`; return them."""
-    rows = []
-    for i in range(count):
-        messages = [{"role": "system", "content": "Be brief."}] if i % 4 == 0 else []
-        for t in range(turns):
-            messages.append({"role": "user", "content": f"{prefix}{i} turn{t}"})
-            messages.append({"role": "assistant", "content": f"dataset answer {i}.{t}"})
-        row = {"messages": messages, "needs_regeneration": True, "category": "general_chat", "source": {"row": i}}
-        if i % 3:
-            row["id"] = f"row-{i}"
-        rows.append(row)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return rows
 
 
 @pytest.fixture

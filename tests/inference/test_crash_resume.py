@@ -11,8 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import write_samples
-from fake_server import FakeServer
+from regen_fake_server import FakeServer, write_samples
 
 from inference.records import load_rows
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fake_server import FakeServer
+from regen_fake_server import FakeServer
 
 from inference.endpoints import AllEndpointsDown, EndpointPool
 from inference.generation import new_session

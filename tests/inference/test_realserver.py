@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import write_samples
+from regen_fake_server import write_samples
 from typer.testing import CliRunner
 
 from inference.local_server import LlamaServer

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import write_samples
-from fake_server import FakeServer
+from regen_fake_server import FakeServer, write_samples
 from typer.testing import CliRunner
 
 from server.cli import app

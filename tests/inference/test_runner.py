@@ -7,8 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import write_samples
-from fake_server import FakeServer
+from regen_fake_server import FakeServer, write_samples
 
 from inference.chat_template import ChatRenderer
 from inference.generation import Reasoning, Sampling

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_server import FakeServer
+from regen_fake_server import FakeServer
 
 from inference.chat_template import ChatRenderer, TemplateError
 from inference.generation import (

@@ -4,7 +4,8 @@ It answers with the recorded responses under tests/data/recorded (the text made 
 be told apart) and, per request, can inject a fault: `429`, `500`, `400`, `garbage` (200 with non-JSON),
 `drop` (connection closed without an answer), `timeout` (no answer for a long time). Faults come from a
 queue (`script`), from per-fault rates with a seeded RNG, or from a marker in the prompt (`POISON` → 400).
-`stop()` closes the listener and aborts every open connection, like a server that dies.
+`stop()` closes the listener and aborts every open connection, like a server that dies. `write_samples` writes
+curated input rows for the tests.
 """
 
 from __future__ import annotations
@@ -226,3 +227,19 @@ class FakeServer:
         data["text"] = think + self.answer_for(question)
         data["meta_info"]["completion_tokens"] = len(data["text"].split())
         return data
+
+
+def write_samples(path: Path, count: int, *, turns: int = 1, prefix: str = "q") -> list[dict]:
+    """Write `count` curated samples (every third without an id) to `path`; return them."""
+    rows = []
+    for i in range(count):
+        messages = [{"role": "system", "content": "Be brief."}] if i % 4 == 0 else []
+        for t in range(turns):
+            messages.append({"role": "user", "content": f"{prefix}{i} turn{t}"})
+            messages.append({"role": "assistant", "content": f"dataset answer {i}.{t}"})
+        row = {"messages": messages, "needs_regeneration": True, "category": "general_chat", "source": {"row": i}}
+        if i % 3:
+            row["id"] = f"row-{i}"
+        rows.append(row)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
