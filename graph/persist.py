@@ -46,6 +46,7 @@ def persist_run(session: Session, *, campaign_id: str, run: VerifiedRun) -> dict
         session, run_id=run_id, status=run["status"], planner=run["planner"], queries=run["queries"],
         results_per_backend=run["results_per_backend"], candidates_found=len(run["candidates"]),
         candidates_accepted=accepted, error=run["error"], reasons=run["reasons"],
+        notes=run.get("notes", []),
     )
     if run["status"] != RunStatus.SUCCEEDED:
         store.add_verdict(session, campaign_id=campaign_id, decision=Decision.REJECT.value, reasons=run["reasons"],

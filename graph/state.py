@@ -48,6 +48,7 @@ class VerifiedRun(TypedDict):
     planner: str | None
     queries: list[dict[str, Any]]
     results_per_backend: dict[str, int]
+    notes: list[str]  # the subagent's own notes (offline fallback, LLM answers replaced, …)
     candidates: list[VerifiedCandidate]
 
 

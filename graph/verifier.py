@@ -273,7 +273,8 @@ def verify_run(
         category=result["category"], run_id=result["run_id"], status=status, error=result["error"],
         reasons=run_reasons, planner=deliverable.planner if deliverable else None,
         queries=[q.model_dump(mode="json") for q in deliverable.queries] if deliverable else [],
-        results_per_backend=per_backend, candidates=candidates,
+        results_per_backend=per_backend, notes=list(deliverable.notes) if deliverable else [],
+        candidates=candidates,
     )
 
 

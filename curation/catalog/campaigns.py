@@ -135,6 +135,7 @@ def finish_run(
     candidates_accepted: int,
     error: str | None,
     reasons: list[dict[str, Any]],
+    notes: list[str] | None = None,
 ) -> SubagentRun:
     """Record how a run ended (timings included) and audit the status change; return the run."""
     if status not in _RUN_STATUSES:
@@ -149,6 +150,7 @@ def finish_run(
     run.candidates_found = candidates_found
     run.candidates_accepted = candidates_accepted
     run.error = error
+    run.notes = list(notes or [])
     run.reasons = list(reasons)
     run.finished_at = now
     run.elapsed_s = (now - run.started_at).total_seconds() if run.started_at else None

@@ -75,6 +75,8 @@ class SubagentRun(SQLModel, table=True):
     candidates_accepted: int = 0
     error: str | None = Field(default=None, sa_column=Column(Text))
     reasons: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # What the subagent said about its own run (offline fallback, LLM answers replaced, ids dropped, …).
+    notes: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]"))
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     elapsed_s: float | None = None

@@ -11,6 +11,7 @@ from campaign_fakes import (
     FakeIndex,
     FlakySearch,
     ScriptedSubagent,
+    deliverable_for,
     empty,
     raises,
     stored_branch_results,
@@ -198,3 +199,17 @@ def test_bad_requests_get_clear_errors(engine: Engine) -> None:
     with pytest.raises(store.CampaignNotFoundError):
         asyncio.run(rerun_category(engine=engine, campaign_id="nope", category="math", subagent=subagent, backends=[]))
     assert subagent.calls == ["math"]
+
+
+def test_subagent_notes_are_kept_on_the_run_row(engine: Engine) -> None:
+    def noted(category: Category) -> object:
+        deliverable = deliverable_for(category)
+        deliverable.notes.append("LLM judgement failed (not JSON); kept the deterministic scores")
+        return deliverable
+
+    subagent = ScriptedSubagent({Category.MATH.value: noted})
+    campaign_id = asyncio.run(run_campaign(engine=engine, categories=[Category.MATH, Category.REASONING],
+                                           subagent=subagent, backends=[FakeIndex()]))
+    runs = runs_by_category(engine, campaign_id)
+    assert runs["math"][0].notes == ["LLM judgement failed (not JSON); kept the deterministic scores"]
+    assert runs["reasoning"][0].notes == []
