@@ -10,6 +10,7 @@ names the row layout (sharegpt, openai_messages, alpaca, …) from features, tag
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from agents.categories import CategoryDefinition
 from agents.models import Candidate
@@ -23,8 +24,11 @@ EVIDENCE_WEIGHT = 0.08
 EVIDENCE_CAP = 5
 
 
-def _stems(text: str) -> set[str]:
-    return {light_stem(term) for term in split_terms(text)}
+@lru_cache(maxsize=65_536)
+def _stems(text: str) -> frozenset[str]:
+    # Cached: every candidate of a category is scored against the same keywords, and ids/tags repeat across
+    # categories, so most calls are repeats (this was most of a subagent's CPU time).
+    return frozenset(light_stem(term) for term in split_terms(text))
 
 
 def score_candidate(candidate: Candidate, definition: CategoryDefinition) -> tuple[float, str]:

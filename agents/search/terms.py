@@ -8,6 +8,7 @@ both sides meet on the same terms; `light_stem` folds plural and -ing/-ed ending
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -39,6 +40,7 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(query_terms_repeated(text)))
 
 
+@lru_cache(maxsize=65_536)
 def light_stem(term: str) -> str:
     """Return `term` without a common English inflection (`reviews`→`review`, `calling`→`call`)."""
     for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
