@@ -58,6 +58,8 @@ class Endpoint:
 
 async def probe(client: aiohttp.ClientSession, url: str, *, timeout_s: float = 5.0) -> bool:
     """Return True when the server at `url` answers its health check (or lists its models) with 200."""
+    if url.startswith("local://"):  # the in-process backend (inference/local_backend.py): nothing to probe
+        return True
     base = url.rstrip("/")
     base = base[: -len("/v1")] if base.endswith("/v1") else base
     for path in HEALTH_PATHS:

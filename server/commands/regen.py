@@ -19,6 +19,7 @@ import typer
 class Api(StrEnum):
     OPENAI = "openai"
     SGLANG = "sglang"
+    LOCAL = "local"
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -61,6 +62,23 @@ def _backend(api: Api, *, model: str | None, tokenizer: str | None, manifest: di
     return SGLangNativeBackend(renderer, model=model, reasoning=reasoning, send_ids=send_ids)
 
 
+def _local_backend(model: str | None, manifest: dict[str, Any] | None, batch: int, servers: list[str]
+                   ) -> tuple[Any, list[str], str]:
+    """The in-process backend over the model folder `model`; the run's one pseudo-endpoint; the model name."""
+    from inference.local_backend import LOCAL_URL, LocalTransformersBackend
+
+    if servers:
+        _fail("--api local runs the model in this process: leave out --server", 2)
+    if not model or not Path(model).is_dir():
+        _fail(f"--api local needs --model DIR, a local model folder (got {model!r})", 2)
+    template = ((manifest or {}).get("target") or {}).get("chat_template")
+    try:
+        backend = LocalTransformersBackend.load(Path(model), chat_template=template, max_batch=batch)
+    except (OSError, ValueError) as exc:
+        _fail(f"cannot load {model}: {exc}")
+    return backend, [LOCAL_URL], Path(model).name
+
+
 async def _check_servers(urls: list[str], expected: str | None) -> tuple[list[str], str | None]:
     """Return (model mismatches against `expected`, the first server's advertised model)."""
     import httpx
@@ -75,11 +93,13 @@ async def _check_servers(urls: list[str], expected: str | None) -> tuple[list[st
 
 def regen(
     input_path: Path = typer.Option(..., "--input", help="Curated folder (data/*.parquet or samples.jsonl) or a JSONL file."),
-    servers: list[str] = typer.Option(..., "--server", help="Server base URL; repeat for several (or one sglang-router URL)."),
+    servers: list[str] = typer.Option([], "--server", help="Server base URL; repeat for several (or one sglang-router URL)."),
     out: Path = typer.Option(..., "--out", help="Run folder: regenerated.jsonl, errors.jsonl, status.json."),
-    api: Api = typer.Option(Api.OPENAI, "--api", help="openai: /v1/chat/completions; sglang: native /generate."),
-    concurrency: int = typer.Option(32, "--concurrency", min=1, help="Requests in flight per server."),
-    model: str | None = typer.Option(None, "--model", help="Model name sent to the server (default: the served one)."),
+    api: Api = typer.Option(Api.OPENAI, "--api", help="openai: /v1/chat/completions; sglang: native /generate; "
+                            "local: in-process transformers, batched (--model DIR, no --server)."),
+    concurrency: int = typer.Option(32, "--concurrency", min=1, help="Requests in flight per server (local: batch size)."),
+    model: str | None = typer.Option(None, "--model", help="Model name sent to the server (default: the served one); "
+                                     "--api local: the model folder."),
     tokenizer: str | None = typer.Option(None, "--tokenizer", help="Target tokenizer for --api sglang (path or Hub id)."),
     manifest: Path | None = typer.Option(None, "--manifest", help="Manifest naming the target (default: beside the input)."),
     temperature: float = typer.Option(0.7, "--temperature", min=0.0),
@@ -109,10 +129,16 @@ def regen(
         _fail(f"input {input_path} does not exist", 2)
     plan = _load_target(manifest, input_path)
     expected = ((plan or {}).get("target") or {}).get("model")
-    mismatches, served = asyncio.run(_check_servers(servers, expected))
-    if mismatches and not force:
-        _fail("; ".join(mismatches) + " (use --force to regenerate anyway)")
-    backend = _backend(api, model=model or served, tokenizer=tokenizer, manifest=plan, reasoning=mode, send_ids=send_ids)
+    if api is Api.LOCAL:
+        backend, servers, served = _local_backend(model, plan, concurrency, servers)
+    else:
+        if not servers:
+            _fail("pass --server URL (or --api local --model DIR)", 2)
+        mismatches, served = asyncio.run(_check_servers(servers, expected))
+        if mismatches and not force:
+            _fail("; ".join(mismatches) + " (use --force to regenerate anyway)")
+        backend = _backend(api, model=model or served, tokenizer=tokenizer, manifest=plan, reasoning=mode,
+                           send_ids=send_ids)
     config = RunConfig(
         input_path=input_path, out_dir=out, endpoints=list(servers), concurrency=concurrency,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),

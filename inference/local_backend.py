@@ -1,0 +1,179 @@
+"""An in-process generation backend: the target loaded with `transformers`, many turns batched per `generate`.
+
+For machines with a GPU but no inference server (`datahunt regen --api local --model DIR`). It meets the same
+`GenerationBackend` interface as the HTTP backends, so the runner's journal, resume, retries and status work
+unchanged: every worker's `generate_turn` puts its rendered prompt on a queue and awaits a future; one batcher
+task takes up to `max_batch` pending prompts at a time, left-pads them, runs one `generate` call in a worker
+thread (the event loop keeps collecting the next batch meanwhile) and resolves the futures. Prompts are
+rendered with the tokenizer's chat template (or `chat_template`, for a base model without one). Sampling is
+seeded per batch (`seed + batch number`), so a run is reproducible for a given batch order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inference.generation import RowError, Sampling, TurnResult
+
+logger = logging.getLogger(__name__)
+
+LOCAL_URL = "local://transformers"
+
+
+def is_local(url: str) -> bool:
+    """True for the pseudo-endpoint of the in-process backend (no HTTP health check applies)."""
+    return url.startswith("local://")
+
+
+@dataclass
+class _Pending:
+    ids: list[int]
+    sampling: Sampling
+    future: asyncio.Future[TurnResult]
+    queued_at: float
+
+
+class LocalTransformersBackend:
+    """Answers turns with a local `transformers` causal LM, batching concurrent requests into one `generate`."""
+
+    api = "local"
+
+    def __init__(
+        self, model: Any, tokenizer: Any, *, chat_template: str | None = None, max_batch: int = 256,
+        max_prompt_tokens: int = 2048, gather_s: float = 0.05, name: str | None = None,
+    ) -> None:
+        if chat_template is None and not getattr(tokenizer, "chat_template", None):
+            raise ValueError("the tokenizer has no chat template; pass chat_template (e.g. the manifest's)")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+        self.max_batch = max_batch
+        self.max_prompt_tokens = max_prompt_tokens
+        self.gather_s = gather_s
+        self.name = name
+        self.batches = 0
+        self.batch_sizes: list[int] = []
+        self._queue: asyncio.Queue[_Pending] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self._stop_ids = _stop_ids(model, tokenizer)
+
+    @classmethod
+    def load(cls, folder: Path, *, device: str = "auto", chat_template: str | None = None, **kwargs: Any
+             ) -> LocalTransformersBackend:
+        """Load the model (bf16 on GPU, fp32 on CPU) and tokenizer from a local folder."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+        dtype = torch.bfloat16 if use_cuda else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).to("cuda" if use_cuda else "cpu")
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        return cls(model.eval(), tokenizer, chat_template=chat_template, name=folder.name, **kwargs)
+
+    def render_ids(self, history: list[dict[str, str]]) -> list[int]:
+        """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""
+        text = self.tokenizer.apply_chat_template(
+            history, chat_template=self.chat_template, add_generation_prompt=True, tokenize=False)
+        return list(self.tokenizer(str(text), add_special_tokens=False)["input_ids"])
+
+    async def generate_turn(self, client: Any, endpoint: str, history: list[dict[str, str]], sampling: Sampling
+                            ) -> TurnResult:
+        """Queue this turn for the next batch and wait for its answer (client and endpoint are unused)."""
+        ids = self.render_ids(history)
+        if len(ids) > self.max_prompt_tokens:
+            raise RowError(f"prompt of {len(ids)} tokens exceeds the local backend's {self.max_prompt_tokens}")
+        if self._queue is None or self._task is None or self._task.done():
+            self._queue = asyncio.Queue()
+            self._task = asyncio.create_task(self._batcher(self._queue))
+        future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
+        await self._queue.put(_Pending(ids, sampling, future, time.monotonic()))
+        return await future
+
+    async def aclose(self) -> None:
+        """Stop the batcher task (the runner's loop ends it anyway when the run finishes)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _batcher(self, queue: asyncio.Queue[_Pending]) -> None:
+        while True:
+            first = await queue.get()
+            await asyncio.sleep(self.gather_s)  # let the other workers' turns arrive
+            batch = [first]
+            while len(batch) < self.max_batch and not queue.empty():
+                batch.append(queue.get_nowait())
+            live = [p for p in batch if not p.future.done()]
+            # One generate call per sampling setting (a run normally has one).
+            groups: dict[Sampling, list[_Pending]] = {}
+            for pending in live:
+                groups.setdefault(pending.sampling, []).append(pending)
+            for sampling, group in groups.items():
+                try:
+                    results = await asyncio.to_thread(self._generate, [p.ids for p in group], sampling)
+                except Exception as exc:  # an OOM or a model error fails these turns as row errors
+                    logger.exception("local generate failed for a batch of %d", len(group))
+                    for p in group:
+                        if not p.future.done():
+                            p.future.set_exception(RowError(f"local generate failed: {type(exc).__name__}: {exc}"))
+                    continue
+                now = time.monotonic()
+                for p, (text, n_new, finish) in zip(group, results, strict=True):
+                    if not p.future.done():
+                        p.future.set_result(TurnResult(
+                            content=text, reasoning=None, finish_reason=finish, prompt_tokens=len(p.ids),
+                            completion_tokens=n_new, latency_s=now - p.queued_at, model=self.name))
+
+    def _generate(self, prompts: list[list[int]], sampling: Sampling) -> list[tuple[str, int, str]]:
+        """Left-pad, run one `generate`, return (text, new tokens, finish reason) per prompt."""
+        import torch
+
+        device = next(self.model.parameters()).device
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self._pad, dtype=torch.long)
+        attn = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = torch.tensor(p)
+            attn[i, width - len(p) :] = 1
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed + self.batches)
+        greedy = sampling.temperature == 0
+        kwargs: dict[str, Any] = {"do_sample": False} if greedy else {
+            "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=ids.to(device), attention_mask=attn.to(device), max_new_tokens=sampling.max_tokens,
+                eos_token_id=sorted(self._stop_ids), pad_token_id=self._pad, **kwargs)
+        self.batches += 1
+        self.batch_sizes.append(len(prompts))
+        results = []
+        for row in out[:, width:].tolist():
+            stop = next((i for i, t in enumerate(row) if t in self._stop_ids), None)
+            tokens = row if stop is None else row[:stop]
+            finish = "stop" if stop is not None else "length"
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            results.append((text, len(tokens) + (stop is not None), finish))
+        return results
+
+
+def _stop_ids(model: Any, tokenizer: Any) -> set[int]:
+    """End-of-turn ids: the generation config's and tokenizer's eos, plus `<end_of_turn>` where it exists."""
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), getattr(model, "config", None), tokenizer):
+        eos = getattr(source, "eos_token_id", None)
+        if isinstance(eos, int):
+            ids.add(eos)
+        elif isinstance(eos, list):
+            ids.update(int(e) for e in eos)
+    for marker in ("<end_of_turn>", "<|im_end|>", "<|eot_id|>"):
+        token = tokenizer.convert_tokens_to_ids(marker) if marker in tokenizer.get_vocab() else None
+        if isinstance(token, int):
+            ids.add(token)
+    return ids

@@ -1,0 +1,120 @@
+"""The in-process `transformers` backend: batched left-padded answers equal unbatched ones, runner and CLI paths."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from regen_fake_server import write_samples
+from typer.testing import CliRunner
+
+from inference.generation import Sampling
+from inference.local_backend import LOCAL_URL, LocalTransformersBackend
+from inference.runner import RunConfig, regenerate
+from server.cli import app
+
+
+def _tiny_models() -> Any:
+    path = Path(__file__).resolve().parents[1] / "training" / "tiny_models.py"
+    spec = importlib.util.spec_from_file_location("tiny_models_for_local_backend", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A saved random tiny Llama and its word-level tokenizer with a chat template."""
+    torch.set_num_threads(1)
+    tiny = _tiny_models()
+    tokenizer = tiny.make_tokenizer()
+    folder = tmp_path_factory.mktemp("tiny_target")
+    tiny.make_llama(len(tokenizer), layers=2).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _prompts(n: int) -> list[list[dict[str, str]]]:
+    # Different lengths, so the batch really is left-padded.
+    return [[{"role": "user", "content": " ".join(f"w{(7 * i + j) % 200}" for j in range(2 + i % 5))}]
+            for i in range(n)]
+
+
+async def _answer_all(backend: LocalTransformersBackend, histories: list[list[dict[str, str]]], sampling: Sampling
+                      ) -> list[Any]:
+    import asyncio
+
+    try:
+        return list(await asyncio.gather(*(backend.generate_turn(None, LOCAL_URL, h, sampling) for h in histories)))
+    finally:
+        await backend.aclose()
+
+
+def test_batched_greedy_answers_equal_one_prompt_at_a_time(tiny_dir: Path) -> None:
+    import asyncio
+
+    greedy = Sampling(temperature=0, max_tokens=8)
+    histories = _prompts(6)
+    batched = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=64)
+    together = asyncio.run(_answer_all(batched, histories, greedy))
+    assert batched.batch_sizes == [6]  # all six turns went through one generate call
+    alone = []
+    for history in histories:
+        single = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=1)
+        alone.append(asyncio.run(_answer_all(single, [history], greedy))[0])
+    assert [r.content for r in together] == [r.content for r in alone]
+    assert [r.completion_tokens for r in together] == [r.completion_tokens for r in alone]
+    assert all(r.prompt_tokens and r.prompt_tokens > 2 for r in together)
+    assert {r.finish_reason for r in together} <= {"stop", "length"}
+
+
+def test_seeded_sampling_is_reproducible_and_differs_from_greedy(tiny_dir: Path) -> None:
+    import asyncio
+
+    histories = _prompts(4)
+    hot = Sampling(temperature=1.5, top_p=1.0, max_tokens=12, seed=3)
+    first = asyncio.run(_answer_all(LocalTransformersBackend.load(tiny_dir, device="cpu"), histories, hot))
+    again = asyncio.run(_answer_all(LocalTransformersBackend.load(tiny_dir, device="cpu"), histories, hot))
+    greedy = asyncio.run(_answer_all(LocalTransformersBackend.load(tiny_dir, device="cpu"), histories,
+                                     Sampling(temperature=0, max_tokens=12)))
+    assert [r.content for r in first] == [r.content for r in again]
+    assert [r.content for r in first] != [r.content for r in greedy]
+
+
+def test_runner_batches_turns_writes_the_journal_and_resumes(tiny_dir: Path, tmp_path: Path) -> None:
+    write_samples(tmp_path / "in.jsonl", 10, turns=2, prefix="w")
+    backend = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=16)
+    config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=[LOCAL_URL],
+                       concurrency=16, sampling=Sampling(temperature=0.8, max_tokens=6, seed=1), model="tiny")
+    summary = regenerate(config, backend)
+    assert (summary.done, summary.failed) == (10, 0)
+    assert max(backend.batch_sizes) > 1  # concurrent turns shared generate calls
+    rows = [json.loads(line) for line in (tmp_path / "run" / "regenerated.jsonl").read_text().splitlines()]
+    assert len(rows) == 10
+    for row in rows:
+        roles = [t["role"] for t in row["conversations"] if t["role"] != "system"]
+        assert roles == ["user", "assistant", "user", "assistant"]
+        assert row["meta"]["api"] == "local" and row["meta"]["server"] == LOCAL_URL
+    again = regenerate(config, LocalTransformersBackend.load(tiny_dir, device="cpu"))
+    assert (again.done, again.skipped) == (0, 10)
+
+
+def test_cli_local_api_runs_and_bad_use_is_one_line(tiny_dir: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    write_samples(tmp_path / "in.jsonl", 3, prefix="w")
+    ok = runner.invoke(app, ["regen", "--api", "local", "--model", str(tiny_dir), "--input", str(tmp_path / "in.jsonl"),
+                             "--out", str(tmp_path / "run"), "--max-tokens", "4", "--seed", "0"])
+    assert ok.exit_code == 0, ok.output
+    assert "3 regenerated, 0 failed" in ok.output
+    missing = runner.invoke(app, ["regen", "--api", "local", "--input", str(tmp_path / "in.jsonl"),
+                                  "--out", str(tmp_path / "run2")])
+    assert missing.exit_code == 2
+    assert "--api local needs --model DIR" in missing.output
+    no_server = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run3")])
+    assert no_server.exit_code == 2
+    assert "pass --server URL" in no_server.output
