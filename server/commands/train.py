@@ -195,6 +195,9 @@ def eval_accept(
     baseline: str | None = typer.Option(None, "--baseline", help="A server without speculation, for tok/s."),
     target_config: Path | None = typer.Option(None, "--target-config", help="For the preflight (with --server)."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda, for local evaluation."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0,
+                                      help="Local: 0 = greedy chain; above 0 = speculative sampling at it."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed (with --temperature above 0)."),
 ) -> None:
     """Acceptance length: local greedy speculative decoding, or a server's spec_verify_ct after the preflight."""
     rows = _read_prompt_rows(prompts)[:limit]
@@ -205,7 +208,7 @@ def eval_accept(
         _fail("local evaluation needs --draft and --target (or pass --server URL)")
     import torch
 
-    from training.accept import evaluate_acceptance
+    from training.accept import evaluate_sampled_acceptance
     from training.export import load_draft
     from training.hidden_states import target_embeddings
     from training.trainer import load_target
@@ -217,8 +220,9 @@ def eval_accept(
         draft_model, layers = load_draft(draft, target_embeddings(model).cpu())
         draft_model = draft_model.to(device=model.device, dtype=model.dtype)
         ids = [_encode(tokenizer, r) for r in rows]
-        report = evaluate_acceptance(model, draft_model, layers, ids, max_new=max_new, k=steps,
-                                     eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
+        report = evaluate_sampled_acceptance(
+            model, draft_model, layers, ids, max_new=max_new, k=steps, temperature=temperature, seed=seed,
+            eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
     except _user_errors() as exc:
         _fail(str(exc), 1)
     typer.echo(json.dumps(report.as_dict()))

@@ -60,3 +60,38 @@ def test_end_of_sequence_stops_both_decoders_alike() -> None:
     report = evaluate_acceptance(target, draft, AuxLayers((1, 2, 3), "input"), [prompt], max_new=12, k=3, eos=eos)
     assert report.identical
     assert target_greedy(target, prompt, 12, eos)[-1] in eos
+
+
+def test_sampling_rule_emits_the_target_distribution() -> None:
+    """Whatever the draft's q, the first emitted token is distributed as the target's p (tiny vocab, 20k trials)."""
+    from training.accept import verify_sampled
+
+    p = torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.1, 0.2, 0.3, 0.4]])
+    q = torch.tensor([[0.1, 0.6, 0.1, 0.2]])
+    gen = torch.Generator().manual_seed(0)
+    trials, counts, accepted = 20000, torch.zeros(4), 0
+    for _ in range(trials):
+        drafted = int(torch.multinomial(q[0], 1, generator=gen)[0])
+        n, following = verify_sampled([drafted], q, p, gen)
+        counts[drafted if n == 1 else following] += 1
+        accepted += n
+    empirical = counts / trials
+    assert torch.allclose(empirical, p[0], atol=0.015), empirical
+    # The acceptance probability is sum(min(p, q)) = 0.1 + 0.3 + 0.1 + 0.05 = 0.55.
+    assert abs(accepted / trials - 0.55) < 0.015
+
+
+def test_sampled_acceptance_near_zero_temperature_matches_greedy() -> None:
+    from training.accept import evaluate_sampled_acceptance
+
+    target, draft = _pair()
+    prompts = [[1, 5, 6, 7], [1, 9, 3]]
+    layers = AuxLayers((1, 2, 3), "input")
+    greedy = evaluate_acceptance(target, draft, layers, prompts, max_new=12, k=3)
+    cold = evaluate_sampled_acceptance(target, draft, layers, prompts, max_new=12, k=3, temperature=1e-4, seed=1)
+    assert (cold.rounds, cold.tokens) == (greedy.rounds, greedy.tokens)
+    assert cold.accepted == greedy.accepted and cold.attempted == greedy.attempted
+    assert cold.as_dict()["temperature"] == 1e-4 and "identical_to_target_greedy" not in cold.as_dict()
+    hot = evaluate_sampled_acceptance(target, draft, layers, prompts, max_new=12, k=3, temperature=1.0, seed=1)
+    assert hot.tokens == 2 * 11 and hot.accept_length >= 1.0
+    assert all(a <= n for a, n in zip(hot.accepted, hot.attempted, strict=True))
