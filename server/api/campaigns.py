@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 from core.types import UnknownCategoryError, parse_category
 from curation.catalog import store
 from server.api.campaign_tasks import FINAL_STATUSES, CampaignBusyError, CampaignManager
-from server.api.deps import SessionDep, get_engine, require_read_token, require_token
+from server.api.deps import EngineDep, get_engine, require_read_token, require_token
 from server.api.schemas import CampaignAccepted, CampaignCreate, CampaignOut, RunOut
 
 logger = logging.getLogger(__name__)
@@ -57,19 +57,22 @@ async def create_campaign(body: CampaignCreate, manager: ManagerDep) -> Campaign
 
 @router.get("", dependencies=[Depends(require_read_token)])
 def list_campaigns(
-    session: SessionDep,
+    engine: EngineDep,
     manager: ManagerDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
 ) -> list[CampaignOut]:
     """Return campaigns, newest first, each with its per-category runs."""
-    return [campaign_out(session, c.id, manager) for c in store.list_campaigns(session, limit=limit, offset=offset)]
+    with store.open_session(engine) as session:
+        campaigns = store.list_campaigns(session, limit=limit, offset=offset)
+        return [campaign_out(session, c.id, manager) for c in campaigns]
 
 
 @router.get("/{campaign_id}", dependencies=[Depends(require_read_token)])
-def get_campaign(campaign_id: str, session: SessionDep, manager: ManagerDep) -> CampaignOut:
+def get_campaign(campaign_id: str, engine: EngineDep, manager: ManagerDep) -> CampaignOut:
     """Return one campaign with per-subagent status, counts and errors."""
-    return campaign_out(session, campaign_id, manager)
+    with store.open_session(engine) as session:
+        return campaign_out(session, campaign_id, manager)
 
 
 @router.post(

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
+from sqlalchemy import Engine
 
 from core.types import Category, EntryStatus, MalformedHubIdError, parse_hub_id
 from curation.catalog import store
-from server.api.deps import SessionDep, SettingsDep, require_read_token, require_token
+from server.api.deps import EngineDep, SettingsDep, require_read_token, require_token
 from server.api.preview import sample_preview
 from server.api.schemas import EntryDetail, EntryOut, EntryPage, ReviewRequest
 
@@ -42,7 +43,7 @@ def plain(value: Any) -> Any:
 
 @router.get("", dependencies=[Depends(require_read_token)])
 def list_catalog(
-    session: SessionDep,
+    engine: EngineDep,
     status_: Annotated[EntryStatus | None, Query(alias="status")] = None,
     category: Category | None = None,
     license: Annotated[str | None, Query(max_length=128)] = None,
@@ -51,51 +52,54 @@ def list_catalog(
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
 ) -> EntryPage:
     """Return one page of catalog entries matching the filters, and the total count."""
-    entries, total = store.list_entries(
-        session,
-        status=status_.value if status_ else None,
-        category=category.value if category else None,
-        license=license or None,
-        text=q or None,
-        limit=limit,
-        offset=offset,
-    )
-    return EntryPage(items=[EntryOut.model_validate(e) for e in entries], total=total, limit=limit, offset=offset)
+    with store.open_session(engine) as session:
+        entries, total = store.list_entries(
+            session,
+            status=status_.value if status_ else None,
+            category=category.value if category else None,
+            license=license or None,
+            text=q or None,
+            limit=limit,
+            offset=offset,
+        )
+        items = [EntryOut.model_validate(e) for e in entries]
+    return EntryPage(items=items, total=total, limit=limit, offset=offset)
 
 
-def _review(session: Any, hub_id: str, body: ReviewRequest, *, approve: bool) -> EntryOut:
-    entry = store.review_entry(
-        session,
-        hub_id=valid_hub_id(hub_id),
-        approve=approve,
-        reviewer=body.reviewer.strip(),
-        note=body.note,
-        override=body.override,
-    )
+def _review(engine: Engine, hub_id: str, body: ReviewRequest, *, approve: bool) -> EntryOut:
+    valid = valid_hub_id(hub_id)
+    with store.open_session(engine) as session:
+        entry = store.review_entry(
+            session, hub_id=valid, approve=approve, reviewer=body.reviewer.strip(), note=body.note,
+            override=body.override,
+        )
     return EntryOut.model_validate(entry)
 
 
 @router.post("/{hub_id:path}/approve", dependencies=[Depends(require_token)])
-def approve_entry(hub_id: str, body: ReviewRequest, session: SessionDep) -> EntryOut:
+def approve_entry(hub_id: str, body: ReviewRequest, engine: EngineDep) -> EntryOut:
     """Approve an entry for the manifest (`override: true` needed when the verifier rejected it)."""
-    return _review(session, hub_id, body, approve=True)
+    return _review(engine, hub_id, body, approve=True)
 
 
 @router.post("/{hub_id:path}/reject", dependencies=[Depends(require_token)])
-def reject_entry(hub_id: str, body: ReviewRequest, session: SessionDep) -> EntryOut:
+def reject_entry(hub_id: str, body: ReviewRequest, engine: EngineDep) -> EntryOut:
     """Reject an entry; it stays in the catalog with the reviewer's note."""
-    return _review(session, hub_id, body, approve=False)
+    return _review(engine, hub_id, body, approve=False)
 
 
 @router.get("/{hub_id:path}", dependencies=[Depends(require_read_token)])
-def get_catalog_entry(hub_id: str, session: SessionDep, settings: SettingsDep) -> EntryDetail:
+def get_catalog_entry(hub_id: str, engine: EngineDep, settings: SettingsDep) -> EntryDetail:
     """Return an entry with its evidence (candidates), verdict history, audit trail and a sample preview."""
     valid = valid_hub_id(hub_id)
-    history = store.entry_history(session, hub_id=valid)
-    return EntryDetail(
-        entry=EntryOut.model_validate(history["entry"]),
-        candidates=plain(list(history.get("candidates", []))),
-        verdicts=plain(list(history.get("verdicts", []))),
-        audit=plain(list(history.get("audit", []))),
-        preview=sample_preview(valid, settings.mirror),
-    )
+    with store.open_session(engine) as session:
+        history = store.entry_history(session, hub_id=valid)
+        detail = EntryDetail(
+            entry=EntryOut.model_validate(history["entry"]),
+            candidates=plain(list(history.get("candidates", []))),
+            verdicts=plain(list(history.get("verdicts", []))),
+            audit=plain(list(history.get("audit", []))),
+            preview={},
+        )
+    detail.preview = sample_preview(valid, settings.mirror)
+    return detail

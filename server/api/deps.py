@@ -1,4 +1,4 @@
-"""FastAPI dependencies of the API: settings, engine, a database session per request, and bearer auth.
+"""Dependencies of the API: settings, the catalog engine, and bearer auth.
 
 Mutating routes depend on `require_token`: with no `DATAHUNT_API_TOKEN` configured they are refused (403),
 never open; a missing or wrong token is a 401. Read routes depend on `require_read_token`, which checks the
@@ -8,16 +8,13 @@ token only when `api_read_requires_token` is set. Tokens are compared with `hmac
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
-from sqlmodel import Session
 
 from core.settings import Settings
-from curation.catalog import store
 
 _bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer $DATAHUNT_API_TOKEN`")
 
@@ -32,12 +29,6 @@ def get_engine(request: Request) -> Engine:
     """Return the catalog engine the app was created with."""
     engine: Engine = request.app.state.engine
     return engine
-
-
-def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Session]:
-    """Yield one store session for the request; it commits when the route returns without error."""
-    with store.open_session(engine) as session:
-        yield session
 
 
 def _check(settings: Settings, credentials: HTTPAuthorizationCredentials | None) -> None:
@@ -69,6 +60,8 @@ def require_read_token(
         _check(settings, credentials)
 
 
-# scope="function": the session commits before the response is sent, so a client sees its own writes.
-SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+# Routes open their session with `store.open_session(engine)` inside their (threadpool) body, so a request
+# takes, uses and returns its connection in one thread. A yield dependency would release it from another
+# thread, and under load every request thread can be waiting for a connection that only such a release frees.
+EngineDep = Annotated[Engine, Depends(get_engine)]
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, status
+from sqlalchemy import Engine
 
 from curation.catalog import store
 from curation.manifest import Manifest, TargetModel
-from server.api.deps import SessionDep, SettingsDep, require_read_token, require_token
+from server.api.deps import EngineDep, SettingsDep, require_read_token, require_token
 from server.api.schemas import ManifestExported, ManifestOptions
 from server.manifest_builder import (
     ExportPathError,
@@ -26,18 +27,20 @@ from server.manifest_builder import (
 router = APIRouter(prefix="/manifest", tags=["manifest"])
 
 
-def _manifest(session: Any, options: ManifestOptions) -> Manifest:
+def _manifest(engine: Engine, options: ManifestOptions) -> Manifest:
     try:
         budget = make_budget(options.budget_total, options.shares, options.seed)
     except ValueError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     target = TargetModel(model=options.target_model, tokenizer=options.tokenizer) if options.target_model else None
-    return build_manifest(store.approved_entries(session), budget=budget, target=target)
+    with store.open_session(engine) as session:
+        approved = store.approved_entries(session)
+    return build_manifest(approved, budget=budget, target=target)
 
 
 @router.get("", dependencies=[Depends(require_read_token)])
 def get_manifest(
-    session: SessionDep,
+    engine: EngineDep,
     target_model: Annotated[str | None, Query(max_length=256)] = None,
     tokenizer: Annotated[str | None, Query(max_length=256)] = None,
     budget_total: Annotated[int | None, Query(gt=0, le=10**12)] = None,
@@ -49,12 +52,12 @@ def get_manifest(
     except ValueError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     options = ManifestOptions(target_model=target_model, tokenizer=tokenizer, budget_total=budget_total, shares=shares)
-    return _manifest(session, options).model_dump(mode="json")
+    return _manifest(engine, options).model_dump(mode="json")
 
 
 @router.post("/export", dependencies=[Depends(require_token)])
 def export_manifest(
-    session: SessionDep, settings: SettingsDep, options: Annotated[ManifestOptions | None, Body()] = None
+    engine: EngineDep, settings: SettingsDep, options: Annotated[ManifestOptions | None, Body()] = None
 ) -> ManifestExported:
     """Write the approved set's manifest under the data directory and return the path and the manifest."""
     options = options or ManifestOptions()
@@ -62,6 +65,6 @@ def export_manifest(
         path = resolve_export_path(settings.resolved_data_dir, options.path)
     except ExportPathError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    manifest = _manifest(session, options)
+    manifest = _manifest(engine, options)
     write_manifest(manifest, path)
     return ManifestExported(path=str(path), manifest=manifest.model_dump(mode="json"))

@@ -18,7 +18,7 @@ from core.types import Category, EntryStatus
 from curation.catalog import store
 from curation.catalog.models import CatalogEntry
 from server.api.campaigns import ManagerDep, campaign_out
-from server.api.deps import SessionDep, require_read_token
+from server.api.deps import EngineDep, require_read_token
 from server.manifest_builder import best_category
 
 router = APIRouter(include_in_schema=False)
@@ -55,7 +55,7 @@ def _row(session: Any, entry: CatalogEntry) -> dict[str, Any]:
 @router.get("/", response_class=HTMLResponse, dependencies=[Depends(require_read_token)])
 def review_page(
     request: Request,
-    session: SessionDep,
+    engine: EngineDep,
     manager: ManagerDep,
     status_: Annotated[str | None, Query(alias="status", max_length=32)] = None,
     category_: Annotated[str | None, Query(alias="category", max_length=64)] = None,
@@ -66,22 +66,25 @@ def review_page(
     """Render the review page for the filters in the query string (an empty or unknown filter means any)."""
     status = EntryStatus(status_) if status_ in EntryStatus._value2member_map_ else None
     category = Category(category_) if category_ in Category._value2member_map_ else None
-    entries, total = store.list_entries(
-        session,
-        status=status.value if status else None,
-        category=category.value if category else None,
-        license=license or None,
-        text=q or None,
-        limit=PAGE_SIZE,
-        offset=(page - 1) * PAGE_SIZE,
-    )
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for entry in entries:
-        row = _row(session, entry)
-        groups.setdefault(category.value if category else row["group"], []).append(row)
-    ordered = sorted(groups.items(), key=lambda kv: [c.value for c in Category].index(kv[0]) if kv[0] in Category._value2member_map_ else 99)
-    latest = store.list_campaigns(session, limit=1)
-    campaign = campaign_out(session, latest[0].id, manager) if latest else None
+    order = [c.value for c in Category]
+    with store.open_session(engine) as session:
+        entries, total = store.list_entries(
+            session,
+            status=status.value if status else None,
+            category=category.value if category else None,
+            license=license or None,
+            text=q or None,
+            limit=PAGE_SIZE,
+            offset=(page - 1) * PAGE_SIZE,
+        )
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for entry in entries:
+            row = _row(session, entry)
+            groups.setdefault(category.value if category else row["group"], []).append(row)
+        latest = store.list_campaigns(session, limit=1)
+        campaign = campaign_out(session, latest[0].id, manager) if latest else None
+        summary = store.catalog_summary(session)
+    ordered = sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
     filters = {"status": status.value if status else "", "category": category.value if category else "",
                "license": license or "", "q": q or ""}
     context = {
@@ -93,6 +96,6 @@ def review_page(
         "categories": [c.value for c in Category],
         "statuses": [s.value for s in EntryStatus],
         "campaign": campaign,
-        "summary": store.catalog_summary(session),
+        "summary": summary,
     }
     return templates.TemplateResponse(request, "review.html", context)
