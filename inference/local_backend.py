@@ -7,6 +7,9 @@ task takes up to `max_batch` pending prompts at a time, left-pads them, runs one
 thread (the event loop keeps collecting the next batch meanwhile) and resolves the futures. Prompts are
 rendered with the tokenizer's chat template (or `chat_template`, for a base model without one). Sampling is
 seeded per batch (`seed + batch number`), so a run is reproducible for a given batch order.
+`save_gguf_tokenizer` builds the tokenizer of a GGUF target (e.g. the base Gemma 3 270M, which has no chat
+template) with a current `transformers` and saves it with the Gemma turn-marker template, so a machine with an
+older `transformers`, whose GGUF tokenizer conversion gives other ids, loads the right one.
 """
 
 from __future__ import annotations
@@ -24,6 +27,26 @@ from inference.generation import RowError, Sampling, TurnResult
 logger = logging.getLogger(__name__)
 
 LOCAL_URL = "local://transformers"
+
+# Gemma's turn markers, for a base checkpoint that ships no template (a system turn joins the first user turn).
+GEMMA_TURN_TEMPLATE = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set first = messages[0]['content'] + '\\n\\n' %}"
+    "{% set turns = messages[1:] %}{% else %}{% set first = '' %}{% set turns = messages %}{% endif %}"
+    "{% for m in turns %}{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
+    "<start_of_turn>{{ role }}\n{{ (first if loop.first else '') + m['content'] }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def save_gguf_tokenizer(gguf_file: Path, out_dir: Path, *, chat_template: str = GEMMA_TURN_TEMPLATE) -> Any:
+    """Build the tokenizer stored in `gguf_file`, give it `chat_template`, save it into `out_dir`; return it."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+    tokenizer.chat_template = chat_template
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(str(out_dir))
+    return tokenizer
 
 
 def is_local(url: str) -> bool:
