@@ -17,6 +17,7 @@ from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence, Que
 from core.settings import Settings
 from core.types import Category
 from curation.catalog import store
+from graph import campaign as campaign_graph
 from server.app import create_app
 
 TOKEN = "campaign-token"
@@ -160,3 +161,25 @@ def test_restart_resumes_an_unfinished_campaign(engine: Engine, tmp_path: Path) 
     assert sorted(subagent.calls) == ["math", "reasoning"]
     with TestClient(make_app(engine, tmp_path, FakeSubagent(), resume_unfinished=True)) as client:
         assert client.get(f"/campaigns/{campaign.id}").json()["status"] == "succeeded"  # nothing left to resume
+
+
+def test_a_campaign_that_cannot_resume_is_marked_interrupted(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with store.open_session(engine) as session:
+        campaign = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"])
+        store.set_campaign_status(session, campaign_id=campaign.id, status="running")
+
+    async def unreadable_checkpoint(**_: Any) -> str:
+        raise RuntimeError("checkpoint unreadable")
+
+    monkeypatch.setattr(campaign_graph, "resume_campaign", unreadable_checkpoint)
+    subagent = FakeSubagent()
+    with TestClient(make_app(engine, tmp_path, subagent)) as client:
+        body = wait_final(client, campaign.id)
+        assert body["status"] == "interrupted" and "checkpoint unreadable" in body["error"]
+        monkeypatch.undo()  # the fault is gone: the category re-runs on request
+        assert client.post(f"/campaigns/{campaign.id}/subagents/math/rerun", headers=AUTH).status_code == 202
+        body = wait_final(client, campaign.id)
+    assert {r["category"]: r["status"] for r in body["runs"]} == {"math": "succeeded"}
+    assert subagent.calls == ["math"]
