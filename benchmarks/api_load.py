@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -103,23 +104,23 @@ def start_server(url: str, home: Path) -> tuple[subprocess.Popen[bytes], str]:
 async def hammer(base: str, paths: list[str], clients: int, seconds: float) -> dict[str, Any]:
     """Run `clients` concurrent request loops over `paths` for `seconds`; return throughput and latency."""
     latencies: list[float] = []
-    errors = 0
+    errors: Counter[str] = Counter()
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as http:
         stop = time.perf_counter() + seconds
 
         async def loop(worker: int) -> None:
-            nonlocal errors
             rng = random.Random(worker)
             while time.perf_counter() < stop:
                 start = time.perf_counter()
                 try:
                     response = await http.get(rng.choice(paths))
-                    ok = response.status_code == 200
-                except httpx.HTTPError:
-                    ok = False
+                    kind = None if response.status_code == 200 else f"HTTP {response.status_code}"
+                except httpx.HTTPError as exc:
+                    kind = type(exc).__name__
                 latencies.append(time.perf_counter() - start)
-                errors += not ok
+                if kind:
+                    errors[kind] += 1
 
         began = time.perf_counter()
         await asyncio.gather(*(loop(i) for i in range(clients)))
@@ -127,7 +128,8 @@ async def hammer(base: str, paths: list[str], clients: int, seconds: float) -> d
     ordered = sorted(latencies)
     return {
         "requests": len(latencies),
-        "errors": errors,
+        "errors": sum(errors.values()),
+        "error_kinds": dict(errors),
         "seconds": round(elapsed, 2),
         "requests_per_s": round(len(latencies) / elapsed, 1),
         "p50_ms": round(1000 * statistics.median(ordered), 1),

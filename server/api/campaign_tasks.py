@@ -175,8 +175,10 @@ class CampaignManager:
     async def launch(self, *, categories: list[Category] | None, offline: bool | None) -> str:
         """Create a `pending` campaign and start it in the background (when a slot frees); return its id."""
         offline = self.settings.offline if offline is None else offline
-        backends = self.overrides.get("backends")
-        if backends is None:
+        backends: list[Any]
+        if self.overrides.get("backends") is not None:
+            backends = list(self.overrides["backends"])
+        else:
             from agents.backends import default_backends  # may probe the Hub: off the event loop
 
             settings = self.settings.model_copy(update={"offline": offline})

@@ -64,8 +64,8 @@ def review_page(
     page: Annotated[int, Query(ge=1, le=10**6)] = 1,
 ) -> HTMLResponse:
     """Render the review page for the filters in the query string (an empty or unknown filter means any)."""
-    status = EntryStatus(status_) if status_ in EntryStatus._value2member_map_ else None
-    category = Category(category_) if category_ in Category._value2member_map_ else None
+    status = EntryStatus(status_) if status_ and status_ in EntryStatus._value2member_map_ else None
+    category = Category(category_) if category_ and category_ in Category._value2member_map_ else None
     order = [c.value for c in Category]
     with store.open_session(engine) as session:
         entries, total = store.list_entries(

@@ -82,7 +82,7 @@ def _mirror_entries(mirror: Path) -> list[dict[str, Any]]:
 
 def sample_preview(hub_id: str, mirror: Path | None, *, limit: int = PREVIEW_ROWS) -> dict[str, Any]:
     """Return `{available, source, config, rows, message}` for `hub_id` from the local mirror."""
-    unavailable = {"available": False, "source": None, "config": None, "rows": [],
+    unavailable: dict[str, Any] = {"available": False, "source": None, "config": None, "rows": [],
                    "message": "no preview available offline: no local copy of this dataset"}
     if mirror is None:
         return unavailable
