@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,12 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 TOKEN = "browser-token"
 
 
+BROKEN: set[str] = set()  # categories whose fake subagent raises, as a broken backend would
+
+
 async def fake_subagent(category: Category, *, backends: Any, llm: Any = None, **_: Any) -> Deliverable:
+    if category.value in BROKEN:
+        raise RuntimeError(f"{category.value}: backend timed out")
     slug = category.value.replace("_", "-")
     candidates = [
         Candidate(hub_id=f"acme/{slug}-{n}", title=f"{category.value} set {n}", categories=[category],
@@ -61,10 +67,24 @@ class KnowsAcme:
 def filled_engine(tmp_path: Path) -> Iterator[Engine]:
     engine = store.make_engine(f"sqlite:///{tmp_path / 'catalog.db'}")
     store.upgrade_database(engine)
+    BROKEN.add("tool_use")
     asyncio.run(run_campaign(engine=engine, categories=[Category.MATH, Category.CODE_REVIEW, Category.TOOL_USE],
                              offline=True, subagent=fake_subagent, backends=[KnowsAcme()]))
+    BROKEN.clear()
     yield engine
     engine.dispose()
+
+
+def wait_for_rerun(engine: Engine, category: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with store.open_session(engine) as session:
+            campaign = store.list_campaigns(session, limit=1)[0]
+            runs = {r.category: r for r in store.list_runs(session, campaign_id=campaign.id)}
+        if runs[category].attempt == 2 and runs[category].status == "succeeded" and campaign.status == "succeeded":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"re-run of {category} did not finish: {runs[category]}")
 
 
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="needs Debian's chromium (apt-get install chromium)")
@@ -72,20 +92,31 @@ def test_review_approve_export(filled_engine: Engine, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     settings = Settings(home=tmp_path / "home", offline=True, api_token=SecretStr(TOKEN))
-    app = create_app(settings, engine=filled_engine, resume_unfinished=False)
+    app = create_app(settings, engine=filled_engine, resume_unfinished=False,
+                     campaign_overrides={"subagent": fake_subagent, "backends": [KnowsAcme()]})
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with BackgroundServer(app) as server, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(server.url + "/")
-            expect(page.locator("#campaign-status")).to_have_text("succeeded")
+            expect(page.locator("#campaign-status")).to_have_text("partial")
             expect(page.locator("table.runs tbody tr")).to_have_count(3)
+            failed = page.locator('table.runs tr[data-category="tool_use"]')
+            expect(failed).to_contain_text("backend timed out")
 
             page.fill("#reviewer", "alice")
             page.fill("#token", TOKEN)
             page.click("#save-auth")
             expect(page.locator("#auth-state")).to_have_text("token set for this tab")
+
+            failed.locator("button.rerun").click()  # the backend is fixed: re-run only that subagent
+            expect(page.locator("#flash")).to_contain_text("re-running tool_use")
+            wait_for_rerun(filled_engine, "tool_use")
+            page.reload()
+            expect(failed).to_contain_text("succeeded")
+            expect(page.locator("#campaign-status")).to_have_text("succeeded")
+            expect(page.locator("button.rerun")).to_have_count(0)
 
             page.select_option("#filters select[name=category]", "math")
             page.click("#filters button[type=submit]")
