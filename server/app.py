@@ -10,7 +10,6 @@ bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`).
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,7 +24,7 @@ from sqlalchemy import Engine
 from core.settings import Settings, get_settings
 from curation.catalog import store
 from graph.checkpoint import open_checkpointer
-from server.api import campaigns, catalog, manifest, pages
+from server.api import campaigns, catalog, manifest, pages, runs
 from server.api.body_limit import BodyLimitMiddleware
 from server.api.campaign_tasks import CampaignManager
 
@@ -53,15 +52,6 @@ def _catalog_error_status(exc: Exception) -> int:
 
 async def _catalog_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc) or type(exc).__name__}, status_code=_catalog_error_status(exc))
-
-
-def _include_runs(app: FastAPI) -> None:
-    # The regeneration runs router belongs to the inference stage; include it when it is installed.
-    if importlib.util.find_spec("server.api.runs") is None:
-        return
-    from server.api import runs
-
-    app.include_router(runs.router)
 
 
 def create_app(
@@ -114,7 +104,7 @@ def create_app(
     app.include_router(campaigns.router)
     app.include_router(catalog.router)
     app.include_router(manifest.router)
-    _include_runs(app)
+    app.include_router(runs.router)  # regeneration runs, owned by the inference stage
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

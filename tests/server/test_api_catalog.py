@@ -80,6 +80,8 @@ def client(engine: Engine, tmp_path: Path) -> Iterator[TestClient]:
 
 
 def test_list_filters_and_pages(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/catalog", "/catalog/{hub_id}", "/campaigns", "/manifest/export", "/runs"} <= set(paths)
     everything = client.get("/catalog").json()
     assert everything["total"] == 4
     assert [e["hub_id"] for e in everything["items"]][0] == "openai/gsm8k"  # best relevance first
