@@ -78,12 +78,41 @@ async function review(button, approve) {
   }
 }
 
+const FINAL = ["succeeded", "partial", "failed", "interrupted"];
+let stream = null;
+
+function setStatus(span, status) {
+  span.textContent = status;
+  span.className = `status status-${status}`;
+}
+
+// Follow a campaign over Server-Sent Events: run rows and the campaign status update in place.
+function follow(campaignId) {
+  if (stream) stream.close();
+  stream = new EventSource(`campaigns/${campaignId}/events`);
+  const onRun = (event) => {
+    const data = JSON.parse(event.data);
+    const row = $(`table.runs tr[data-category="${data.category}"]`);
+    if (row && data.status) setStatus($(".status", row), data.status);
+    if (row && event.type === "run_finished") $(".error", row).textContent = (data.detail && data.detail.error) || "";
+  };
+  const onCampaign = (event) => {
+    const data = JSON.parse(event.data);
+    if (data.status) setStatus($("#campaign-status"), data.status);
+    if (event.type === "end") { stream.close(); stream = null; }
+  };
+  stream.addEventListener("run_started", onRun);
+  stream.addEventListener("run_finished", onRun);
+  ["snapshot", "status", "campaign_finished", "end"].forEach((kind) => stream.addEventListener(kind, onCampaign));
+}
+
 async function rerun(button) {
   const { campaign, category } = button.dataset;
   try {
     await call("POST", `campaigns/${campaign}/subagents/${category}/rerun`);
     button.disabled = true;
-    flash(`re-running ${category}; reload the page to see its new status`, "ok");
+    flash(`re-running ${category}`, "ok");
+    follow(campaign);
   } catch (err) {
     flash(`re-run of ${category}: ${err.message}`, "error");
   }
@@ -118,4 +147,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $$("button.rerun").forEach((b) => b.addEventListener("click", () => rerun(b)));
   $("#start-campaign").addEventListener("click", startCampaign);
   $("#export-manifest").addEventListener("click", exportManifest);
+  const current = $("#campaign-status");
+  if (current && !FINAL.includes(current.textContent.trim())) follow($("#campaign-id").textContent.trim());
 });

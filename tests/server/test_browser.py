@@ -112,10 +112,11 @@ def test_review_approve_export(filled_engine: Engine, tmp_path: Path) -> None:
 
             failed.locator("button.rerun").click()  # the backend is fixed: re-run only that subagent
             expect(page.locator("#flash")).to_contain_text("re-running tool_use")
+            expect(failed.locator(".status")).to_have_text("succeeded", timeout=30_000)  # live, over SSE
+            expect(page.locator("#campaign-status")).to_have_text("succeeded", timeout=30_000)
             wait_for_rerun(filled_engine, "tool_use")
             page.reload()
-            expect(failed).to_contain_text("succeeded")
-            expect(page.locator("#campaign-status")).to_have_text("succeeded")
+            expect(failed.locator(".status")).to_have_text("succeeded")
             expect(page.locator("button.rerun")).to_have_count(0)
 
             page.select_option("#filters select[name=category]", "math")
