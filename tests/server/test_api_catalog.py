@@ -207,3 +207,15 @@ def test_concurrent_approvals_leave_one_audit_row_each(engine: Engine, tmp_path:
     assert sum(bool(r.detail.get("changed")) for r in rows) == 1  # exactly one call moved the state
     assert entry.status == "approved" and entry.reviewer in {f"r{i}" for i in range(8)}
     assert entry.version == 2  # created at 1, one real change
+
+
+def test_review_page_renders_filters_groups_and_override(client: TestClient) -> None:
+    page = client.get("/", params={"category": "math", "status": "", "license": "", "q": ""})
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert 'data-hub-id="openai/gsm8k"' in page.text and "bigcode/commitpackft" not in page.text
+    everything = client.get("/").text
+    for group in ("math", "commit_messages", "code_review", "general_chat"):
+        assert f'<h3 class="group">{group} ' in everything
+    assert everything.count('class="override-box"') == 1  # only the verifier-rejected entry asks for override
+    assert "license_restricted" in everything and "7,473 rows" in everything
+    assert client.get("/static/review.js").status_code == 200
