@@ -8,6 +8,7 @@ the checkpoint tables live in the same schema as the catalog.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,6 +16,10 @@ from pathlib import Path
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from psycopg.conninfo import make_conninfo
 from sqlalchemy.engine import URL, make_url
+
+# pg_advisory_lock key serialising checkpointer table setup: two campaigns starting together on a fresh
+# database would otherwise both run LangGraph's migrations and one would fail on `checkpoint_migrations`.
+_SETUP_LOCK_KEY = 0x6461746168756E74  # "datahunt"
 
 
 class UnsupportedDatabaseError(ValueError):
@@ -49,10 +54,21 @@ async def open_checkpointer(database_url: str) -> AsyncIterator[BaseCheckpointSa
             await saver.setup()
             yield saver
     elif backend == "postgresql":
+        import psycopg
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-        async with AsyncPostgresSaver.from_conn_string(postgres_conninfo(url)) as saver:
-            await saver.setup()
+        conninfo = postgres_conninfo(url)
+        async with AsyncPostgresSaver.from_conn_string(conninfo) as saver:
+            async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as lock:
+                # Poll with try-lock rather than block: a session blocked inside pg_advisory_lock is a running
+                # transaction, and the setup's CREATE INDEX CONCURRENTLY would wait for it forever.
+                while not (await (await lock.execute("SELECT pg_try_advisory_lock(%s)", (_SETUP_LOCK_KEY,))).fetchone()
+                           or (False,))[0]:
+                    await asyncio.sleep(0.05)
+                try:
+                    await saver.setup()
+                finally:
+                    await lock.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
             yield saver
     else:
         raise UnsupportedDatabaseError(f"no checkpointer for database {backend!r}: use sqlite or postgresql")

@@ -34,3 +34,14 @@ def test_unknown_database_is_refused_clearly() -> None:
 
     with pytest.raises(UnsupportedDatabaseError, match="no checkpointer for database 'mysql'"):
         asyncio.run(open_mysql())
+
+
+def test_two_campaigns_set_up_a_fresh_database_at_once(database_url: str) -> None:
+    async def open_and_list() -> int:
+        async with open_checkpointer(database_url) as saver:
+            return len([c async for c in saver.alist({"configurable": {"thread_id": "none"}})])
+
+    async def both() -> list[int]:
+        return list(await asyncio.gather(*(open_and_list() for _ in range(4))))
+
+    assert asyncio.run(both()) == [0, 0, 0, 0]
