@@ -72,7 +72,9 @@ async def run_branch(state: BranchInput, runtime: Runtime[CampaignContext]) -> d
     """The `subagent` node: one category's search, as one appended `BranchResult`."""
     context = runtime.context
     campaign_id, category = state["campaign_id"], Category(state["category"])
-    run_id = open_run(context.engine, campaign_id=campaign_id, category=category.value)
+    # In a worker thread: a blocking SQLite write on the event loop could wait on a transaction the async
+    # checkpointer holds on the same loop, and stall the whole campaign until the busy timeout.
+    run_id = await asyncio.to_thread(open_run, context.engine, campaign_id=campaign_id, category=category.value)
     emit(context.on_event, CampaignEvent(
         campaign_id=campaign_id, kind="run_started", category=category.value, status=RunStatus.RUNNING.value,
         detail={"run_id": run_id},

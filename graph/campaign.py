@@ -130,8 +130,12 @@ async def run_campaign(
     """
     if campaign_id is not None:
         with store.open_session(engine) as session:
-            existing = store.list_campaigns(session, limit=1_000_000)
-        if any(c.id == campaign_id for c in existing):
+            try:
+                store.get_campaign(session, campaign_id=campaign_id)
+                exists = True
+            except store.CampaignNotFoundError:
+                exists = False
+        if exists:
             return await resume_campaign(engine=engine, campaign_id=campaign_id, on_event=on_event,
                                          subagent=subagent, backends=backends)
     wanted = [parse_category(str(c)).value for c in (categories or list(Category))]
