@@ -16,8 +16,6 @@ from core.settings import get_settings
 
 PG_ADMIN_CONNINFO = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 PG_URL_TEMPLATE = "postgresql+psycopg://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
 
 
 @pytest.fixture(autouse=True)
