@@ -154,13 +154,15 @@ def run(args: argparse.Namespace) -> None:
     started = time.time()
     work, out, data = Path(args.work), Path(args.out), Path(args.data)
     out.mkdir(parents=True, exist_ok=True)
-    results_file = work / "results.json"
+    results_file = Path(args.results) if args.results else work / "results.json"
+    if not results_file.exists() and (work / "results.json").exists():  # a parallel worker starts from the shared one
+        shutil.copy(work / "results.json", results_file)
     results: dict[str, Any] = json.loads(results_file.read_text()) if results_file.exists() else {"runs": []}
 
     def save() -> None:
         results["elapsed_s_this_call"] = round(time.time() - started, 1)
         results_file.write_text(json.dumps(results, indent=1))
-        shutil.copy(results_file, out / "scaling_raw.json")
+        shutil.copy(results_file, out / f"scaling_raw{args.tag}.json")
 
     target_dir = Path(args.target) if args.target else work / "target"
     tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
@@ -206,9 +208,11 @@ def run(args: argparse.Namespace) -> None:
     eos = {tokenizer.convert_tokens_to_ids(m) for m in EOS_MARKERS}
     plan = [(s, True) for s in args.scales] + [(max(args.scales), False)] + \
            [(s, False) for s in args.scales if s != max(args.scales)]
-    done = {(r["data_scale"], r["regenerated"]) for r in results["runs"]}
+    if args.plan:  # e.g. "1:r,10:o" (r = regenerated answers, o = the dataset's original answers)
+        plan = [(int(x.split(":")[0]), x.split(":")[1] == "r") for x in args.plan.split(",")]
+    done = {(r["samples"], r["regenerated"]) for r in results["runs"]}
     for scale, regenerated in plan:
-        if (scale, regenerated) in done:
+        if (args.base * scale, regenerated) in done:
             continue
         if time.time() - started > args.budget_s:
             results["stopped"] = f"budget of {args.budget_s}s reached before scale {scale} regenerated={regenerated}"
@@ -218,7 +222,8 @@ def run(args: argparse.Namespace) -> None:
         results["runs"] += train_and_eval(args, work, scale, regenerated, rows, target_dir, evals, eos, device,
                                           results)
         save()
-    print(json.dumps({k: v for k, v in results.items() if k != "runs"}, indent=1))
+    print(json.dumps({k: v for k, v in results.items() if k not in {"runs", "greedy_reference", "loss_curves"}},
+                     indent=1))
     for r in results["runs"]:
         print(r["data_scale"], r["regenerated"], r["eval_set"], r["accept_length"], r.get("accept_length_sampled"))
 
@@ -356,6 +361,61 @@ def ddp(args: argparse.Namespace) -> None:
     print(json.dumps({k: {**v, "losses": v["losses"][-3:]} for k, v in curves.items()}, indent=1))
 
 
+def report(args: argparse.Namespace) -> None:
+    """Merge the raw result files (args.raw) into docs-ready scaling.json, scaling.png and a Markdown table."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    raws = [json.loads(Path(f).read_text()) for f in args.raw]
+    runs: dict[tuple[int, bool, str], dict[str, Any]] = {}
+    for raw in raws:
+        for r in raw["runs"]:
+            runs.setdefault((r["samples"], r["regenerated"], r["eval_set"]), r)
+    rows = []
+    for (samples, regenerated, eval_set), r in sorted(runs.items(), key=lambda kv: (not kv[0][1], kv[0][0], kv[0][2])):
+        rows.append({"data_scale": samples // args.base, "samples": samples, "eval_set": eval_set,
+                     "regenerated": regenerated, **{k: v for k, v in r.items()
+                                                    if k not in {"data_scale", "samples", "eval_set", "regenerated"}}})
+    first = raws[0]
+    curves = {k: v for raw in raws for k, v in raw.get("loss_curves", {}).items()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"base_samples": args.base, "env": first["env"], "regeneration": first["regen"],
+           "repetition": first["repetition"], "runs": rows}
+    (out / "scaling.json").write_text(json.dumps(doc, indent=1))
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    colors = {"gsm8k": "tab:blue", "humaneval": "tab:orange", "mt_bench": "tab:green"}
+    for eval_set, color in colors.items():
+        for regenerated, style in ((True, "-o"), (False, "--s")):
+            pts = sorted((r["samples"], r["accept_length"]) for r in rows
+                         if r["eval_set"] == eval_set and r["regenerated"] is regenerated)
+            if pts:
+                label = f"{eval_set} ({'regenerated' if regenerated else 'original answers, control'})"
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=label,
+                        mfc="none" if not regenerated else color)
+    ax.set_xscale("log")
+    ax.set_xlabel("training conversations (log scale)")
+    ax.set_ylabel("acceptance length (chain of 5, greedy)")
+    ax.set_title("Gemma 3 270M target, EAGLE-3 draft: acceptance vs data")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "scaling.png", dpi=120)
+    lines = ["| samples | scale | answers | eval set | accept length | per-position accept (1..5) | sampled T=0.7 "
+             "| identical | steps | final loss | train tok/s | peak GiB |", "|" + "---|" * 12]
+    for r in rows:
+        sampled = r.get("accept_length_sampled")
+        lines.append(f"| {r['samples']} | {r['data_scale']}x | {'regenerated' if r['regenerated'] else 'original'} "
+                     f"| {r['eval_set']} | {r['accept_length']:.3f} | {', '.join(f'{x:.3f}' for x in r['per_position_accept'])} "
+                     f"| {'' if sampled is None else f'{sampled:.3f}'} | {r['identical_to_target_greedy']} "
+                     f"| {r['steps']} | {r['final_loss']:.2f} | {r['tokens_per_s']:.0f} | {r['peak_memory_gib']} |")
+    (out / "scaling_table.md").write_text("\n".join(lines) + "\n")
+    (out / "scaling_loss_curves.json").write_text(json.dumps(curves))
+    print("\n".join(lines))
+
+
 def _train_one(args: argparse.Namespace) -> None:
     from training.config import make_config
     from training.trainer import train
@@ -366,7 +426,7 @@ def _train_one(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["prepare", "target", "run", "ddp", "_train_one"])
+    parser.add_argument("command", choices=["prepare", "target", "run", "ddp", "report", "_train_one"])
     parser.add_argument("--curated", default="curated/samples.jsonl")
     parser.add_argument("--mirror", default="tests/data/mirror")
     parser.add_argument("--gguf", default=GGUF_NAME)
@@ -399,9 +459,15 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=480.0, help="Start no new training after this.")
     parser.add_argument("--ddp-steps", type=int, default=150)
     parser.add_argument("--config", default=None)
+    parser.add_argument("--plan", default=None, help="Which drafts, e.g. 1:r,10:o (default: every scale, both).")
+    parser.add_argument("--results", default=None, help="Results file (default: WORK/results.json).")
+    parser.add_argument("--tag", default="", help="Suffix of the results file copied into --out.")
+    parser.add_argument("--raw", nargs="*", default=[], help="report: the raw result files to merge.")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    {"prepare": prepare, "target": make_target, "run": run, "ddp": ddp, "_train_one": _train_one}[args.command](args)
+    commands = {"prepare": prepare, "target": make_target, "run": run, "ddp": ddp, "report": report,
+                "_train_one": _train_one}
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

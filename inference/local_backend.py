@@ -96,7 +96,8 @@ class LocalTransformersBackend:
 
         use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
         dtype = torch.bfloat16 if use_cuda else torch.float32
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).to("cuda" if use_cuda else "cpu")
+        model: Any = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+        model = model.to("cuda" if use_cuda else "cpu")
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
         return cls(model.eval(), tokenizer, chat_template=chat_template, name=folder.name, **kwargs)
 

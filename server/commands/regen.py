@@ -129,6 +129,7 @@ def regen(
         _fail(f"input {input_path} does not exist", 2)
     plan = _load_target(manifest, input_path)
     expected = ((plan or {}).get("target") or {}).get("model")
+    served: str | None
     if api is Api.LOCAL:
         backend, servers, served = _local_backend(model, plan, concurrency, servers)
     else:
