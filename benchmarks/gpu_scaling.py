@@ -341,10 +341,12 @@ class _LossCapture(logging.Handler):
 def ddp(args: argparse.Namespace) -> None:
     """One process at batch 2b vs torchrun with two processes at b each, same data and steps: loss curves."""
     work, out = Path(args.work), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     data = work / f"regen_x{max(args.scales)}.jsonl"
-    common = {"data": str(data), "target": str(work / "target"), "max_length": args.max_length, "epochs": 1,
+    target = Path(args.target) if args.target else work / "target"
+    common = {"data": str(data), "target": str(target), "max_length": args.max_length, "epochs": 1,
               "lr": args.lr, "draft_vocab_size": args.draft_vocab, "log_every": 1, "save_every": 100000,
-              "resume": False, "seed": 0, "max_steps": args.ddp_steps}
+              "resume": False, "seed": 0, "max_steps": args.ddp_steps, "draft_intermediate_size": args.draft_intermediate}
     curves = {}
     for name, procs, batch in (("one_process", 1, 2 * args.train_batch), ("torchrun_2", 2, args.train_batch)):
         cfg_file = work / f"ddp_{name}.json"
@@ -458,6 +460,7 @@ def main() -> None:
     parser.add_argument("--copy-regen", action="store_true")
     parser.add_argument("--budget-s", type=float, default=480.0, help="Start no new training after this.")
     parser.add_argument("--ddp-steps", type=int, default=150)
+    parser.add_argument("--draft-intermediate", type=int, default=None, help="ddp: draft MLP size (default the target's).")
     parser.add_argument("--config", default=None)
     parser.add_argument("--plan", default=None, help="Which drafts, e.g. 1:r,10:o (default: every scale, both).")
     parser.add_argument("--results", default=None, help="Results file (default: WORK/results.json).")
