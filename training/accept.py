@@ -155,22 +155,30 @@ def speculative_generate(
             accepted += 1
             if proposed[accepted - 1] in eos:
                 break  # an accepted end-of-sequence ends the output
-        for i in range(min(accepted + 1, k)):
-            report.attempted[i] += 1
-            report.accepted[i] += int(i < accepted)
         new = proposed[:accepted]
         if not (new and new[-1] in eos):
             new.append(preds[accepted])  # the target's bonus token
-        remaining = max_new - (len(seq) - len(prompt))
-        new = new[:remaining]
-        report.rounds += 1
-        report.tokens += len(new)
-        seq = seq + new
+        seq = seq + _record_round(report, accepted, k, new, max_new - (len(seq) - len(prompt)))
         aux = states.aux[:, : len(seq) - 1]
-    out = seq[len(prompt) :][:max_new]
-    if eos and any(t in eos for t in out):
-        out = out[: next(i for i, t in enumerate(out) if t in eos) + 1]
-    return out
+    return _output(seq[len(prompt) :], max_new, eos)
+
+
+def _record_round(report: AcceptReport, accepted: int, k: int, new: list[int], remaining: int) -> list[int]:
+    """Count one verification round (positions 1..accepted+1 attempted); return its tokens cut to `remaining`."""
+    for i in range(min(accepted + 1, k)):
+        report.attempted[i] += 1
+        report.accepted[i] += int(i < accepted)
+    new = new[:remaining]
+    report.rounds += 1
+    report.tokens += len(new)
+    return new
+
+
+def _output(generated: list[int], max_new: int, eos: set[int]) -> list[int]:
+    """The generated tokens up to `max_new`, ending at the first end-of-sequence token if there is one."""
+    out = generated[:max_new]
+    stop = next((i for i, t in enumerate(out) if t in eos), None)
+    return out if stop is None else out[: stop + 1]
 
 
 def evaluate_acceptance(
@@ -231,18 +239,9 @@ def speculative_sample(
             new = new[:accepted]
         else:
             new.append(following)
-        for i in range(min(accepted + 1, k)):
-            report.attempted[i] += 1
-            report.accepted[i] += int(i < accepted)
-        new = new[: max_new - (len(seq) - len(prompt))]
-        report.rounds += 1
-        report.tokens += len(new)
-        seq = seq + new
+        seq = seq + _record_round(report, accepted, k, new, max_new - (len(seq) - len(prompt)))
         aux = states.aux[:, : len(seq) - 1]
-    out = seq[len(prompt) :][:max_new]
-    if eos and any(t in eos for t in out):
-        out = out[: next(i for i, t in enumerate(out) if t in eos) + 1]
-    return out
+    return _output(seq[len(prompt) :], max_new, eos)
 
 
 def evaluate_sampled_acceptance(
