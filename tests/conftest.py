@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
 from core.settings import get_settings
 
@@ -56,3 +57,14 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'catalog.db'}"
     schema = request.getfixturevalue("pg_schema")
     return PG_URL_TEMPLATE.format(schema=schema)
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """A migrated, empty catalog on SQLite, then on PostgreSQL."""
+    from curation.catalog import store
+
+    engine = store.make_engine(database_url)
+    store.upgrade_database(engine)
+    yield engine
+    engine.dispose()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from campaign_fakes import (
@@ -33,14 +32,6 @@ from graph.campaign import (
     unfinished_campaigns,
 )
 from graph.events import CampaignEvent
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = store.make_engine(database_url)
-    store.upgrade_database(engine)
-    yield engine
-    engine.dispose()
 
 
 def runs_by_category(engine: Engine, campaign_id: str, *, latest_only: bool = True) -> dict[str, list[SubagentRun]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +66,6 @@ def make_app(engine: Engine, tmp_path: Path, subagent: FakeSubagent, **kwargs: A
     return create_app(settings, engine=engine, campaign_overrides={"subagent": subagent, "backends": [FakeBackend()]},
                       event_poll_s=0.1, **kwargs)
 
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = store.make_engine(database_url)
-    store.upgrade_database(engine)
-    yield engine
-    engine.dispose()
 
 
 def wait_final(client: TestClient, campaign_id: str, timeout_s: float = 60) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,14 +13,6 @@ from curation.catalog.models import CatalogEntry
 
 Seeder = Callable[..., CatalogEntry]
 
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    """A migrated, empty catalog on SQLite, then on PostgreSQL."""
-    engine = store.make_engine(database_url)
-    store.upgrade_database(engine)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture
