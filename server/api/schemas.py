@@ -51,6 +51,7 @@ class RunOut(_Row):
     candidates_accepted: int
     error: str | None
     reasons: list[dict[str, Any]]
+    notes: list[str] = Field(default_factory=list, description="What the subagent said about its own run.")
     started_at: datetime | None
     finished_at: datetime | None
     elapsed_s: float | None

@@ -99,6 +99,13 @@ function follow(campaignId) {
   const onCampaign = (event) => {
     const data = JSON.parse(event.data);
     if (data.status) setStatus($("#campaign-status"), data.status);
+    // Snapshots and polls carry every run: a run that finished before this stream subscribed shows up here.
+    (data.runs || []).forEach((run) => {
+      const row = $(`table.runs tr[data-category="${run.category}"]`);
+      if (!row) return;
+      setStatus($(".status", row), run.status);
+      $(".error", row).textContent = run.error || "";
+    });
     if (event.type === "end") { stream.close(); stream = null; }
   };
   stream.addEventListener("run_started", onRun);

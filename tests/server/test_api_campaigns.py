@@ -46,7 +46,8 @@ class FakeSubagent:
             for n in (1, 2)
         ]
         queries = [QueryRecord(backend="offline", query=f"{category.value} data", status="ok", hits=2)]
-        return Deliverable(category=category, candidates=candidates, queries=queries, offline=True)
+        return Deliverable(category=category, candidates=candidates, queries=queries, offline=True,
+                           notes=[f"{category.value}: searched the offline index only"])
 
 
 class FakeBackend:
@@ -119,6 +120,7 @@ def test_launch_stream_and_rerun_one_failed_category(engine: Engine, tmp_path: P
         body = wait_final(client, campaign_id)
         runs = {r["category"]: r for r in body["runs"]}
         assert runs["tool_use"]["status"] == "succeeded" and runs["tool_use"]["attempt"] == 2
+        assert runs["tool_use"]["notes"] == ["tool_use: searched the offline index only"]
         assert {c: (r["id"], r["attempt"]) for c, r in runs.items() if c != "tool_use"} == before
         assert subagent.calls.count("math") == 1 and subagent.calls.count("tool_use") == 2
         assert client.get("/catalog", params={"category": "tool_use"}).json()["total"] == 2
