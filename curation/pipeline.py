@@ -22,7 +22,7 @@ from curation.cleaning import StepParams
 from curation.conversation import Drop, Row, prompt_text
 from curation.decontam import EvalIndex, find_contaminated
 from curation.dedup import deduplicate
-from curation.loading import INVALID_UTF8, iter_records, plan_load
+from curation.loading import INVALID_UTF8, iter_records
 from curation.manifest import EvalSet, Manifest
 from curation.mirror import MIRROR_INDEX, mirror_eval_sets, read_mirror_index
 from curation.mixing import mix
@@ -68,16 +68,7 @@ def _context(manifest: Manifest, out_dir: Path, mirror: Path | None, hub_root: P
 
 def eval_prompts(eval_set: EvalSet, ctx: LoadContext) -> list[tuple[str, str]]:
     """Return (item id, user prompt text) for every item of an eval set."""
-    plan = plan_load(
-        hub_id=eval_set.hub_id,
-        data_files=ctx.files_for(eval_set.hub_id, eval_set.config, eval_set.split, eval_set.data_files),
-        config=eval_set.config,
-        split=eval_set.split,
-        revision=eval_set.revision,
-        mirror=ctx.mirror,
-        offline=ctx.offline,
-        hub_root=ctx.hub_root,
-    )
+    plan = ctx.plan_for(eval_set)
     items: list[tuple[str, str]] = []
     fmt: str | None = None
     for index, record in enumerate(iter_records(plan, cache_dir=ctx.cache_dir, token=ctx.token)):

@@ -21,7 +21,7 @@ from curation.adapters import adapt, resolve_format
 from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
 from curation.conversation import Drop, Row
 from curation.loading import INVALID_UTF8, iter_records, plan_load
-from curation.manifest import Source
+from curation.manifest import EvalSet, Source
 from curation.mirror import mirror_files
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes
 
@@ -51,6 +51,20 @@ class LoadContext:
         if data_files or hub_id is None or self.mirror is None:
             return list(data_files)
         return mirror_files(self.mirror_entries, hub_id, config, split)
+
+    def plan_for(self, spec: Source | EvalSet, *, streaming: bool | None = None) -> Any:
+        """Return the load plan of a manifest source or eval set, with this run's mirror and Hub settings."""
+        return plan_load(
+            hub_id=spec.hub_id,
+            data_files=self.files_for(spec.hub_id, spec.config, spec.split, spec.data_files),
+            config=spec.config,
+            split=spec.split,
+            revision=spec.revision,
+            mirror=self.mirror,
+            offline=self.offline,
+            streaming=streaming,
+            hub_root=self.hub_root,
+        )
 
 
 @dataclass
@@ -169,17 +183,7 @@ def stage_source(source: Source, order: int, ctx: LoadContext) -> StagedSource:
 
 
 def _rows(source: Source, order: int, ctx: LoadContext, staged: StagedSource, on_drop: Any) -> Any:
-    plan = plan_load(
-        hub_id=source.hub_id,
-        data_files=ctx.files_for(source.hub_id, source.config, source.split, source.data_files),
-        config=source.config,
-        split=source.split,
-        revision=source.revision,
-        mirror=ctx.mirror,
-        offline=ctx.offline,
-        streaming=source.streaming,
-        hub_root=ctx.hub_root,
-    )
+    plan = ctx.plan_for(source, streaming=source.streaming)
     fmt: str | None = None
     for index, record in enumerate(iter_records(plan, cache_dir=ctx.cache_dir, token=ctx.token)):
         if source.max_rows is not None and index >= source.max_rows:
