@@ -39,6 +39,24 @@ def postgres_conninfo(url: URL) -> str:
     return make_conninfo("", **params)
 
 
+async def _setup_sqlite(saver: BaseCheckpointSaver[str], attempts: int = 100) -> None:
+    """Create the checkpoint tables, waiting out another process or campaign doing the same.
+
+    The setup switches the file to WAL first; SQLite answers "database is locked" at once (no busy wait) when
+    another connection is setting up at the same moment, so retry briefly instead of failing the campaign.
+    """
+    import sqlite3
+
+    for attempt in range(attempts):
+        try:
+            await saver.setup()  # type: ignore[attr-defined]
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.05)
+
+
 @asynccontextmanager
 async def open_checkpointer(database_url: str) -> AsyncIterator[BaseCheckpointSaver[str]]:
     """Yield a ready (tables created) async checkpointer on the database of `database_url`."""
@@ -51,7 +69,7 @@ async def open_checkpointer(database_url: str) -> AsyncIterator[BaseCheckpointSa
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         async with AsyncSqliteSaver.from_conn_string(path) as saver:
-            await saver.setup()
+            await _setup_sqlite(saver)
             yield saver
     elif backend == "postgresql":
         import psycopg
