@@ -43,8 +43,11 @@ def test_killed_campaign_resumes_without_redoing_finished_categories(database_ur
         )
         try:
             fast = len(Category) - len(SLOW)
-            wait_for(lambda: log.read_text().count("done ") == fast and stored_branch_results(engine, "killme") == fast,
-                     timeout_s=60, what="the fast branches to finish and reach the checkpoint")
+            # Kill only once every branch has started (the slow ones are then mid-search) and the fast ones
+            # have finished and reached the checkpoint; under load a slow branch can start after the fast ones end.
+            wait_for(lambda: log.read_text().count("start ") == len(Category) and log.read_text().count("done ") == fast
+                     and stored_branch_results(engine, "killme") == fast,
+                     timeout_s=60, what="every branch to start and the fast ones to finish and reach the checkpoint")
             assert child.poll() is None, output.read_text()
         finally:
             child.send_signal(signal.SIGKILL)
