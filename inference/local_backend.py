@@ -88,18 +88,35 @@ class LocalTransformersBackend:
         self._stop_ids = _stop_ids(model, tokenizer)
 
     @classmethod
-    def load(cls, folder: Path, *, device: str = "auto", chat_template: str | None = None, **kwargs: Any
-             ) -> LocalTransformersBackend:
-        """Load the model (bf16 on GPU, fp32 on CPU) and tokenizer from a local folder."""
+    def load(cls, folder: Path, *, device: str = "auto", chat_template: str | None = None, engine: str = "auto",
+             **kwargs: Any) -> Any:
+        """Load the model (bf16 on GPU, fp32 on CPU) and tokenizer from a local folder.
+
+        engine: `static` answers through the continuous-batching static-cache engine (Llama-family targets),
+        `generate` through plain batched `generate`, `auto` the engine where the model allows it.
+        """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from inference.static_llama import SUPPORTED
+
+        if engine not in {"auto", "static", "generate"}:
+            raise ValueError(f"engine must be auto, static or generate, not {engine!r}")
         use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
         dtype = torch.bfloat16 if use_cuda else torch.float32
         model: Any = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
-        model = model.to("cuda" if use_cuda else "cpu")
+        model = model.to("cuda" if use_cuda else "cpu").eval()
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        return cls(model.eval(), tokenizer, chat_template=chat_template, name=folder.name, **kwargs)
+        supported = model.config.model_type in SUPPORTED
+        if engine == "static" and not supported:
+            raise ValueError(f"the static-cache engine supports {sorted(SUPPORTED)}, not {model.config.model_type!r}")
+        if engine == "generate" or not supported:
+            return cls(model, tokenizer, chat_template=chat_template, name=folder.name, **kwargs)
+        from inference.engine_backend import LocalEngineBackend
+
+        return LocalEngineBackend(model, tokenizer, stop_ids=_stop_ids(model, tokenizer), chat_template=chat_template,
+                                  slots=kwargs.get("max_batch", 256),
+                                  max_prompt_tokens=kwargs.get("max_prompt_tokens", 2048), name=folder.name)
 
     def render_ids(self, history: list[dict[str, str]]) -> list[int]:
         """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""

@@ -1,4 +1,5 @@
-"""The in-process `transformers` backend: batched left-padded answers equal unbatched ones, runner and CLI paths."""
+"""The in-process backends: plain batched `generate` (left-padded answers equal unbatched ones) and the
+continuous-batching engine (its answers equal plain `generate`'s), through the runner and the CLI."""
 
 from __future__ import annotations
 
@@ -60,12 +61,12 @@ def test_batched_greedy_answers_equal_one_prompt_at_a_time(tiny_dir: Path) -> No
 
     greedy = Sampling(temperature=0, max_tokens=8)
     histories = _prompts(6)
-    batched = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=64)
+    batched = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=64, engine="generate")
     together = asyncio.run(_answer_all(batched, histories, greedy))
     assert batched.batch_sizes == [6]  # all six turns went through one generate call
     alone = []
     for history in histories:
-        single = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=1)
+        single = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=1, engine="generate")
         alone.append(asyncio.run(_answer_all(single, [history], greedy))[0])
     assert [r.content for r in together] == [r.content for r in alone]
     assert [r.completion_tokens for r in together] == [r.completion_tokens for r in alone]
@@ -73,22 +74,25 @@ def test_batched_greedy_answers_equal_one_prompt_at_a_time(tiny_dir: Path) -> No
     assert {r.finish_reason for r in together} <= {"stop", "length"}
 
 
-def test_seeded_sampling_is_reproducible_and_differs_from_greedy(tiny_dir: Path) -> None:
+@pytest.mark.parametrize("engine", ["generate", "static"])
+def test_seeded_sampling_is_reproducible_and_differs_from_greedy(tiny_dir: Path, engine: str) -> None:
     import asyncio
 
     histories = _prompts(4)
     hot = Sampling(temperature=1.5, top_p=1.0, max_tokens=12, seed=3)
-    first = asyncio.run(_answer_all(LocalTransformersBackend.load(tiny_dir, device="cpu"), histories, hot))
-    again = asyncio.run(_answer_all(LocalTransformersBackend.load(tiny_dir, device="cpu"), histories, hot))
-    greedy = asyncio.run(_answer_all(LocalTransformersBackend.load(tiny_dir, device="cpu"), histories,
-                                     Sampling(temperature=0, max_tokens=12)))
+    def load() -> Any:
+        return LocalTransformersBackend.load(tiny_dir, device="cpu", engine=engine)
+
+    first = asyncio.run(_answer_all(load(), histories, hot))
+    again = asyncio.run(_answer_all(load(), histories, hot))
+    greedy = asyncio.run(_answer_all(load(), histories, Sampling(temperature=0, max_tokens=12)))
     assert [r.content for r in first] == [r.content for r in again]
     assert [r.content for r in first] != [r.content for r in greedy]
 
 
 def test_runner_batches_turns_writes_the_journal_and_resumes(tiny_dir: Path, tmp_path: Path) -> None:
     write_samples(tmp_path / "in.jsonl", 10, turns=2, prefix="w")
-    backend = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=16)
+    backend = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=16, engine="generate")
     config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=[LOCAL_URL],
                        concurrency=16, sampling=Sampling(temperature=0.8, max_tokens=6, seed=1), model="tiny")
     summary = regenerate(config, backend)
@@ -101,6 +105,47 @@ def test_runner_batches_turns_writes_the_journal_and_resumes(tiny_dir: Path, tmp
         assert roles == ["user", "assistant", "user", "assistant"]
         assert row["meta"]["api"] == "local" and row["meta"]["server"] == LOCAL_URL
     again = regenerate(config, LocalTransformersBackend.load(tiny_dir, device="cpu"))
+    assert (again.done, again.skipped) == (0, 10)
+
+
+def test_engine_answers_equal_plain_generate_greedy_with_fewer_slots_than_turns(tiny_dir: Path) -> None:
+    import asyncio
+
+    from inference.engine_backend import LocalEngineBackend
+
+    greedy = Sampling(temperature=0, max_tokens=10)
+    histories = _prompts(7)
+    plain = asyncio.run(_answer_all(LocalTransformersBackend.load(tiny_dir, device="cpu", engine="generate"),
+                                    histories, greedy))
+    engine = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=3, max_prompt_tokens=64)
+    assert isinstance(engine, LocalEngineBackend)
+    answers = asyncio.run(_answer_all(engine, histories, greedy))
+    assert [r.content for r in answers] == [r.content for r in plain]
+    assert [r.completion_tokens for r in answers] == [r.completion_tokens for r in plain]
+    assert [r.finish_reason for r in answers] == [r.finish_reason for r in plain]
+    assert engine.engine.stats.finished == 7 and engine.engine.stats.prefills >= 3  # slots were refilled
+
+
+def test_engine_refuses_a_prompt_that_cannot_fit_as_a_row_error(tiny_dir: Path) -> None:
+    import asyncio
+
+    from inference.generation import RowError
+
+    engine = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=2, max_prompt_tokens=8)
+    long = [{"role": "user", "content": " ".join(["w1"] * 30)}]
+    with pytest.raises(RowError, match="exceeds"):
+        asyncio.run(_answer_all(engine, [long], Sampling(temperature=0, max_tokens=4)))
+
+
+def test_runner_through_the_engine_resumes(tiny_dir: Path, tmp_path: Path) -> None:
+    write_samples(tmp_path / "in.jsonl", 10, turns=2, prefix="w")
+    config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=[LOCAL_URL],
+                       concurrency=4, sampling=Sampling(temperature=0.8, max_tokens=6, seed=1), model="tiny")
+    summary = regenerate(config, LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=4))
+    assert (summary.done, summary.failed) == (10, 0)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "regenerated.jsonl").read_text().split("\n") if line]
+    assert all(len(r["conversations"]) >= 4 and r["meta"]["api"] == "local" for r in rows)
+    again = regenerate(config, LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=4))
     assert (again.done, again.skipped) == (0, 10)
 
 

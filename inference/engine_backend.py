@@ -1,0 +1,171 @@
+"""The in-process backend at full speed: turns answered by the continuous-batching engine in a worker thread.
+
+Same interface as every backend (`generate_turn`), so the runner's journal, resume and status are unchanged:
+each worker renders its prompt with the target's chat template, hands it to the engine thread and awaits a
+future; the thread keeps `slots` rows decoding, refills a slot as soon as its row ends, and resolves futures
+on the event loop. The engine (and its CUDA graph) is built at the first turn, sized from that turn's
+`max_tokens`: `max_len = max_prompt_tokens + max_tokens` positions per slot, and `slots` is the runner's
+concurrency. A Llama-family target only (`inference.static_llama`); `LocalTransformersBackend` (plain
+`generate`) remains for the others and is the baseline the benchmark compares against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from typing import Any
+
+from inference.generation import RowError, Sampling, TurnResult
+
+logger = logging.getLogger(__name__)
+
+
+class LocalEngineBackend:
+    """Answers turns with a local Llama-family model through `ContinuousEngine`."""
+
+    api = "local"
+
+    def __init__(self, model: Any, tokenizer: Any, *, stop_ids: set[int], chat_template: str | None = None,
+                 slots: int = 256, max_prompt_tokens: int = 2048, name: str | None = None,
+                 use_graph: bool = True) -> None:
+        if chat_template is None and not getattr(tokenizer, "chat_template", None):
+            raise ValueError("the tokenizer has no chat template; pass chat_template (e.g. the manifest's)")
+        self.model, self.tokenizer, self.chat_template = model, tokenizer, chat_template
+        self.slots, self.max_prompt_tokens, self.name = slots, max_prompt_tokens, name
+        self.stop_ids, self.use_graph = stop_ids, use_graph
+        self.engine: Any = None
+        self._inbox: queue.Queue[Any] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._max_tokens: int | None = None
+        self._error: RowError | None = None
+
+    # Runner-facing statistics (the plain-generate backend reports batches; here the engine's counters).
+    @property
+    def batches(self) -> int:
+        return int(self.engine.stats.steps) if self.engine else 0
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return [self.slots]
+
+    def render_ids(self, history: list[dict[str, str]]) -> list[int]:
+        """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""
+        text = self.tokenizer.apply_chat_template(
+            history, chat_template=self.chat_template, add_generation_prompt=True, tokenize=False)
+        return list(self.tokenizer(str(text), add_special_tokens=False)["input_ids"])
+
+    async def generate_turn(self, client: Any, endpoint: str, history: list[dict[str, str]], sampling: Sampling
+                            ) -> TurnResult:
+        """Hand this turn to the engine thread and wait for its answer (client and endpoint are unused)."""
+        from inference.continuous import Request
+
+        ids = self.render_ids(history)
+        if len(ids) > self.max_prompt_tokens:
+            raise RowError(f"prompt of {len(ids)} tokens exceeds the local backend's {self.max_prompt_tokens}")
+        self._start(sampling)
+        if sampling.max_tokens != self._max_tokens:
+            raise RowError(f"this engine was sized for max_tokens={self._max_tokens}, not {sampling.max_tokens}")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[TurnResult] = loop.create_future()
+        queued = time.monotonic()
+        request = Request(ids, sampling.max_tokens, sampling.temperature, sampling.top_p, tag=(loop, future, queued))
+        self._inbox.put(request)
+        if self._error is not None:  # the engine died: nobody will read the inbox again
+            raise self._error
+        return await future
+
+    def _start(self, sampling: Sampling) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._max_tokens = sampling.max_tokens
+            self._thread = threading.Thread(target=self._serve, args=(sampling,), name="datahunt-engine",
+                                            daemon=True)
+            self._thread.start()
+
+    def _build(self, sampling: Sampling) -> Any:
+        from inference.continuous import ContinuousEngine
+        from inference.static_llama import StaticLlama
+
+        runner = StaticLlama(self.model, slots=self.slots, max_len=self.max_prompt_tokens + sampling.max_tokens)
+        return ContinuousEngine(runner, self.stop_ids, seed=sampling.seed, use_graph=self.use_graph)
+
+    def _serve(self, sampling: Sampling) -> None:
+        try:
+            self.engine = self._build(sampling)
+        except Exception as exc:  # e.g. out of memory: every turn fails as a row error, the log says why
+            logger.exception("the local engine could not start")
+            self._fail_all(RowError(f"local engine failed to start: {type(exc).__name__}: {exc}"))
+            return
+        engine = self.engine
+        while not self._closed.is_set():
+            self._drain(block=not engine.busy)
+            if not engine.busy:
+                continue
+            try:
+                finished = engine.pump()
+            except Exception as exc:  # a model error ends the run's live rows as row errors
+                logger.exception("the local engine failed")
+                self._fail_all(RowError(f"local engine failed: {type(exc).__name__}: {exc}"))
+                return
+            for done in finished:
+                self._resolve(done)
+
+    def _drain(self, *, block: bool) -> None:
+        try:
+            item = self._inbox.get(timeout=0.05) if block else self._inbox.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            try:
+                self.engine.submit(item)
+            except ValueError as exc:
+                loop, future, _ = item.tag
+                loop.call_soon_threadsafe(_set_exception, future, RowError(str(exc)))
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+
+    def _resolve(self, done: Any) -> None:
+        loop, future, queued = done.request.tag
+        tokens = done.tokens[:-1] if done.finish_reason == "stop" else done.tokens
+        result = TurnResult(content=self.tokenizer.decode(tokens, skip_special_tokens=True), reasoning=None,
+                            finish_reason=done.finish_reason, prompt_tokens=len(done.request.ids),
+                            completion_tokens=len(done.tokens), latency_s=time.monotonic() - queued,
+                            model=self.name)
+        loop.call_soon_threadsafe(_set_result, future, result)
+
+    def _fail_all(self, error: RowError) -> None:
+        self._error = error
+        pending = list(self.engine.waiting) if self.engine else []
+        pending += [r for r in (self.engine.owner if self.engine else []) if r is not None]
+        while True:
+            try:
+                pending.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        for request in pending:
+            loop, future, _ = request.tag
+            loop.call_soon_threadsafe(_set_exception, future, error)
+
+    async def aclose(self) -> None:
+        """Stop the engine thread."""
+        self._closed.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 5.0)
+
+
+def _set_result(future: asyncio.Future[TurnResult], result: TurnResult) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+def _set_exception(future: asyncio.Future[TurnResult], error: Exception) -> None:
+    if not future.done():
+        future.set_exception(error)

@@ -1,0 +1,189 @@
+"""A Llama-family target with a static KV cache, for fast local decoding: one forward for prefill, decode, verify.
+
+Built from a loaded `transformers` Llama model (its weights are shared, not copied: q/k/v and gate/up are fused
+once into two matrices per layer). The cache is preallocated: `slots` rows of `max_len` positions per layer,
+laid out [slots, max_len, kv_heads, head_dim], so a decode step over every slot writes its new key/value in
+place and reads the cache as a strided view (no gather, no concatenation, no reallocation). That fixed shape is
+what lets one decode step be captured once as a CUDA graph and replayed (`DecodeGraph`), removing the ~400
+kernel launches a step of a 30-layer model costs in eager mode.
+
+Attention reads the cache with grouped queries: the g = heads / kv_heads query heads that share one kv head are
+laid out as g*T query rows of that kv head, so PyTorch's fused attention reads each cached key/value once
+(instead of a repeated copy per query head). Visibility is by position: a query at position p sees cached
+positions 0..p of its own slot; stale entries beyond a slot's length are never visible, so a slot is reused
+or a rejected draft is rolled back without clearing anything.
+
+`aux_ids` (input-of-layer ids, SGLang's convention) asks a forward to also return the residual stream entering
+those layers, concatenated: the EAGLE-3 draft's features.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+SUPPORTED = {"llama"}
+
+
+class UnsupportedTarget(ValueError):
+    """The model is not one this runner implements (the caller falls back to plain `generate`)."""
+
+
+@dataclass
+class _Layer:
+    in_norm: Tensor
+    qkv: Tensor
+    qkv_bias: Tensor | None
+    o: Tensor
+    post_norm: Tensor
+    gate_up: Tensor
+    down: Tensor
+
+
+class StaticLlama:
+    """The target's forward over a static cache of `slots` x `max_len` positions."""
+
+    def __init__(self, model: Any, *, slots: int, max_len: int) -> None:
+        cfg = model.config
+        if getattr(cfg, "model_type", None) not in SUPPORTED:
+            raise UnsupportedTarget(f"static-cache decoding supports {sorted(SUPPORTED)}, not {cfg.model_type!r}")
+        if getattr(cfg, "mlp_bias", False) or getattr(cfg, "hidden_act", "silu") != "silu":
+            raise UnsupportedTarget("static-cache decoding needs a bias-free SwiGLU (silu) MLP")
+        inner = model.model
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.eps = float(cfg.rms_norm_eps)
+        self.embed = inner.embed_tokens.weight
+        self.norm = inner.norm.weight
+        self.lm_head = model.lm_head.weight
+        self.inv_freq = inner.rotary_emb.inv_freq.float()
+        self.rope_scale = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
+        self.layers = [self._fuse(layer) for layer in inner.layers]
+        self.slots, self.max_len = slots, max_len
+        device, dtype = self.embed.device, self.embed.dtype
+        shape = (slots, max_len, self.kv_heads, self.head_dim)
+        self.k_cache = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
+        self.v_cache = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
+        self.key_positions = torch.arange(max_len, device=device)
+
+    @staticmethod
+    def _fuse(layer: Any) -> _Layer:
+        att, mlp = layer.self_attn, layer.mlp
+        biases = [p.bias for p in (att.q_proj, att.k_proj, att.v_proj)]
+        return _Layer(
+            in_norm=layer.input_layernorm.weight,
+            qkv=torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]).detach(),
+            qkv_bias=torch.cat(biases).detach() if all(b is not None for b in biases) else None,
+            o=att.o_proj.weight, post_norm=layer.post_attention_layernorm.weight,
+            gate_up=torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach(), down=mlp.down_proj.weight)
+
+    @property
+    def num_layers(self) -> int:
+        """How many decoder layers the target has."""
+        return len(self.layers)
+
+    def _rms(self, x: Tensor, weight: Tensor) -> Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return weight * x32.to(x.dtype)
+
+    def _rope(self, x: Tensor, positions: Tensor) -> Tensor:
+        """x [S, T, heads, d] rotated at positions [S, T] (half-split layout, as transformers' Llama)."""
+        angles = positions.float()[..., None] * self.inv_freq  # [S, T, d/2]
+        cos = (torch.cat([angles.cos(), angles.cos()], -1) * self.rope_scale).to(x.dtype)[:, :, None]
+        sin = (torch.cat([angles.sin(), angles.sin()], -1) * self.rope_scale).to(x.dtype)[:, :, None]
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+    @torch.no_grad()
+    def forward(self, tokens: Tensor, positions: Tensor, *, slots: Tensor | None = None, prefill: bool = False,
+                aux_ids: tuple[int, ...] = (), last_only: bool = False) -> tuple[Tensor, Tensor | None]:
+        """Logits [S, T, V] (or [S, V] with last_only) and the aux features [S, T, 3H] (None without aux_ids).
+
+        tokens/positions [S, T]. Without `slots`, row s is cache slot s and every slot takes part (decode and
+        verify steps). With `prefill`, rows are fresh prompts written into cache rows `slots` from position 0 and
+        attend only among themselves (right padding is harmless: padded positions come after every real one).
+        """
+        x = F.embedding(tokens, self.embed)
+        aux: list[Tensor] = []
+        rows = slots if slots is not None else torch.arange(tokens.shape[0], device=tokens.device)
+        for i, layer in enumerate(self.layers):
+            if i in aux_ids:
+                aux.append(x)
+            x = x + self._attention(i, layer, self._rms(x, layer.in_norm), positions, rows, prefill)
+            h = self._rms(x, layer.post_norm) @ layer.gate_up.T
+            gate, up = h.chunk(2, dim=-1)
+            x = x + (F.silu(gate) * up) @ layer.down.T
+        if last_only:
+            x = x[:, -1]
+        logits = self._rms(x, self.norm) @ self.lm_head.T
+        return logits, (torch.cat(aux, -1) if aux else None)
+
+    def _attention(self, i: int, layer: _Layer, x: Tensor, positions: Tensor, rows: Tensor, prefill: bool) -> Tensor:
+        s, t, _ = x.shape
+        hd, kvh, g = self.head_dim, self.kv_heads, self.heads // self.kv_heads
+        qkv = x @ layer.qkv.T
+        if layer.qkv_bias is not None:
+            qkv = qkv + layer.qkv_bias
+        q, k, v = qkv.split([self.heads * hd, kvh * hd, kvh * hd], dim=-1)
+        q = self._rope(q.view(s, t, self.heads, hd), positions)
+        k = self._rope(k.view(s, t, kvh, hd), positions)
+        v = v.view(s, t, kvh, hd)
+        self.k_cache[i].index_put_((rows[:, None].expand(s, t), positions), k)
+        self.v_cache[i].index_put_((rows[:, None].expand(s, t), positions), v)
+        # Grouped queries: [S, kvh, g*T, d] against keys [S, kvh, L, d].
+        qg = q.view(s, t, kvh, g, hd).permute(0, 2, 3, 1, 4).reshape(s, kvh, g * t, hd)
+        if prefill:
+            keys, values = k.transpose(1, 2), v.transpose(1, 2)
+            causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            mask = causal.repeat(g, 1)[None, None]
+        else:
+            keys, values = self.k_cache[i][: s].transpose(1, 2), self.v_cache[i][: s].transpose(1, 2)
+            query_pos = positions[:, None, :].expand(s, g, t).reshape(s, 1, g * t, 1)
+            mask = self.key_positions.view(1, 1, 1, -1) <= query_pos
+        out = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
+        out = out.view(s, kvh, g, t, hd).permute(0, 3, 1, 2, 4).reshape(s, t, self.heads * hd)
+        return out @ layer.o.T
+
+
+class DecodeGraph:
+    """One decode step over every slot (T = 1), captured once as a CUDA graph and replayed.
+
+    `step(tokens, positions)` copies into the graph's static inputs and replays; the returned logits tensor is
+    the graph's own output buffer (valid until the next step). On CPU it simply runs the forward.
+    """
+
+    def __init__(self, model: StaticLlama, *, use_graph: bool) -> None:
+        self.model = model
+        device = model.embed.device
+        self.tokens = torch.zeros(model.slots, 1, dtype=torch.long, device=device)
+        self.positions = torch.zeros(model.slots, 1, dtype=torch.long, device=device)
+        self.graph: Any = None
+        self.logits: Tensor | None = None
+        if use_graph and device.type == "cuda":
+            self._capture()
+
+    def _capture(self) -> None:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm up kernels (and their workspaces) outside the graph
+                self.model.forward(self.tokens, self.positions, last_only=True)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits, _ = self.model.forward(self.tokens, self.positions, last_only=True)
+
+    def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """Logits [slots, V] after feeding tokens [slots, 1] at positions [slots, 1]."""
+        if self.graph is None:
+            return self.model.forward(tokens, positions, last_only=True)[0]
+        self.tokens.copy_(tokens)
+        self.positions.copy_(positions)
+        self.graph.replay()
+        assert self.logits is not None
+        return self.logits
