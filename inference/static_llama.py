@@ -14,7 +14,8 @@ positions 0..p of its own slot; stale entries beyond a slot's length are never v
 or a rejected draft is rolled back without clearing anything.
 
 `aux_ids` (input-of-layer ids, SGLang's convention) asks a forward to also return the residual stream entering
-those layers, concatenated: the EAGLE-3 draft's features.
+those layers, concatenated in the order given (a repeated id repeats its state, as transformers' hidden_states
+indexing does): the EAGLE-3 draft's features.
 """
 
 from __future__ import annotations
@@ -109,11 +110,11 @@ class StaticLlama:
         attend only among themselves (right padding is harmless: padded positions come after every real one).
         """
         x = F.embedding(tokens, self.embed)
-        aux: list[Tensor] = []
+        aux: dict[int, Tensor] = {}
         rows = slots if slots is not None else torch.arange(tokens.shape[0], device=tokens.device)
         for i, layer in enumerate(self.layers):
             if i in aux_ids:
-                aux.append(x)
+                aux[i] = x
             x = x + self._attention(i, layer, self._rms(x, layer.in_norm), positions, rows, prefill)
             h = self._rms(x, layer.post_norm) @ layer.gate_up.T
             gate, up = h.chunk(2, dim=-1)
@@ -121,7 +122,7 @@ class StaticLlama:
         if last_only:
             x = x[:, -1]
         logits = self._rms(x, self.norm) @ self.lm_head.T
-        return logits, (torch.cat(aux, -1) if aux else None)
+        return logits, (torch.cat([aux[i] for i in aux_ids], -1) if aux_ids else None)
 
     def _attention(self, i: int, layer: _Layer, x: Tensor, positions: Tensor, rows: Tensor, prefill: bool) -> Tensor:
         s, t, _ = x.shape
@@ -151,39 +152,51 @@ class StaticLlama:
 
 
 class DecodeGraph:
-    """One decode step over every slot (T = 1), captured once as a CUDA graph and replayed.
+    """One step over every slot with `width` new tokens per slot, captured once as a CUDA graph and replayed.
 
-    `step(tokens, positions)` copies into the graph's static inputs and replays; the returned logits tensor is
-    the graph's own output buffer (valid until the next step). On CPU it simply runs the forward.
+    width 1 is a decode step; width k+1 a speculative verify step. `step(tokens, positions)` copies into the
+    graph's static inputs and replays; the returned tensors are the graph's own output buffers (valid until
+    the next step). Without CUDA (or with use_graph=False) it simply runs the forward.
     """
 
-    def __init__(self, model: StaticLlama, *, use_graph: bool) -> None:
-        self.model = model
+    def __init__(self, model: StaticLlama, *, use_graph: bool, width: int = 1, aux_ids: tuple[int, ...] = ()) -> None:
+        self.model, self.aux_ids, self.width = model, aux_ids, width
         device = model.embed.device
-        self.tokens = torch.zeros(model.slots, 1, dtype=torch.long, device=device)
-        self.positions = torch.zeros(model.slots, 1, dtype=torch.long, device=device)
+        self.tokens = torch.zeros(model.slots, width, dtype=torch.long, device=device)
+        self.positions = torch.arange(width, device=device).repeat(model.slots, 1)
         self.graph: Any = None
-        self.logits: Tensor | None = None
+        self.out: tuple[Tensor, Tensor | None] | None = None
         if use_graph and device.type == "cuda":
             self._capture()
+
+    def _forward(self) -> tuple[Tensor, Tensor | None]:
+        logits, aux = self.model.forward(self.tokens, self.positions, aux_ids=self.aux_ids,
+                                         last_only=self.width == 1 and not self.aux_ids)
+        return logits, aux
 
     def _capture(self) -> None:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(2):  # warm up kernels (and their workspaces) outside the graph
-                self.model.forward(self.tokens, self.positions, last_only=True)
+                self._forward()
         torch.cuda.current_stream().wait_stream(stream)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            self.logits, _ = self.model.forward(self.tokens, self.positions, last_only=True)
+            self.out = self._forward()
 
-    def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
-        """Logits [slots, V] after feeding tokens [slots, 1] at positions [slots, 1]."""
+    def run(self, tokens: Tensor, positions: Tensor) -> tuple[Tensor, Tensor | None]:
+        """(logits, aux) after feeding tokens [slots, width] at positions [slots, width]."""
         if self.graph is None:
-            return self.model.forward(tokens, positions, last_only=True)[0]
+            self.tokens, self.positions = tokens, positions
+            return self._forward()
         self.tokens.copy_(tokens)
         self.positions.copy_(positions)
         self.graph.replay()
-        assert self.logits is not None
-        return self.logits
+        assert self.out is not None
+        return self.out
+
+    def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """Logits [slots, V] of a width-1 step."""
+        logits = self.run(tokens, positions)[0]
+        return logits if logits.dim() == 2 else logits[:, -1]

@@ -18,7 +18,7 @@ ALLOWED: dict[str, set[str]] = {
     "graph": {"core", "agents", "curation.catalog", "prompts"},
     "curation": {"core"},
     "inference": {"core"},
-    "training": {"core"},
+    "training": {"core", "inference.static_llama"},  # the local target runtime, shared (README: Architecture)
     "server": {"core", "agents", "graph", "curation", "inference", "training", "prompts"},
 }
 CORE_THIRD_PARTY = {"pydantic", "pydantic_settings"}

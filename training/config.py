@@ -51,11 +51,14 @@ class TrainConfig(BaseModel):
     weight_decay: float = Field(default=0.0, ge=0)
     warmup_ratio: float = Field(default=0.015, ge=0, lt=1)
     grad_clip: float = Field(default=0.5, gt=0)
-    batch_size: int = Field(default=1, ge=1)
+    batch_size: int = Field(default=1, ge=1, description="Rows per batch (when batch_tokens is not set).")
+    batch_tokens: int | None = Field(
+        default=None, ge=8, description="Token budget per batch: rows of similar length are packed until "
+        "rows x padded width would pass it (the fast path on a GPU; overrides batch_size).")
     epochs: int = Field(default=1, ge=1)
     max_steps: int | None = Field(default=None, ge=1, description="Stop after this many optimizer steps.")
     save_every: int = Field(default=1000, ge=1)
-    log_every: int = Field(default=50, ge=1)
+    log_every: int = Field(default=50, ge=1, description="Steps between progress lines (each reads the GPU once).")
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     bf16: bool = Field(default=True, description="bf16 autocast on GPU (ignored on CPU).")

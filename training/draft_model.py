@@ -210,7 +210,10 @@ class Eagle3Draft(nn.Module):
 
         input_ids [B, T] are the target's tokens x_0..x_{T-1}; aux [B, T, 3*target_hidden] the target's aux
         states at each position. At step j, position t reads token x_{t+1+j} (teacher forcing) and the
-        previous step's hidden state, and predicts x_{t+2+j}. `attention` picks ttt_attention's implementation.
+        previous step's hidden state, and predicts x_{t+2+j}; its query and key are rotated at position t+j, the
+        position its draft token takes at inference (SpecForge's and SGLang's convention: with one position
+        for every step, a draft trained here would see shifted positions when served). `attention` picks
+        ttt_attention's implementation.
         """
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         hidden = self.fc(aux.to(self.fc.weight.dtype))
@@ -219,7 +222,7 @@ class Eagle3Draft(nn.Module):
         outputs: list[Tensor] = []
         for j in range(steps):
             embeds = self.embed_tokens(shift_left(input_ids, j + 1)).to(hidden.dtype)
-            q, k, v = self.midlayer.project(embeds, hidden, positions)
+            q, k, v = self.midlayer.project(embeds, hidden, positions + j)
             keys.append(k)
             values.append(v)
             hidden = self.midlayer.finish(ttt_attention(q, keys, values, attention), residual=hidden)

@@ -24,12 +24,28 @@ from training.draft_model import Eagle3Draft, shift_left
 
 @dataclass
 class TTTLoss:
-    """Total weighted loss, and per-step loss and top-1 agreement with the target over counted positions."""
+    """Total weighted loss, and per-step loss and top-1 agreement with the target over counted positions.
+
+    Everything stays on the device (reading a number from the GPU stalls the step): the float views below
+    synchronise, so the trainer reads them on its log steps only.
+    """
 
     total: Tensor
-    step_losses: list[float]
-    step_accuracies: list[float]
-    counted: int
+    losses: Tensor  # [steps]
+    accuracies: Tensor  # [steps]
+    counts: Tensor  # [steps], positions counted at each step
+
+    @property
+    def step_losses(self) -> list[float]:
+        return [float(x) for x in self.losses.detach().cpu()]
+
+    @property
+    def step_accuracies(self) -> list[float]:
+        return [float(x) for x in self.accuracies.detach().cpu()]
+
+    @property
+    def counted(self) -> int:
+        return int(self.counts.max()) if self.counts.numel() else 0
 
 
 def restrict_to_draft_vocab(target_logits: Tensor, d2t: Tensor, t2d: Tensor) -> tuple[Tensor, Tensor]:
@@ -47,25 +63,25 @@ def ttt_loss(
     decay: float = 0.8,
 ) -> TTTLoss:
     """Weighted TTT loss from the draft's per-step logits (see the module docstring for the alignment)."""
-    target_logp = F.log_softmax(target_draft_logits.float(), dim=-1)
+    # The target's distribution over the draft vocab, computed once (each step reads it shifted).
+    target_p = F.softmax(target_draft_logits.float(), dim=-1)
+    target_choice = target_draft_logits.argmax(-1)
     total = torch.zeros((), device=target_draft_logits.device)
-    losses: list[float] = []
-    accs: list[float] = []
-    counted = 0
+    losses, accs, counts = [], [], []
     for j, logits in enumerate(step_logits):
         # The draft at position t predicts token t+2+j: target logits at t+1+j, mask at t+2+j.
-        tgt = shift_left(target_logp, j + 1)
+        tgt = shift_left(target_p, j + 1)
         mask = (shift_left(loss_mask, j + 2) * shift_left(in_vocab, j + 1)).float()
         draft_logp = F.log_softmax(logits.float(), dim=-1)
-        per_pos = -(tgt.exp() * draft_logp).sum(-1)
+        per_pos = -(tgt * draft_logp).sum(-1)
         n = mask.sum()
         step = (per_pos * mask).sum() / n.clamp(min=1.0)
         total = total + (decay**j) * step
-        agree = (logits.argmax(-1) == tgt.argmax(-1)).float()
-        losses.append(float(step.detach()))
-        accs.append(float(((agree * mask).sum() / n.clamp(min=1.0)).detach()))
-        counted = max(counted, int(n))
-    return TTTLoss(total=total, step_losses=losses, step_accuracies=accs, counted=counted)
+        agree = (logits.argmax(-1) == shift_left(target_choice, j + 1)).float()
+        losses.append(step.detach())
+        accs.append(((agree * mask).sum() / n.clamp(min=1.0)).detach())
+        counts.append(n.detach())
+    return TTTLoss(total=total, losses=torch.stack(losses), accuracies=torch.stack(accs), counts=torch.stack(counts))
 
 
 def reference_ttt_loss(
@@ -80,7 +96,8 @@ def reference_ttt_loss(
     """The same loss computed position by position with explicit key lists: slow, obviously right.
 
     Batch size 1 (input_ids [1, T]). For each step j and position t: the attention keys are step 0's keys at
-    positions 0..t plus steps 1..j's keys at position t; the token read is x_{t+1+j} (0 past the end).
+    positions 0..t plus steps 1..j's keys at position t; the token read is x_{t+1+j} (0 past the end), rotated
+    at position t+j (the position that token's chain slot has at inference).
     """
     T = input_ids.shape[1]
     ids = input_ids[0].tolist()
@@ -93,7 +110,7 @@ def reference_ttt_loss(
     total = torch.zeros(())
     for j in range(steps):
         tokens = torch.tensor([[ids[t + 1 + j] if t + 1 + j < T else 0 for t in range(T)]])
-        q, k, v = layer.project(draft.embed_tokens(tokens), hidden, positions)  # [1,h,T,d]
+        q, k, v = layer.project(draft.embed_tokens(tokens), hidden, positions + j)  # [1,h,T,d]
         step_keys.append(k)
         step_values.append(v)
         outs = []

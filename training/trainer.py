@@ -38,6 +38,7 @@ from training.hidden_states import (
     write_shards,
 )
 from training.loss import restrict_to_draft_vocab, ttt_loss
+from training.progress import Progress
 from training.vocab import DraftVocab, load_or_build, vocab_key
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,13 @@ class TrainResult:
     step_accuracies: list[float]
     export_dir: Path
     vocab_coverage: float
+    tokens: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Real (unpadded) tokens trained on per second of the loop, target forward included."""
+        return self.tokens / self.wall_s if self.wall_s else 0.0
 
 
 def train(cfg: TrainConfig) -> TrainResult:
@@ -77,22 +85,25 @@ def train(cfg: TrainConfig) -> TrainResult:
 
     # --- Draft on the target's frozen embeddings; optimizer; schedule; resume.
     draft = build_draft(target, cfg, vocab).to(device)
-    optimizer = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad],
-                                  lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad], lr=cfg.lr,
+                                  weight_decay=cfg.weight_decay, fused=device.type == "cuda")
     shard = rows[rank::world][: len(rows) // world]  # equal shards: every rank takes the same number of steps
-    total_steps = cfg.max_steps or cfg.epochs * math.ceil(len(shard) / cfg.batch_size)
+    per_epoch = len(plan_batches(shard, cfg, seed=cfg.seed))
+    total_steps = cfg.max_steps or cfg.epochs * per_epoch
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(total_steps, cfg.warmup_ratio))
     step = resume(cfg, draft, optimizer, scheduler) if cfg.resume else 0
     model = torch.nn.parallel.DistributedDataParallel(draft) if world > 1 else draft
     source = rank0_first(rank, world, lambda: offline_source(cfg, target, rows, layers, key)) \
         if cfg.mode == "offline" else None
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16 else nullcontext()
+    progress = Progress(cfg.out / "train_log.jsonl", total_steps, enabled=rank == 0)
 
-    # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step.
-    last_loss, accs = float("nan"), [0.0] * cfg.ttt_steps
+    # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step. No host sync but on log steps.
+    result = None
+    epoch = step // max(1, per_epoch)
     while step < total_steps:
-        for batch in batches(shard, cfg.batch_size, seed=cfg.seed + step):
-            ids, attn, mask = (t.to(device) for t in batch)
+        for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch):
+            ids, attn, mask = (t.to(device, non_blocking=True) for t in (ids, attn, mask))
             aux, target_logits = target_states(target, source, ids, attn, layers)
             target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
             with autocast:
@@ -104,22 +115,26 @@ def train(cfg: TrainConfig) -> TrainResult:
             optimizer.step()
             scheduler.step()
             step += 1
-            last_loss, accs = float(result.total.detach()), result.step_accuracies
-            if step % cfg.log_every == 0 and rank == 0:
-                logger.info("step %d loss %.4f acc %s", step, last_loss, [round(a, 3) for a in accs])
+            progress.count(attn)
+            if step % cfg.log_every == 0 or step == total_steps:
+                progress.log(step, result, float(scheduler.get_last_lr()[0]))
             if rank == 0 and (step % cfg.save_every == 0 or step == total_steps):
                 save_checkpoint(cfg, draft, optimizer, scheduler, step)
             if step >= total_steps:
                 break
+        epoch += 1
 
     # --- Export the SGLang folder (rank 0), and finish.
     export_dir = cfg.out / "export"
     if rank == 0:
         export_draft(draft, layers, export_dir, dtype=export_dtype(cfg, target))
+        progress.plot(cfg.out / "loss_curve.png")
     if world > 1:
         dist.destroy_process_group()
-    return TrainResult(steps=step, loss=last_loss, step_accuracies=accs, export_dir=export_dir,
-                       vocab_coverage=vocab.coverage)
+    return TrainResult(steps=step, loss=float(result.total.detach()) if result else float("nan"),
+                       step_accuracies=result.step_accuracies if result else [0.0] * cfg.ttt_steps,
+                       export_dir=export_dir, vocab_coverage=vocab.coverage, tokens=progress.tokens,
+                       wall_s=progress.elapsed())
 
 
 def _setup_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device]:
@@ -228,29 +243,58 @@ def warmup_cosine(total_steps: int, warmup_ratio: float) -> Any:
     return factor
 
 
+def plan_batches(rows: list[TokenizedRow], cfg: TrainConfig, seed: int) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """One epoch's batches, shuffled: by token budget (cfg.batch_tokens) or by row count (cfg.batch_size)."""
+    if cfg.batch_tokens is None:
+        return list(batches(rows, cfg.batch_size, seed))
+    return token_batches(rows, cfg.batch_tokens, seed)
+
+
+def token_batches(rows: list[TokenizedRow], budget: int, seed: int) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """Rows sorted by length and packed while rows x padded width stays within `budget`; batch order shuffled.
+
+    Sorting keeps padding small (neighbours have nearly equal lengths), so a batch is mostly real tokens and
+    every step does about the same work. A row longer than the budget is a batch of its own.
+    """
+    order = sorted(range(len(rows)), key=lambda i: (len(rows[i].input_ids), i))
+    groups: list[list[int]] = []
+    for i in order:
+        width = len(rows[i].input_ids)  # sorted ascending, so the newest row is the widest
+        if groups and (len(groups[-1]) + 1) * width <= budget:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    random.Random(seed).shuffle(groups)
+    return [_pad([rows[i] for i in g]) for g in groups]
+
+
 def batches(rows: list[TokenizedRow], size: int, seed: int) -> Any:
-    """Yield shuffled right-padded (input_ids, attention_mask, loss_mask) batches."""
+    """Yield shuffled right-padded (input_ids, attention_mask, loss_mask) batches of `size` rows."""
     order = list(range(len(rows)))
     random.Random(seed).shuffle(order)
     for start in range(0, len(order), size):
-        chunk = [rows[i] for i in order[start : start + size]]
-        width = max(len(r.input_ids) for r in chunk)
-        ids = torch.zeros(len(chunk), width, dtype=torch.long)
-        attn = torch.zeros(len(chunk), width, dtype=torch.long)
-        mask = torch.zeros(len(chunk), width, dtype=torch.long)
-        for i, r in enumerate(chunk):
-            n = len(r.input_ids)
-            ids[i, :n] = torch.tensor(r.input_ids)
-            attn[i, :n] = 1
-            mask[i, :n] = torch.tensor(r.loss_mask)
-        yield ids, attn, mask
+        yield _pad([rows[i] for i in order[start : start + size]])
+
+
+def _pad(chunk: list[TokenizedRow]) -> tuple[Tensor, Tensor, Tensor]:
+    width = max(len(r.input_ids) for r in chunk)
+    ids = torch.zeros(len(chunk), width, dtype=torch.long)
+    attn = torch.zeros(len(chunk), width, dtype=torch.long)
+    mask = torch.zeros(len(chunk), width, dtype=torch.long)
+    for i, r in enumerate(chunk):
+        n = len(r.input_ids)
+        ids[i, :n] = torch.tensor(r.input_ids)
+        attn[i, :n] = 1
+        mask[i, :n] = torch.tensor(r.loss_mask)
+    pin = torch.cuda.is_available()
+    return (ids.pin_memory(), attn.pin_memory(), mask.pin_memory()) if pin else (ids, attn, mask)
 
 
 def target_states(target: Any, source: Any, ids: Tensor, attn: Tensor, layers: AuxLayers) -> tuple[Tensor, Tensor]:
     """Aux states and target logits: computed now (online) or looked up in the offline shards."""
     if source is None:
         states = capture(target, ids, attn, layers)
-        return states.aux.float(), states.logits.float()
+        return states.aux, states.logits  # the target's dtype; the loss upcasts what it needs
     return source.lookup(ids, attn)
 
 

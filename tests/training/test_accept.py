@@ -35,17 +35,17 @@ def test_output_is_identical_to_target_greedy_and_counts_add_up() -> None:
 
 
 def test_a_perfect_draft_accepts_k_plus_one_per_round(monkeypatch: Any) -> None:
-    import training.accept as accept
+    import training.speculative as speculative
 
     target, draft = _pair()
     prompt = [1, 5, 6, 7]
     truth = target_greedy(target, prompt, 40, set())
 
-    def oracle(draft: Any, seq: torch.Tensor, aux: torch.Tensor, k: int) -> list[int]:
-        done = seq.shape[1] - len(prompt)
-        return truth[done : done + k]
+    def oracle(cache: Any, k: int, rule: Any) -> tuple[list[int], list[Any]]:
+        done = cache.length - len(prompt) + 1  # tokens out so far: the cache holds every position but the last
+        return truth[done : done + k], [None] * k
 
-    monkeypatch.setattr(accept, "draft_chain", oracle)
+    monkeypatch.setattr(speculative.DraftCache, "chain", oracle)
     report = AcceptReport()
     out = speculative_generate(target, draft, AuxLayers((1, 2, 3), "input"), prompt, 1 + 4 * 5, 3, set(), report)
     assert out == truth[:21]
@@ -79,6 +79,48 @@ def test_sampling_rule_emits_the_target_distribution() -> None:
     assert torch.allclose(empirical, p[0], atol=0.015), empirical
     # The acceptance probability is sum(min(p, q)) = 0.1 + 0.3 + 0.1 + 0.05 = 0.55.
     assert abs(accepted / trials - 0.55) < 0.015
+
+
+def test_kv_cached_decoding_matches_recomputing_everything_and_reports_a_speedup() -> None:
+    """The static-cache runner and the full-recompute fallback give the same rounds, counts and output."""
+    from training.speculative import FullRecompute, GreedyRule, RoundCounts, speculative_decode, target_runner
+
+    target, draft = _pair()
+    layers = AuxLayers((1, 2, 3), "input")
+    prompt = [1, 5, 6, 7, 11]
+    fast, slow = RoundCounts(), RoundCounts()
+    cached = target_runner(target, layers, 64, 3, use_graph=False)
+    assert not isinstance(cached, FullRecompute)
+    a = speculative_decode(cached, draft, prompt, 20, 3, set(), GreedyRule(), fast, 64)
+    b = speculative_decode(FullRecompute(target, layers), draft, prompt, 20, 3, set(), GreedyRule(), slow, 64)
+    assert a == b and (fast.rounds, fast.accepted, fast.attempted) == (slow.rounds, slow.accepted, slow.attempted)
+    report = evaluate_acceptance(target, draft, layers, [prompt], max_new=20, k=3)
+    assert report.baseline_tok_s > 0 and report.speculative_tok_s > 0 and report.speedup > 0
+    assert "speedup" in report.as_dict() and "accept" in report.summary()
+
+
+def test_draft_cache_proposes_what_the_ttt_unroll_predicts() -> None:
+    """Inference and training agree: the chain from a cached prefix equals TTT steps fed the chain's tokens."""
+    from training.speculative import DraftCache, GreedyRule
+
+    target, draft = _pair()
+    seq = [1, 5, 6, 7, 11, 13, 2, 9]
+    x = torch.tensor([seq])
+    with torch.no_grad():
+        hs = target(input_ids=x, output_hidden_states=True).hidden_states
+    aux = torch.cat([hs[1], hs[2], hs[3]], -1)
+    n = 5  # positions 0..4 known; the chain starts at position 4 reading seq[5]
+    cache = DraftCache(draft, 32, torch.device("cpu"))
+    with torch.no_grad():
+        cache.advance(aux[0, :n], seq[1 : n + 1])
+        proposed, _ = cache.chain(3, GreedyRule())
+        # Teacher-force the chain's own proposals into the TTT unroll at position n-1.
+        forced = seq[: n + 1] + proposed
+        # Positions past n-1 only matter to later queries (causal): their aux can be anything.
+        padded = torch.cat([aux[:, :n], torch.zeros(1, len(forced) - n, aux.shape[-1])], 1)
+        steps = draft(torch.tensor([forced]), padded, 3)
+    ttt = [int(draft.draft_to_target(steps[j][0, n - 1].argmax())) for j in range(3)]
+    assert ttt == proposed
 
 
 def test_sampled_acceptance_near_zero_temperature_matches_greedy() -> None:

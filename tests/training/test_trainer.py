@@ -109,3 +109,23 @@ def test_a_gemma_target_trains_and_decodes_identically(tmp_path: Path, tokenizer
     torch.testing.assert_close(draft.embed_tokens.weight, target.get_input_embeddings()(torch.arange(len(tokenizer))))
     report = evaluate_acceptance(target, draft, layers, _prompts(tokenizer, data)[:3], max_new=8, k=2)
     assert report.identical
+
+
+def test_replayed_greedy_rounds_equal_the_kv_cached_decoders(
+    trained_run: Any, llama_dir: Path, regenerated_data: dict[str, Path], tokenizer: Any
+) -> None:
+    """The batched replay walks the same rounds the decoder runs (a trained draft, so rounds vary)."""
+    from training.accept import target_greedy
+    from training.replay import replay_counts
+
+    _, result = trained_run
+    target, _ = load_target(llama_dir, torch.device("cpu"))
+    draft, layers = load_draft(result.export_dir, target_embeddings(target))
+    prompts = _prompts(tokenizer, regenerated_data["heldout"])
+    eos = {tokenizer.eos_token_id}
+    decoded = evaluate_acceptance(target, draft, layers, prompts, max_new=24, k=4, eos=eos)
+    outputs = [target_greedy(target, p, 24, eos) for p in prompts]
+    replayed = replay_counts(target, draft, layers, prompts, outputs, k=4, batch=5)
+    assert decoded.accept_length > 1.3  # enough accepted drafts for the comparison to mean something
+    assert (replayed.rounds, replayed.tokens) == (decoded.rounds, decoded.tokens)
+    assert replayed.accepted == decoded.accepted and replayed.attempted == decoded.attempted

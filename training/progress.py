@@ -1,0 +1,88 @@
+"""Training progress: tokens counted on the device, one line per log step to the log and to a JSONL file.
+
+Counting real tokens adds a device-side sum per step; only `log` reads the GPU (loss, per-step accuracy,
+the token count), so a run with `log_every = 50` synchronises once every 50 steps. Each record carries step,
+loss, per-TTT-step accuracy, learning rate, tokens so far and tokens/s since the previous record; `plot`
+draws the loss curve (PNG) at the end of a run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+logger = logging.getLogger("training.trainer")
+
+
+class Progress:
+    """Counts tokens per step and writes a record on each log step (rank 0 only writes)."""
+
+    def __init__(self, path: Path, total_steps: int, *, enabled: bool = True) -> None:
+        self.path, self.total_steps, self.enabled = path, total_steps, enabled
+        self.records: list[dict[str, Any]] = []
+        self._tokens: Tensor | None = None
+        self._started = time.perf_counter()
+        self._last = (self._started, 0)
+        if enabled:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("")
+
+    def count(self, attention_mask: Tensor) -> None:
+        """Add this batch's real tokens (stays on the device)."""
+        n = attention_mask.sum()
+        self._tokens = n if self._tokens is None else self._tokens + n
+
+    @property
+    def tokens(self) -> int:
+        """Real tokens trained on so far (synchronises)."""
+        return int(self._tokens) if self._tokens is not None else 0
+
+    def elapsed(self) -> float:
+        """Seconds since the loop started."""
+        return time.perf_counter() - self._started
+
+    def log(self, step: int, result: Any, lr: float) -> None:
+        """Read the step's loss and accuracies, write a record and a progress line."""
+        if not self.enabled:
+            return
+        now, tokens = time.perf_counter(), self.tokens
+        rate = (tokens - self._last[1]) / max(now - self._last[0], 1e-9)
+        self._last = (now, tokens)
+        record = {"step": step, "total_steps": self.total_steps, "loss": round(float(result.total.detach()), 5),
+                  "step_accuracies": [round(a, 4) for a in result.step_accuracies], "lr": lr, "tokens": tokens,
+                  "tokens_per_s": round(rate, 1), "elapsed_s": round(now - self._started, 2)}
+        self.records.append(record)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        logger.info("step %d/%d loss %.4f acc %s lr %.2e %.0f tok/s", step, self.total_steps, record["loss"],
+                    [round(a, 3) for a in result.step_accuracies], lr, rate)
+
+    def plot(self, path: Path) -> Path | None:
+        """The loss curve of this run as a PNG (None when nothing was logged)."""
+        if not self.enabled or not self.records:
+            return None
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5.6, 3.4))
+        ax.plot([r["step"] for r in self.records], [r["loss"] for r in self.records], "-", lw=1.2)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("weighted TTT loss")
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
+
+def peak_memory_gib() -> float | None:
+    """Peak GPU memory allocated in this process, GiB (None without CUDA)."""
+    return round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
