@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.catalog",
     "server.commands.manifest",
     "server.commands.curate",
+    "server.commands.target",
     "server.commands.regen",
     "server.commands.serve",
     "server.commands.train",
