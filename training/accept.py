@@ -18,8 +18,10 @@ from typing import Any
 
 import torch
 
+from inference.static_llama import SUPPORTED
 from training.draft_model import Eagle3Draft
 from training.hidden_states import AuxLayers
+from training.spec_graph import GreedyBaseline, GreedyRoundGraph
 from training.speculative import (
     GreedyRule,
     RoundCounts,
@@ -119,8 +121,11 @@ def evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[l
     eos = eos or set()
     device = next(target.parameters()).device
     max_len = max(map(len, prompts)) + max_new + k + 2
-    runner = target_runner(target, layers, max_len, k, use_graph=use_graph)
     draft.eval()
+    if temperature <= 0 and getattr(target.config, "model_type", None) in SUPPORTED:
+        return _evaluate_greedy_rounds(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos,
+                                       baseline=baseline, use_graph=use_graph, max_len=max_len, on_prompt=on_prompt)
+    runner = target_runner(target, layers, max_len, k, use_graph=use_graph)
     report = AcceptReport(temperature=temperature)
     generator = torch.Generator(device=device)
 
@@ -152,6 +157,38 @@ def evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[l
             on_prompt(i)
     if not baseline:
         report.speculative_s = 0.0  # no baseline to compare with: report no speedup
+    return report
+
+
+def _evaluate_greedy_rounds(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *,
+                            max_new: int, k: int, eos: set[int], baseline: bool, use_graph: bool, max_len: int,
+                            on_prompt: Callable[[int], None] | None) -> AcceptReport:
+    """Greedy chain on a Llama-family target: each round one replayed graph, against the graph-replayed target."""
+    device = next(target.parameters()).device
+    rounds = GreedyRoundGraph(target, draft, layers, k=k, max_len=max_len, use_graph=use_graph)
+    alone = GreedyBaseline(target, max_len=max_len, use_graph=use_graph) if baseline else None
+    report = AcceptReport()
+    for i, prompt in enumerate(prompts):
+        reference = None
+        if alone is not None:
+            _sync(device)
+            start = time.perf_counter()
+            reference = alone.decode(prompt, max_new, eos)
+            _sync(device)
+            report.baseline_s += time.perf_counter() - start
+            report.baseline_tokens += len(reference)
+        counts = RoundCounts()
+        _sync(device)
+        start = time.perf_counter()
+        spec = rounds.decode(prompt, max_new, eos, counts)
+        _sync(device)
+        report.speculative_s += time.perf_counter() - start
+        report.add(counts)
+        if reference is not None:
+            report.identical &= spec == reference
+        report.prompts += 1
+        if on_prompt:
+            on_prompt(i)
     return report
 
 

@@ -129,3 +129,25 @@ def test_replayed_greedy_rounds_equal_the_kv_cached_decoders(
     assert decoded.accept_length > 1.3  # enough accepted drafts for the comparison to mean something
     assert (replayed.rounds, replayed.tokens) == (decoded.rounds, decoded.tokens)
     assert replayed.accepted == decoded.accepted and replayed.attempted == decoded.attempted
+
+
+def test_the_one_graph_round_decoder_runs_the_same_rounds_as_the_eager_one(
+    trained_run: Any, llama_dir: Path, regenerated_data: dict[str, Path], tokenizer: Any
+) -> None:
+    """The static-shape round (what a CUDA graph replays) emits the target's greedy output, round for round."""
+    from training.spec_graph import GreedyBaseline, GreedyRoundGraph
+    from training.speculative import RoundCounts
+
+    _, result = trained_run
+    target, _ = load_target(llama_dir, torch.device("cpu"))
+    draft, layers = load_draft(result.export_dir, target_embeddings(target))
+    prompts = _prompts(tokenizer, regenerated_data["heldout"])
+    eos = {tokenizer.eos_token_id}
+    eager = evaluate_acceptance(target, draft, layers, prompts, max_new=24, k=4, eos=eos)
+    rounds = GreedyRoundGraph(target, draft, layers, k=4, max_len=max(map(len, prompts)) + 24, use_graph=False)
+    baseline = GreedyBaseline(target, max_len=max(map(len, prompts)) + 30, use_graph=False, sync_every=5)
+    counts = RoundCounts()
+    for prompt in prompts:
+        assert rounds.decode(prompt, 24, eos, counts) == baseline.decode(prompt, 24, eos)
+    assert (counts.rounds, counts.tokens) == (eager.rounds, eager.tokens)
+    assert counts.accepted == eager.accepted and counts.attempted == eager.attempted

@@ -1,0 +1,202 @@
+"""Greedy chain decoding with every round in one CUDA graph: draft chain, target verify, accept, draft update.
+
+On a small target a round of eager speculative decoding costs more in kernel launches and host round trips
+than the target's own graph-replayed decode step, so the eager loop (`training.speculative`) cannot show a
+real speedup there. Here one round is a fixed-shape program (gpt-fast's habit: static caches, positions as
+device tensors, masks instead of slicing), captured once and replayed:
+
+1. chain: k greedy draft tokens from the newest verified position (`start - 1`), attending to the draft's
+   step-0 cache (positions < start) and to this chain's own keys;
+2. verify: the target scores [last token, d_1..d_k] at positions start..start+k over its static cache;
+3. accept: a = the number of leading drafts equal to the target's argmax (a cumulative product of matches);
+   the bonus token is the target's argmax after them; the round emits d_1..d_a and the bonus;
+4. update: the draft's step-0 keys/values for positions start..start+a are written (from the verify's aux
+   states and the token after each position) and its newest hidden state is kept; start moves by a + 1.
+
+The host reads one small tensor per round (a and the emitted tokens) to apply end-of-sequence and max_new.
+`GreedyBaseline` is the target alone, its decode step graph-replayed and its token kept on the device, the
+host checking for end-of-sequence every `sync_every` tokens: the strongest plain decoding this code base
+has, so the speedup is measured against it. Without CUDA both run the same code eagerly (tested on CPU).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from inference.static_llama import DecodeGraph, StaticLlama
+from training.draft_model import Eagle3Draft
+from training.hidden_states import AuxLayers
+from training.speculative import RoundCounts
+
+
+class GreedyRoundGraph:
+    """One greedy round over static buffers; `decode(prompt, ...)` runs a whole prompt."""
+
+    def __init__(self, target: Any, draft: Eagle3Draft, layers: AuxLayers, *, k: int, max_len: int,
+                 use_graph: bool = True) -> None:
+        self.target = StaticLlama(target, slots=1, max_len=max_len + k + 1)
+        self.draft, self.k, self.max_len = draft, k, max_len + k + 1
+        self.aux_ids = layers.as_input().ids
+        dev = self.device = self.target.embed.device
+        attn = draft.midlayer.self_attn
+        dtype = draft.fc.weight.dtype
+        self.k0 = torch.zeros(1, attn.heads, self.max_len, attn.head_dim, device=dev, dtype=dtype)
+        self.v0 = torch.zeros_like(self.k0)
+        self.chain_k = torch.zeros(1, attn.heads, k, attn.head_dim, device=dev, dtype=dtype)
+        self.chain_v = torch.zeros_like(self.chain_k)
+        self.hidden = torch.zeros(1, 1, draft.cfg.hidden_size, device=dev, dtype=dtype)
+        self.start = torch.zeros(1, dtype=torch.long, device=dev)
+        self.last = torch.zeros(1, dtype=torch.long, device=dev)
+        self.result = torch.zeros(k + 2, dtype=torch.long, device=dev)  # [a, emitted tokens (k + 1 slots)]
+        self.key_pos = torch.arange(self.max_len, device=dev)
+        self.graph: Any = None
+        if use_graph and dev.type == "cuda":
+            self._capture()
+
+    # --- the round ---------------------------------------------------------------------------------------
+    def _round(self) -> None:
+        k, draft, layer = self.k, self.draft, self.draft.midlayer
+        proposals = self._chain()
+        block = torch.cat([self.last, proposals])[None]
+        positions = (self.start + torch.arange(k + 1, device=self.device))[None]
+        logits, aux = self.target.forward(block, positions, aux_ids=self.aux_ids)
+        assert aux is not None
+        preds = logits[0].argmax(-1)
+        accepted = torch.cumprod((proposals == preds[:k]).long(), 0).sum()
+        bonus = preds.gather(0, accepted.view(1))
+        slots = torch.arange(k + 1, device=self.device)
+        emitted = torch.where(slots < accepted, torch.cat([proposals, proposals[-1:]]), 0)
+        emitted = emitted.scatter(0, accepted.view(1), bonus)
+        # Update the draft: positions start..start+k read the token after them (only 0..a are real; the rest
+        # lie past the new start, invisible, and the next round overwrites them).
+        hidden = draft.fc(aux.to(draft.fc.weight.dtype))
+        embeds = draft.embed_tokens(emitted[None]).to(hidden.dtype)
+        q, kk, vv = layer.project(embeds, hidden, positions[0])
+        self.k0.index_copy_(2, positions[0], kk)
+        self.v0.index_copy_(2, positions[0], vv)
+        mask = (self.key_pos[None, :] <= positions[0][:, None])[None, None]  # [1, 1, k+1, L]
+        out = F.scaled_dot_product_attention(q, self.k0, self.v0, attn_mask=mask)
+        newest = layer.finish(out.transpose(1, 2).reshape(1, k + 1, -1), residual=hidden)
+        self.hidden.copy_(newest.index_select(1, accepted.view(1)))
+        self.start.add_(accepted + 1)
+        self.last.copy_(bonus)
+        self.result.copy_(torch.cat([accepted.view(1), emitted]))
+
+    def _chain(self) -> Tensor:
+        """k greedy proposals (target ids) from the newest position; chain keys live in chain_k/chain_v."""
+        draft, layer, k = self.draft, self.draft.midlayer, self.k
+        hidden = self.hidden
+        token = draft.draft_to_target(draft.logits(hidden)[0, -1].argmax().view(1))
+        proposals = [token]
+        base = (self.key_pos < self.start)[None, None, None, :]  # step-0 keys of verified positions
+        for j in range(1, k):
+            pos = self.start - 1 + j  # the chain slot's position (TTT step j)
+            q, kj, vj = layer.project(draft.embed_tokens(token.view(1, 1)).to(hidden.dtype), hidden, pos)
+            self.chain_k[:, :, j - 1 : j] = kj
+            self.chain_v[:, :, j - 1 : j] = vj
+            own = (torch.arange(k, device=self.device) < j)[None, None, None, :]
+            mask = torch.cat([base, own], -1)
+            keys = torch.cat([self.k0, self.chain_k], 2)
+            values = torch.cat([self.v0, self.chain_v], 2)
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+            hidden = layer.finish(out.transpose(1, 2).reshape(1, 1, -1), residual=hidden)
+            token = draft.draft_to_target(draft.logits(hidden)[0, -1].argmax().view(1))
+            proposals.append(token)
+        return torch.cat(proposals)
+
+    def _capture(self) -> None:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        saved = [t.clone() for t in (self.start, self.last, self.hidden)]
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self._round()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self._round()
+        for t, s in zip((self.start, self.last, self.hidden), saved, strict=True):
+            t.copy_(s)
+
+    # --- a prompt ----------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def decode(self, prompt: list[int], max_new: int, eos: set[int], counts: RoundCounts) -> list[int]:
+        """Greedy speculative decoding of one prompt; returns the new tokens (eos included)."""
+        if len(prompt) + max_new + self.k + 1 > self.max_len:
+            raise ValueError(f"prompt of {len(prompt)} + {max_new} new tokens exceeds {self.max_len} positions")
+        draft, layer, n = self.draft, self.draft.midlayer, len(prompt)
+        x = torch.tensor([prompt], device=self.device)
+        logits, aux = self.target.forward(x, torch.arange(n, device=self.device)[None],
+                                          slots=torch.zeros(1, dtype=torch.long, device=self.device), prefill=True,
+                                          aux_ids=self.aux_ids)
+        assert aux is not None
+        first = logits[0, -1].argmax().view(1)
+        # The prompt's step-0 entries: position t reads token t+1 (the last one reads the first output token).
+        hidden = draft.fc(aux.to(draft.fc.weight.dtype))
+        following = torch.cat([x[0, 1:], first])[None]
+        q, kk, vv = layer.project(draft.embed_tokens(following).to(hidden.dtype), hidden,
+                                  torch.arange(n, device=self.device))
+        self.k0[:, :, :n], self.v0[:, :, :n] = kk, vv
+        out = F.scaled_dot_product_attention(q[:, :, -1:], kk, vv)
+        self.hidden.copy_(layer.finish(out.transpose(1, 2).reshape(1, 1, -1), residual=hidden[:, -1:]))
+        self.start.fill_(n)
+        self.last.copy_(first)
+        out_tokens = [int(first)]
+        while len(out_tokens) < max_new and out_tokens[-1] not in eos:
+            if self.graph is not None:
+                self.graph.replay()
+            else:
+                self._round()
+            result = self.result.tolist()
+            accepted, new = result[0], result[1 : result[0] + 2]
+            stop = next((i for i, t in enumerate(new[:accepted]) if t in eos), None)
+            if stop is not None:  # an accepted end-of-sequence ends the output: no bonus token
+                accepted, new = stop + 1, new[: stop + 1]
+            remaining = max_new - len(out_tokens)
+            new = new[:remaining]
+            counts.record(min(accepted, remaining), self.k, len(new))
+            out_tokens += new
+        return _cut(out_tokens, max_new, eos)
+
+
+class GreedyBaseline:
+    """The target alone: graph-replayed decode step, tokens kept on the device, eos checked every few steps."""
+
+    def __init__(self, target: Any, *, max_len: int, use_graph: bool = True, sync_every: int = 16) -> None:
+        self.runner = StaticLlama(target, slots=1, max_len=max_len)
+        self.graph = DecodeGraph(self.runner, use_graph=use_graph)
+        self.sync_every, self.device = sync_every, self.runner.embed.device
+
+    @torch.no_grad()
+    def decode(self, prompt: list[int], max_new: int, eos: set[int]) -> list[int]:
+        """The target's greedy continuation of prompt (eos included)."""
+        n = len(prompt)
+        logits, _ = self.runner.forward(torch.tensor([prompt], device=self.device),
+                                        torch.arange(n, device=self.device)[None],
+                                        slots=torch.zeros(1, dtype=torch.long, device=self.device), prefill=True)
+        token = logits[0, -1].argmax().view(1, 1)
+        out = torch.zeros(max_new, dtype=torch.long, device=self.device)
+        out[0] = token[0, 0]
+        position = torch.full((1, 1), n, dtype=torch.long, device=self.device)
+        made = 1
+        while made < max_new:
+            steps = min(self.sync_every, max_new - made)
+            for _ in range(steps):
+                token = self.graph.step(token, position).argmax(-1).view(1, 1)
+                out[made] = token[0, 0]
+                position = position + 1
+                made += 1
+            tokens = out[:made].tolist()
+            if any(t in eos for t in tokens):
+                break
+        return _cut(out[:made].tolist(), max_new, eos)
+
+
+def _cut(out: list[int], max_new: int, eos: set[int]) -> list[int]:
+    out = out[:max_new]
+    stop = next((i for i, t in enumerate(out) if t in eos), None)
+    return out if stop is None else out[: stop + 1]
