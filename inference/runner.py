@@ -331,6 +331,9 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
                     await task
             journal.close()
             run.write_status()
+            close = getattr(backend, "aclose", None)
+            if close is not None:  # an in-process backend frees its model's caches and threads
+                await close()
     return RunSummary(
         total=len(rows), done=tracker.done, failed=tracker.failed, skipped=skipped, duplicates=duplicates,
         completion_tokens=tracker.completion_tokens, status=tracker.snapshot(pool.snapshot()),

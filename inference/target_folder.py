@@ -125,6 +125,7 @@ def prepare_target(source: str, out: Path, *, dtype: str = "bfloat16", chat_temp
     if template_source == "none":
         logger.warning("%s has no chat template: pass one before regenerating with this target", gguf_file.name)
     out.mkdir(parents=True, exist_ok=True)
+    model.config.dtype = getattr(torch, dtype)  # what the weights are now (the GGUF load said float32)
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config  # the saved weights are plain dequantized tensors
     save_model(model, str(out / "model.safetensors"))

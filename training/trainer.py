@@ -176,12 +176,30 @@ def tokenize_file(cfg: TrainConfig, tokenizer: Any) -> list[TokenizedRow]:
     check = check_template(tokenizer, conversations[0][1])
     if not check.ids_match:  # the mask is derived from renderings; warn when they differ from the template's ids
         logger.warning("chat template check on row %s: %s", conversations[0][0], check.detail)
-    rows = [tokenize_row(tokenizer, rid, turns, cfg.max_length) for rid, turns in conversations]
+    fingerprint = tokenizer_hash(tokenizer)
+    rows = [_tokenized(tokenizer, fingerprint, rid, turns, cfg.max_length) for rid, turns in conversations]
     kept = [r for r in rows if sum(r.loss_mask) > 0]
     if len(kept) < len(rows):
         logger.warning("dropped %d rows with no supervised token within %d tokens", len(rows) - len(kept),
                        cfg.max_length)
     return kept
+
+
+# Rendered rows by (tokenizer, max_length, id, turns): runs in one process over nested subsets of the same data
+# (a data-scaling sweep) render each conversation once. Bounded; a miss only costs the rendering again.
+_TOKENIZED: dict[tuple[str, int, str, str], TokenizedRow] = {}
+_TOKENIZED_MAX = 200_000
+
+
+def _tokenized(tokenizer: Any, fingerprint: str, rid: str, turns: list[dict[str, str]], max_length: int
+               ) -> TokenizedRow:
+    key = (fingerprint, max_length, rid, json.dumps(turns, sort_keys=True))
+    row = _TOKENIZED.get(key)
+    if row is None:
+        row = tokenize_row(tokenizer, rid, turns, max_length)
+        if len(_TOKENIZED) < _TOKENIZED_MAX:
+            _TOKENIZED[key] = row
+    return row
 
 
 def tokenizer_hash(tokenizer: Any) -> str:

@@ -230,6 +230,42 @@ def eval_accept(
         _fail("speculative output differs from the target's greedy output: the verifier is broken", 1)
 
 
+def forecast(
+    results: Path = typer.Argument(..., help="A scaling results file (scaling.json: runs of accept length vs samples)."),
+    target_accept: float = typer.Option(2.5, "--target-accept", help="The acceptance length to plan for."),
+    plot: Path | None = typer.Option(None, "--plot", help="PNG to draw (default: beside RESULTS)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the forecast as JSON."),
+) -> None:
+    """Fit acceptance length against data size and say how many conversations a target AL needs."""
+    from training.forecast import ForecastError, load_results, plot_scaling
+    from training.forecast import forecast as run_forecast
+
+    try:
+        doc = load_results(results)
+        doc["forecast"] = run_forecast(doc["runs"], target_accept=target_accept)
+    except ForecastError as exc:
+        _fail(str(exc), 1)
+    png = plot_scaling(doc, plot or results.with_name(results.stem + "_forecast.png"))
+    fc = doc["forecast"]
+    if json_out:
+        typer.echo(json.dumps({**{k: v for k, v in fc.items() if k not in {"grid", "band_10_90"}}, "plot": str(png)}))
+        return
+    fit = fc["fit"]
+    typer.echo(f"fit: AL(n) = {fit['a']:.3f} - {fit['b']:.3f} * n^-{fit['c']:.2f} over {len(fc['points'])} data sizes "
+               f"({', '.join(fc['eval_sets'])})")
+    for n, al in fc["points"]:
+        typer.echo(f"  {int(n):>8} samples: mean AL {al:.3f} (fit {fit['a'] - fit['b'] * n ** -fit['c']:.3f})")
+    need, band = fc["samples_needed"], fc["samples_needed_band_10_90"]
+    if need is None:
+        typer.echo(f"AL {target_accept} lies above the fitted ceiling {fc['ceiling']:.2f}: more data of this kind "
+                   "alone does not reach it")
+    else:
+        typer.echo(f"AL {target_accept} needs about {need:,} samples (bootstrap 10-90%: "
+                   f"{'?' if not band or band[0] is None else f'{band[0]:,}'} to "
+                   f"{'unreachable' if not band or band[1] is None else f'{band[1]:,}'})")
+    typer.echo(f"plot: {png}")
+
+
 def _encode(tokenizer: Any, row: dict[str, Any]) -> list[int]:
     if "text" in row:
         return list(tokenizer(row["text"], add_special_tokens=False)["input_ids"])
@@ -305,5 +341,6 @@ def register(app: typer.Typer) -> None:
     app.command("train")(train)
     app.command("check-template")(check_template)
     app.command("eval-accept")(eval_accept)
+    app.command("forecast")(forecast)
     app.command("check-server")(check_server)
     app.command("sglang-command")(sglang_command)

@@ -123,7 +123,8 @@ def test_engine_answers_equal_plain_generate_greedy_with_fewer_slots_than_turns(
     assert [r.content for r in answers] == [r.content for r in plain]
     assert [r.completion_tokens for r in answers] == [r.completion_tokens for r in plain]
     assert [r.finish_reason for r in answers] == [r.finish_reason for r in plain]
-    assert engine.engine.stats.finished == 7 and engine.engine.stats.prefills >= 3  # slots were refilled
+    assert engine.stats.finished == 7 and engine.stats.prefills >= 3  # slots were refilled
+    assert engine.engine is None  # closed: its cache is freed
 
 
 def test_engine_refuses_a_prompt_that_cannot_fit_as_a_row_error(tiny_dir: Path) -> None:

@@ -44,7 +44,7 @@ def test_prepare_writes_a_folder_transformers_loads_with_the_chat_template(tmp_p
     assert record["chat_template"] == "gguf"
     assert json.loads((out / "datahunt_target.json").read_text())["sha256"] == SMOLLM2_SHA256
     config = json.loads((out / "config.json").read_text())
-    assert "quantization_config" not in config
+    assert "quantization_config" not in config and config["dtype"] == "bfloat16"
     tokenizer = AutoTokenizer.from_pretrained(out)
     text = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], tokenize=False,
                                          add_generation_prompt=True)

@@ -35,3 +35,40 @@ def test_bf16_training_on_cuda_exports_a_bf16_draft(tmp_path: Path, llama_dir: P
     result = train(cfg)
     assert result.steps == 20 and result.loss == result.loss
     assert json.loads((result.export_dir / "config.json").read_text())["torch_dtype"] == "bfloat16"
+
+
+def test_cuda_graph_paths_equal_their_eager_runs(tmp_path: Path, llama_dir: Path,
+                                                 regenerated_data: dict[str, Path], tokenizer: object) -> None:
+    """The replayed graphs (engine decode step, one-graph speculative round, baseline) compute the eager result."""
+    from transformers import AutoModelForCausalLM
+
+    from inference.continuous import ContinuousEngine, Request
+    from inference.static_llama import StaticLlama
+    from training.hidden_states import default_aux_layers
+    from training.spec_graph import GreedyBaseline, GreedyRoundGraph
+    from training.speculative import RoundCounts
+
+    target = AutoModelForCausalLM.from_pretrained(llama_dir, dtype=torch.float32).cuda().eval()
+    prompts = [[1, 3, 9 + i, 40 + 2 * i, 4] for i in range(6)]
+    answers = {}
+    for graph in (False, True):
+        engine = ContinuousEngine(StaticLlama(target, slots=4, max_len=48), {2}, use_graph=graph)
+        done = engine.run([Request(p, 20, tag=i) for i, p in enumerate(prompts)])
+        answers[graph] = {d.request.tag: d.tokens for d in done}
+    assert answers[True] == answers[False]
+    layers = default_aux_layers(target.config.num_hidden_layers)
+    torch.manual_seed(0)
+    vocab = target.config.vocab_size
+    draft = Eagle3Draft(DraftConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                    num_key_value_heads=2, vocab_size=vocab, draft_vocab_size=vocab,
+                                    target_hidden_size=64)).cuda().eval()
+    draft.set_vocab(torch.zeros(vocab, dtype=torch.long).cuda(), torch.ones(vocab, dtype=torch.bool).cuda())
+    outs = {}
+    for graph in (False, True):
+        rounds = GreedyRoundGraph(target, draft, layers, k=3, max_len=40, use_graph=graph)
+        base = GreedyBaseline(target, max_len=40, use_graph=graph)
+        counts = RoundCounts()
+        outs[graph] = [(rounds.decode(p, 20, {2}, counts), base.decode(p, 20, {2})) for p in prompts]
+        outs[graph].append((counts.rounds, counts.accepted))
+    assert outs[True] == outs[False]
+    assert all(spec == alone for spec, alone in outs[True][:-1])

@@ -1,0 +1,52 @@
+"""The forecast: a saturating curve recovered from points drawn off one, a band, the samples a target needs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from server.cli import app
+from training.forecast import Fit, ForecastError, fit_curve, forecast
+
+
+def _runs(fit: Fit, sizes: list[int], offsets: dict[str, float], regenerated: bool = True) -> list[dict]:
+    return [{"samples": n, "eval_set": s, "regenerated": regenerated, "accept_length": fit.predict(n) + off}
+            for n in sizes for s, off in offsets.items()]
+
+
+def test_the_fit_recovers_a_known_curve_and_inverts_it() -> None:
+    truth = Fit(a=3.2, b=6.0, c=0.35, sse=0.0)
+    sizes = [400, 800, 1600, 4800, 16000]
+    fit = fit_curve([float(n) for n in sizes], [truth.predict(n) for n in sizes])
+    assert abs(fit.a - 3.2) < 0.05 and abs(fit.c - 0.35) < 0.03
+    assert abs(fit.needed(2.8) - truth.needed(2.8)) / truth.needed(2.8) < 0.1
+    assert fit.needed(3.5) == float("inf")  # above the ceiling
+
+
+def test_forecast_has_a_band_that_holds_the_point_estimate_and_ignores_the_control() -> None:
+    truth = Fit(a=3.0, b=5.0, c=0.4, sse=0.0)
+    runs = _runs(truth, [400, 800, 1600, 4800, 16000], {"alpaca": 0.1, "gsm8k": -0.2, "qa": 0.05, "humaneval": 0.3})
+    runs += _runs(Fit(a=1.5, b=1.0, c=0.5, sse=0.0), [1600, 16000], {"alpaca": 0.0}, regenerated=False)
+    fc = forecast(runs, target_accept=2.5)
+    assert fc["eval_sets"] == ["alpaca", "gsm8k", "humaneval", "qa"]
+    lo, hi = fc["samples_needed_band_10_90"]
+    assert lo is not None and lo <= fc["samples_needed"] and (hi is None or fc["samples_needed"] <= hi)
+    assert all(b[0] <= b[1] for b in fc["band_10_90"])
+    with pytest.raises(ForecastError, match="at least 3 data sizes"):
+        forecast(_runs(truth, [400, 800], {"alpaca": 0.0}), target_accept=2.5)
+
+
+def test_cli_prints_the_answer_and_writes_a_png(tmp_path: Path) -> None:
+    truth = Fit(a=2.9, b=4.0, c=0.3, sse=0.0)
+    path = tmp_path / "scaling.json"
+    path.write_text(json.dumps({"target": "t", "runs": _runs(truth, [400, 1600, 16000], {"a": 0.0, "b": 0.1})}))
+    result = CliRunner().invoke(app, ["forecast", str(path), "--target-accept", "2.5"])
+    assert result.exit_code == 0, result.output
+    assert "needs about" in result.output and (tmp_path / "scaling_forecast.png").stat().st_size > 5000
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    refused = CliRunner().invoke(app, ["forecast", str(bad)])
+    assert refused.exit_code == 1 and "no `runs` list" in refused.output

@@ -1,0 +1,179 @@
+"""How much data a target acceptance length needs: a saturating curve fitted to measured runs, with a band.
+
+Model: AL(n) = a - b * n^(-c) (a power law approaching its ceiling a; b, c > 0), fitted to the mean
+acceptance length over the eval sets at each data size of the regenerated runs. For each exponent c on a
+grid, a and b follow by least squares (AL is linear in n^(-c)); the c with the smallest squared error wins.
+The uncertainty band comes from a bootstrap over the eval sets (resample the sets with replacement, refit):
+the 10th to 90th percentile of the refitted curves. The data a target AL needs is n = (b / (a - AL))^(1/c),
+infinite when the fitted ceiling lies below it. Three data sizes at least; more make the exponent mean more.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+EXPONENTS = [round(0.02 * i, 2) for i in range(1, 101)]  # c in 0.02 .. 2.0
+
+
+class ForecastError(ValueError):
+    """Results that cannot be fitted (too few data sizes, no regenerated runs)."""
+
+
+@dataclass
+class Fit:
+    """AL(n) = a - b * n^(-c) and its squared error on the points it was fitted to."""
+
+    a: float
+    b: float
+    c: float
+    sse: float
+
+    def predict(self, n: float) -> float:
+        return self.a - self.b * n ** (-self.c)
+
+    def needed(self, accept: float) -> float:
+        """Samples for `accept` on this curve (inf when the ceiling a is not above it)."""
+        if accept >= self.a:
+            return math.inf
+        if accept <= self.predict(1.0):
+            return 1.0
+        return (self.b / (self.a - accept)) ** (1.0 / self.c)
+
+
+def fit_curve(sizes: list[float], accepts: list[float]) -> Fit:
+    """The least-squares saturating power law through (size, accept) points."""
+    if len(set(sizes)) < 3:
+        raise ForecastError(f"a saturating curve needs at least 3 data sizes, got {sorted(set(sizes))}")
+    best: Fit | None = None
+    for c in EXPONENTS:
+        xs = [n ** (-c) for n in sizes]
+        mx, my = sum(xs) / len(xs), sum(accepts) / len(accepts)
+        var = sum((x - mx) ** 2 for x in xs)
+        if var == 0:
+            continue
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, accepts, strict=True)) / var
+        b = max(0.0, -slope)  # AL rises with n: b >= 0
+        a = my + b * mx
+        sse = sum((a - b * x - y) ** 2 for x, y in zip(xs, accepts, strict=True))
+        if best is None or sse < best.sse:
+            best = Fit(a, b, c, sse)
+    assert best is not None
+    return best
+
+
+def _points(runs: list[dict[str, Any]], sets: list[str]) -> tuple[list[float], list[float]]:
+    sizes = sorted({r["samples"] for r in runs})
+    out_n, out_al = [], []
+    for n in sizes:
+        vals = [r["accept_length"] for r in runs if r["samples"] == n and r["eval_set"] in sets]
+        if vals:
+            out_n.append(float(n))
+            out_al.append(sum(vals) / len(vals))
+    return out_n, out_al
+
+
+def forecast(runs: list[dict[str, Any]], *, target_accept: float, boot: int = 400, seed: int = 0) -> dict[str, Any]:
+    """Fit the regenerated runs, bootstrap over eval sets, and say how many samples target_accept needs."""
+    regen = [r for r in runs if r.get("regenerated", True)]
+    if not regen:
+        raise ForecastError("no regenerated runs to fit")
+    sets = sorted({r["eval_set"] for r in regen})
+    sizes, accepts = _points(regen, sets)
+    fit = fit_curve(sizes, accepts)
+    rng = random.Random(seed)
+    grid = [sizes[0] * (sizes[-1] * 100 / sizes[0]) ** (i / 40) for i in range(41)]
+    curves, needs = [], []
+    for _ in range(boot):
+        sample = [rng.choice(sets) for _ in sets]
+        n_b, al_b = _points([r for s in sample for r in regen if r["eval_set"] == s], sample)
+        if len(set(n_b)) < 3:
+            continue
+        f = fit_curve(n_b, al_b)
+        curves.append([f.predict(n) for n in grid])
+        needs.append(f.needed(target_accept))
+    band = [(_quantile([c[i] for c in curves], 0.1), _quantile([c[i] for c in curves], 0.9))
+            for i in range(len(grid))] if curves else []
+    need = fit.needed(target_accept)
+    return {
+        "model": "AL(n) = a - b * n^(-c)", "fit": asdict(fit), "points": [list(p) for p in zip(sizes, accepts, strict=True)],
+        "eval_sets": sets, "target_accept_length": target_accept,
+        "samples_needed": None if math.isinf(need) else round(need),
+        "samples_needed_band_10_90": [_finite(_quantile(needs, 0.1)), _finite(_quantile(needs, 0.9))] if needs else None,
+        "ceiling": round(fit.a, 3), "grid": [round(n) for n in grid],
+        "band_10_90": [[round(lo, 4), round(hi, 4)] for lo, hi in band],
+        "bootstrap_fits": len(curves),
+        "at_10x_top": round(fit.predict(sizes[-1] * 10), 3),
+    }
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    return ordered[min(len(ordered) - 1, max(0, int(q * (len(ordered) - 1) + 0.5)))]
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) or math.isnan(x) else round(x)
+
+
+def forecast_from_results(doc: dict[str, Any], *, target_accept: float) -> dict[str, Any]:
+    """The forecast of a scaling results document (its `runs`), or the reason it cannot be made."""
+    try:
+        return forecast(doc["runs"], target_accept=target_accept)
+    except ForecastError as exc:
+        return {"error": str(exc)}
+
+
+def plot_scaling(doc: dict[str, Any], path: Path) -> Path:
+    """AL vs training samples per eval set (control dashed), with the fitted mean curve and its band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = doc["runs"]
+    fig, ax = plt.subplots(figsize=(7.0, 4.4))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, eval_set in enumerate(sorted({r["eval_set"] for r in runs})):
+        for regenerated, style in ((True, "-o"), (False, "--s")):
+            pts = sorted((r["samples"], r["accept_length"]) for r in runs
+                         if r["eval_set"] == eval_set and r["regenerated"] is regenerated)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=colors[i % len(colors)], lw=1.2,
+                        ms=4, mfc="none" if not regenerated else None,
+                        label=f"{eval_set}{'' if regenerated else ' (control: original answers)'}")
+    fc = doc.get("forecast") or {}
+    if fc.get("fit"):
+        fit = Fit(**fc["fit"])
+        ax.plot(fc["grid"], [fit.predict(n) for n in fc["grid"]], ":", color="black", lw=1.5,
+                label=f"fit of the mean: {fit.a:.2f} - {fit.b:.2f}·n^-{fit.c:.2f}")
+        if fc.get("band_10_90"):
+            ax.fill_between(fc["grid"], [b[0] for b in fc["band_10_90"]], [b[1] for b in fc["band_10_90"]],
+                            color="gray", alpha=0.2, label="bootstrap band (10-90%)")
+    ax.set_xscale("log")
+    ax.set_xlabel("training conversations (log scale)")
+    ax.set_ylabel("acceptance length (chain of 5, greedy)")
+    ax.set_title(f"{doc.get('target', 'target')}: EAGLE-3 draft acceptance vs data")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6.5, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    """A scaling results document (scaling.json) with its runs."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ForecastError(f"cannot read {path}: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
+        raise ForecastError(f"{path} holds no `runs` list")
+    return doc
