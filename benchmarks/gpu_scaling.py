@@ -310,8 +310,7 @@ def bench_train(args: argparse.Namespace) -> None:
     _write_jsonl(data, [{"id": r["id"], "conversations": r["conversations"]} for r in regen])
     bench = results.data.setdefault("bench_train", {})
     for name, extra in (("rows_batch8", {"batch_tokens": None, "batch_size": 8}),
-                        ("tokens_8k", {"batch_tokens": 8192}), ("tokens_16k", {"batch_tokens": 16384}),
-                        ("tokens_32k", {"batch_tokens": 32768})):
+                        ("tokens_16k", {"batch_tokens": 16384}), ("tokens_32k", {"batch_tokens": 32768})):
         if name in bench:
             continue
         cfg = train_config(args, data, "conversations", work / f"bench_train_{name}",
@@ -528,10 +527,10 @@ def main() -> None:
     parser.add_argument("--overfit-epochs", type=int, default=60)
     parser.add_argument("--overfit-lr", type=float, default=1e-3)
     parser.add_argument("--base", type=int, default=1600, help="Samples at data scale 1.")
-    parser.add_argument("--scales", type=int, nargs="+", default=[400, 800, 1600, 4800, 16000])
+    parser.add_argument("--scales", type=int, nargs="+", default=[400, 1600, 4800, 16000])
     parser.add_argument("--control-scales", type=int, nargs="+", default=[1600, 4800, 16000])
     parser.add_argument("--max-length", type=int, default=1024)
-    parser.add_argument("--batch-tokens", type=int, default=8192)
+    parser.add_argument("--batch-tokens", type=int, default=16384)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--draft-vocab", type=int, default=32000)

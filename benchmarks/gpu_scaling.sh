@@ -13,6 +13,24 @@ WORK=${WORK:-/tmp/dh}
 RESULTS=${RESULTS:-$WORK/out}
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site:$PWD
 export PYTHONUNBUFFERED=1
+random_target() {
+    $PY - "$WORK" <<'EOF'
+import sys, torch, shutil
+from pathlib import Path
+from safetensors.torch import save_model
+from transformers import AutoConfig, AutoModelForCausalLM
+work = Path(sys.argv[1]); tok = work / "tok"; target = work / "target"
+if not (target / "model.safetensors").exists():
+    target.mkdir(parents=True, exist_ok=True)
+    cfg = AutoConfig.from_pretrained(tok)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+    save_model(model, str(target / "model.safetensors"))
+    for f in tok.iterdir():
+        shutil.copy(f, target / f.name)
+print("random target ready")
+EOF
+}
 stage=${1:?stage}
 shift || true
 case "$stage" in
@@ -39,22 +57,7 @@ case "$stage" in
     $PY -m pytest -q -p no:cacheprovider -W default --noconftest tests/inference/test_static_llama.py
     ;;
   probe)
-    $PY - "$WORK" <<'EOF'
-import sys, torch, shutil
-from pathlib import Path
-from safetensors.torch import save_model
-from transformers import AutoConfig, AutoModelForCausalLM
-work = Path(sys.argv[1]); tok = work / "tok"; target = work / "target"
-if not (target / "model.safetensors").exists():
-    target.mkdir(parents=True, exist_ok=True)
-    cfg = AutoConfig.from_pretrained(tok)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
-    save_model(model, str(target / "model.safetensors"))
-    for f in tok.iterdir():
-        shutil.copy(f, target / f.name)
-print("random target ready")
-EOF
+    random_target
     $PY benchmarks/gpu_scaling.py bench-regen --work "$WORK" --out "$RESULTS" --data "$WORK/data" \
       --max-tokens 128 --bench-rows 1024 "$@"
     $PY - "$WORK" <<'EOF'
@@ -67,6 +70,10 @@ rows = [json.loads(l) for l in (work / "bench_engine_refill" / "regenerated.json
 EOF
     $PY benchmarks/gpu_scaling.py bench-train --work "$WORK" --out "$RESULTS" --data "$WORK/data" \
       --bench-train-rows 1024 --bench-train-steps 25
+    ;;
+  profile)
+    [ -f "$WORK/target/model.safetensors" ] || random_target
+    $PY benchmarks/gpu_profile.py --target "$WORK/target" --out "$RESULTS/gpu_profile.json" "$@"
     ;;
   target|bench-regen|regen|bench-train|curve)
     $PY benchmarks/gpu_scaling.py "$stage" --work "$WORK" --out "$RESULTS" --data "$WORK/data" "$@"

@@ -81,8 +81,8 @@ def sample(logits: Tensor, temperature: Tensor, top_p: Tensor, generator: torch.
 class ContinuousEngine:
     """Answers many requests over `runner.slots` slots; `run(requests)` or feed `submit` + `pump` from a loop."""
 
-    def __init__(self, runner: StaticLlama, stop_ids: set[int], *, seed: int | None = 0, sync_every: int = 8,
-                 use_graph: bool = True, prefill_chunk: int = 64) -> None:
+    def __init__(self, runner: StaticLlama, stop_ids: set[int], *, seed: int | None = 0, sync_every: int = 16,
+                 use_graph: bool = True, prefill_chunk: int = 256) -> None:
         self.runner = runner
         self.device = runner.embed.device
         self.stop = torch.tensor(sorted(stop_ids) or [-1], device=self.device)

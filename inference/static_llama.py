@@ -2,8 +2,9 @@
 
 Built from a loaded `transformers` Llama model (its weights are shared, not copied: q/k/v and gate/up are fused
 once into two matrices per layer). The cache is preallocated: `slots` rows of `max_len` positions per layer,
-laid out [slots, max_len, kv_heads, head_dim], so a decode step over every slot writes its new key/value in
-place and reads the cache as a strided view (no gather, no concatenation, no reallocation). That fixed shape is
+laid out [slots, kv_heads, max_len, head_dim] (what attention reads, contiguous), so a decode step over every
+slot writes its new key/value in place through a permuted view and attention reads the cache as it lies
+(no gather, no concatenation, no copy, no reallocation). That fixed shape is
 what lets one decode step be captured once as a CUDA graph and replayed (`DecodeGraph`), removing the ~400
 kernel launches a step of a 30-layer model costs in eager mode.
 
@@ -66,7 +67,7 @@ class StaticLlama:
         self.layers = [self._fuse(layer) for layer in inner.layers]
         self.slots, self.max_len = slots, max_len
         device, dtype = self.embed.device, self.embed.dtype
-        shape = (slots, max_len, self.kv_heads, self.head_dim)
+        shape = (slots, self.kv_heads, max_len, self.head_dim)
         self.k_cache = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
         self.v_cache = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
         self.key_positions = torch.arange(max_len, device=device)
@@ -134,18 +135,19 @@ class StaticLlama:
         q = self._rope(q.view(s, t, self.heads, hd), positions)
         k = self._rope(k.view(s, t, kvh, hd), positions)
         v = v.view(s, t, kvh, hd)
-        self.k_cache[i].index_put_((rows[:, None].expand(s, t), positions), k)
-        self.v_cache[i].index_put_((rows[:, None].expand(s, t), positions), v)
-        # Grouped queries: [S, kvh, g*T, d] against keys [S, kvh, L, d].
+        where = (rows[:, None].expand(s, t), positions)
+        self.k_cache[i].permute(0, 2, 1, 3).index_put_(where, k)  # writes through to [slots, kvh, L, d]
+        self.v_cache[i].permute(0, 2, 1, 3).index_put_(where, v)
+        if prefill:  # fresh prompts attend among themselves: plain causal attention (the flash kernel)
+            heads = (q.transpose(1, 2), k.repeat_interleave(g, dim=2).transpose(1, 2),
+                     v.repeat_interleave(g, dim=2).transpose(1, 2))
+            out = F.scaled_dot_product_attention(*heads, is_causal=True)
+            return out.transpose(1, 2).reshape(s, t, self.heads * hd) @ layer.o.T
+        # Grouped queries: [S, kvh, g*T, d] against the cached keys [S, kvh, L, d], visible up to each position.
         qg = q.view(s, t, kvh, g, hd).permute(0, 2, 3, 1, 4).reshape(s, kvh, g * t, hd)
-        if prefill:
-            keys, values = k.transpose(1, 2), v.transpose(1, 2)
-            causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-            mask = causal.repeat(g, 1)[None, None]
-        else:
-            keys, values = self.k_cache[i][: s].transpose(1, 2), self.v_cache[i][: s].transpose(1, 2)
-            query_pos = positions[:, None, :].expand(s, g, t).reshape(s, 1, g * t, 1)
-            mask = self.key_positions.view(1, 1, 1, -1) <= query_pos
+        keys, values = self.k_cache[i][:s], self.v_cache[i][:s]
+        query_pos = positions[:, None, :].expand(s, g, t).reshape(s, 1, g * t, 1)
+        mask = self.key_positions.view(1, 1, 1, -1) <= query_pos
         out = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
         out = out.view(s, kvh, g, t, hd).permute(0, 3, 1, 2, 4).reshape(s, t, self.heads * hd)
         return out @ layer.o.T

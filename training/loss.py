@@ -14,6 +14,7 @@ vocab, averaged over counted positions; total = sum_j decay^j * loss_j (decay 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -55,6 +56,42 @@ def restrict_to_draft_vocab(target_logits: Tensor, d2t: Tensor, t2d: Tensor) -> 
     return target_logits[..., used], in_vocab
 
 
+class _SoftCrossEntropy(torch.autograd.Function):
+    """sum_i w_i * CE(p_i, softmax(z_i)) without materialising log-probabilities for backward.
+
+    Forward keeps only z (the draft's logits, bf16) and the per-row log-sum-exp; backward recomputes
+    softmax(z) and returns (softmax(z) * sum(p) - p) * w: the exact gradient, a fraction of the memory traffic
+    of log_softmax + multiply + sum under autograd. Rows are processed in chunks to bound temporaries.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, z: Tensor, p: Tensor, w: Tensor) -> Tensor:  # z, p [R, t, V]; w [R, t]
+        lse = torch.empty(w.shape, device=z.device, dtype=torch.float32)
+        total = torch.zeros((), device=z.device, dtype=torch.float32)
+        for a, b in _chunks(z):
+            zf = z[a:b].float()
+            lse[a:b] = torch.logsumexp(zf, -1)
+            per = lse[a:b] * p[a:b].sum(-1) - (p[a:b] * zf).sum(-1)
+            total = total + (per * w[a:b]).sum()
+        ctx.save_for_backward(z, p, w, lse)
+        return total
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        z, p, w, lse = ctx.saved_tensors
+        out = torch.empty_like(z)
+        for a, b in _chunks(z):
+            soft = torch.exp(z[a:b].float() - lse[a:b, ..., None])
+            g = (soft * p[a:b].sum(-1, keepdim=True) - p[a:b]) * (w[a:b] * grad)[..., None]
+            out[a:b] = g.to(z.dtype)
+        return out, None, None
+
+
+def _chunks(z: Tensor, max_elements: int = 1 << 28) -> list[tuple[int, int]]:
+    rows = max(1, max_elements // max(1, z[0].numel()))
+    return [(a, min(a + rows, z.shape[0])) for a in range(0, z.shape[0], rows)]
+
+
 def ttt_loss(
     step_logits: list[Tensor],
     target_draft_logits: Tensor,
@@ -62,22 +99,31 @@ def ttt_loss(
     loss_mask: Tensor,
     decay: float = 0.8,
 ) -> TTTLoss:
-    """Weighted TTT loss from the draft's per-step logits (see the module docstring for the alignment)."""
-    # The target's distribution over the draft vocab, computed once (each step reads it shifted).
+    """Weighted TTT loss from the draft's per-step logits (see the module docstring for the alignment).
+
+    The shift is taken by slicing views (draft positions 0..T-2-j against target positions 1+j..T-1), so no
+    step copies the [B, T, V] target distribution; the soft cross-entropy is the fused one above.
+    """
+    # The target's distribution over the draft vocab, computed once (each step reads a slice of it).
     target_p = F.softmax(target_draft_logits.float(), dim=-1)
     target_choice = target_draft_logits.argmax(-1)
+    T = target_p.shape[1]
     total = torch.zeros((), device=target_draft_logits.device)
     losses, accs, counts = [], [], []
     for j, logits in enumerate(step_logits):
         # The draft at position t predicts token t+2+j: target logits at t+1+j, mask at t+2+j.
-        tgt = shift_left(target_p, j + 1)
-        mask = (shift_left(loss_mask, j + 2) * shift_left(in_vocab, j + 1)).float()
-        draft_logp = F.log_softmax(logits.float(), dim=-1)
-        per_pos = -(tgt * draft_logp).sum(-1)
+        width = T - 1 - j
+        if width <= 0:
+            zero = torch.zeros((), device=total.device)
+            losses.append(zero)
+            accs.append(zero)
+            counts.append(zero)
+            continue
+        mask = (shift_left(loss_mask, j + 2) * shift_left(in_vocab, j + 1)).float()[:, :width]
         n = mask.sum()
-        step = (per_pos * mask).sum() / n.clamp(min=1.0)
+        step = _SoftCrossEntropy.apply(logits[:, :width], target_p[:, 1 + j :], mask / n.clamp(min=1.0))
         total = total + (decay**j) * step
-        agree = (logits.argmax(-1) == shift_left(target_choice, j + 1)).float()
+        agree = (logits[:, :width].argmax(-1) == target_choice[:, 1 + j :]).float()
         losses.append(step.detach())
         accs.append(((agree * mask).sum() / n.clamp(min=1.0)).detach())
         counts.append(n.detach())

@@ -1,0 +1,154 @@
+"""Where a decode step and a training step spend their time on the GPU (target folder from --target).
+
+Decode: the engine's graph-replayed forward over all slots, the sampler, and a whole engine step, each timed
+with CUDA events (median of repeats). Train: one trainer step split into its phases (target forward, vocab
+restriction, draft unroll, loss, backward, optimizer), synchronised between phases, plus the profiler's top
+kernels. Prints a table; writes --out JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+
+def timed(fn: Any, repeats: int = 20, warmup: int = 3) -> float:
+    """Median milliseconds of fn() over repeats (CUDA events)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def decode_profile(target: Any, slots: int, max_len: int) -> dict[str, float]:
+    from inference.continuous import ContinuousEngine, Request, sample
+    from inference.static_llama import DecodeGraph, StaticLlama
+
+    runner = StaticLlama(target, slots=slots, max_len=max_len)
+    graph = DecodeGraph(runner, use_graph=True)
+    tokens = torch.randint(0, 49152, (slots, 1), device="cuda")
+    positions = torch.randint(100, max_len - 10, (slots, 1), device="cuda")
+    out: dict[str, float] = {"slots": slots, "max_len": max_len}
+    out["graph_step_ms"] = timed(lambda: graph.step(tokens, positions))
+    out["eager_step_ms"] = timed(lambda: runner.forward(tokens, positions, last_only=True), repeats=5)
+    logits = graph.step(tokens, positions).clone()
+    temp, top_p = torch.full((slots,), 0.7, device="cuda"), torch.full((slots,), 0.95, device="cuda")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    out["sample_ms"] = timed(lambda: sample(logits, temp, top_p, gen))
+    out["argmax_ms"] = timed(lambda: logits.argmax(-1))
+    out["sort_ms"] = timed(lambda: logits.float().sort(dim=-1, descending=True))
+    engine = ContinuousEngine(runner, {2}, use_graph=False)
+    engine.graph = graph
+    engine.run([Request([1] * 200, 64, 0.7, 0.95) for _ in range(slots)])
+    for _ in range(slots):
+        engine.submit(Request([1] * 200, max_len - 220, 0.7, 0.95))
+    engine._refill()
+    out["engine_step_ms"] = timed(engine._step, repeats=20)
+    chunk = torch.randint(0, 49152, (64, 400), device="cuda")
+    pos = torch.arange(400, device="cuda").expand(64, 400)
+    idx = torch.arange(64, device="cuda")
+    out["prefill_64x400_ms"] = timed(lambda: runner.forward(chunk, pos, slots=idx, prefill=True), repeats=5)
+    kv_bytes = 2 * runner.num_layers * slots * max_len * runner.kv_heads * runner.head_dim * 2
+    out["kv_read_floor_ms"] = kv_bytes / 4.3e12 * 1e3
+    return out
+
+
+def train_profile(target_dir: Path, batch_tokens: int) -> dict[str, Any]:
+    from training.draft_model import DraftConfig, Eagle3Draft
+    from training.hidden_states import capture, default_aux_layers
+    from training.loss import restrict_to_draft_vocab, ttt_loss
+    from training.trainer import load_target
+
+    target, _ = load_target(target_dir, torch.device("cuda"))
+    tc = target.config
+    layers = default_aux_layers(tc.num_hidden_layers)
+    draft = Eagle3Draft(DraftConfig(hidden_size=576, intermediate_size=1536, num_attention_heads=9,
+                                    num_key_value_heads=3, vocab_size=49152, draft_vocab_size=32000,
+                                    target_hidden_size=576, head_dim=64)).cuda()
+    draft.set_vocab(torch.zeros(32000, dtype=torch.long, device="cuda"),
+                    torch.cat([torch.ones(32000), torch.zeros(49152 - 32000)]).bool().cuda())
+    opt = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad], lr=1e-4, fused=True)
+    width = 320
+    rows = batch_tokens // width
+    ids = torch.randint(0, 49152, (rows, width), device="cuda")
+    attn = torch.ones_like(ids)
+    mask = torch.ones_like(ids)
+    phases: dict[str, list[float]] = {}
+
+    def mark(name: str, t0: float) -> float:
+        torch.cuda.synchronize()
+        now = time.perf_counter()
+        phases.setdefault(name, []).append((now - t0) * 1e3)
+        return now
+
+    for _ in range(8):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        states = capture(target, ids, attn, layers)
+        t = mark("target_forward", t)
+        tdl, inv = restrict_to_draft_vocab(states.logits, draft.d2t, draft.t2d)
+        t = mark("restrict_vocab", t)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = draft(ids, states.aux, 7)
+        t = mark("draft_unroll", t)
+        loss = ttt_loss(logits, tdl, inv, mask)
+        t = mark("loss", t)
+        opt.zero_grad(set_to_none=True)
+        loss.total.backward()
+        t = mark("backward", t)
+        torch.nn.utils.clip_grad_norm_(draft.parameters(), 0.5)
+        opt.step()
+        mark("optimizer", t)
+    out = {k: round(statistics.median(v[2:]), 2) for k, v in phases.items()}
+    out["step_ms"] = round(sum(out.values()), 2)
+    out["tokens"] = rows * width
+    out["tokens_per_s"] = round(out["tokens"] / out["step_ms"] * 1e3, 1)
+    out["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="/tmp/dh/target")
+    parser.add_argument("--out", default="benchmarks/results/gpu_profile.json")
+    parser.add_argument("--slots", type=int, nargs="+", default=[256, 1024])
+    parser.add_argument("--max-len", type=int, default=832)
+    parser.add_argument("--batch-tokens", type=int, nargs="+", default=[8192, 32768])
+    args = parser.parse_args()
+    from transformers import AutoModelForCausalLM
+
+    target = AutoModelForCausalLM.from_pretrained(args.target, dtype=torch.bfloat16).cuda().eval()
+    result: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "decode": [],
+                              "train": []}
+    for slots in args.slots:
+        result["decode"].append({k: round(v, 3) for k, v in decode_profile(target, slots, args.max_len).items()})
+        print(json.dumps(result["decode"][-1]))
+        torch.cuda.empty_cache()
+    del target
+    for bt in args.batch_tokens:
+        result["train"].append(train_profile(Path(args.target), bt))
+        print(json.dumps(result["train"][-1]))
+        torch.cuda.empty_cache()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
