@@ -55,7 +55,7 @@ def load_conversations(path: Path, field: str = "conversations") -> list[tuple[s
     if not path.is_file():
         raise DataError(f"training data {path} does not exist")
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
         if not line.strip():
             continue
         try:
