@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.jsonl import read_jsonl
 from curation.adapters import adapt, resolve_format
 from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
 from curation.conversation import Drop, Row
@@ -133,8 +134,7 @@ def _reuse(source: Source, order: int, ctx: LoadContext, key: str) -> StagedSour
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     if meta.get("hash") != key:
         return None
-    lines = gzip.decompress(rows_path.read_bytes()).decode("utf-8", errors="surrogatepass").splitlines()
-    rows = [_row_from_json(json.loads(line), source, order) for line in lines if line]
+    rows = [_row_from_json(item, source, order) for item in read_jsonl(rows_path, errors="surrogatepass")]
     return StagedSource(
         key=source.key,
         rows=rows,

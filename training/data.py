@@ -10,10 +10,11 @@ compares our ids with `tokenizer.apply_chat_template`, so a template mismatch is
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from core.jsonl import JsonlError, iter_jsonl
 
 ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "bot": "assistant"}
 
@@ -55,13 +56,11 @@ def load_conversations(path: Path, field: str = "conversations") -> list[tuple[s
     if not path.is_file():
         raise DataError(f"training data {path} does not exist")
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{n}: not JSON ({exc.msg})") from None
+    try:
+        numbered = list(iter_jsonl(path, objects=True))
+    except JsonlError as exc:
+        raise DataError(str(exc)) from None
+    for n, row in numbered:
         raw = row.get(field)
         if raw is None and field == "conversations":
             raw = row.get("messages")

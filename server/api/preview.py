@@ -13,8 +13,11 @@ import gzip
 import io
 import json
 import logging
+from itertools import islice
 from pathlib import Path
 from typing import Any
+
+from core.jsonl import iter_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -42,14 +45,7 @@ def _open_text(path: Path) -> io.TextIOBase:
 def _read_rows(path: Path, limit: int) -> list[Any]:
     name = path.name.removesuffix(".gz")
     if name.endswith(".jsonl"):
-        rows: list[Any] = []
-        with _open_text(path) as handle:
-            for line in handle:
-                if line.strip():
-                    rows.append(json.loads(line))
-                if len(rows) >= limit:
-                    break
-        return rows
+        return [value for _, value in islice(iter_jsonl(path, errors="replace"), limit)]
     if name.endswith(".csv"):
         with _open_text(path) as handle:
             return [row for _, row in zip(range(limit), csv.DictReader(handle), strict=False)]
