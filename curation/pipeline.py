@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,13 @@ class CurateResult:
     reused: list[str] = field(default_factory=list)
 
 
-def _context(manifest: Manifest, out_dir: Path, mirror: Path | None, hub_root: Path | None) -> LoadContext:
+def _context(
+    manifest: Manifest,
+    out_dir: Path,
+    mirror: Path | None,
+    hub_root: Path | None,
+    hub_probe: Callable[[], str | None] | None = None,
+) -> LoadContext:
     settings = get_settings()
     mirror_dir = mirror or (Path(manifest.mirror) if manifest.mirror else None) or settings.mirror
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
@@ -63,6 +70,7 @@ def _context(manifest: Manifest, out_dir: Path, mirror: Path | None, hub_root: P
         params=StepParams(config=manifest.cleaning, counter=counter),
         token=settings.hf_token.get_secret_value() if settings.hf_token else None,
         hub_root=hub_root,
+        hub_probe=hub_probe,
     )
 
 
@@ -135,11 +143,16 @@ def curate(
     jsonl: bool = False,
     mirror: Path | None = None,
     hub_root: Path | None = None,
+    hub_probe: Callable[[], str | None] | None = None,
 ) -> CurateResult:
-    """Curate the manifest's sources into `out_dir`; return the report (also written as report.json)."""
+    """Curate the manifest's sources into `out_dir`; return the report (also written as report.json).
+
+    `hub_probe` answers None when the Hub is reachable, else why not; it is asked once, and only when a
+    source or eval set is missing from the mirror, which then fails at once instead of retrying the Hub.
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = _context(manifest, out_dir, mirror, hub_root)
+    ctx = _context(manifest, out_dir, mirror, hub_root, hub_probe)
     seed = manifest.budget.seed if seed is None else seed
     staged = [stage_source(source, order, ctx) for order, source in enumerate(manifest.sources)]
     reused = [f"stage:{s.key}" for s in staged if s.reused]

@@ -59,8 +59,14 @@ def curate(
         Path | None,
         typer.Option("--mirror", help="Mirror folder (default: the manifest's, then DATAHUNT_MIRROR)."),
     ] = None,
+    allow_partial: Annotated[
+        bool, typer.Option("--allow-partial", help="Exit 0 even when some sources failed (they are still named).")
+    ] = False,
 ) -> None:
-    """Load, clean, deduplicate, decontaminate and mix the manifest's sources into OUT."""
+    """Load, clean, deduplicate, decontaminate and mix the manifest's sources into OUT.
+
+    Exits 1 when any source failed (naming each), unless --allow-partial.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -72,7 +78,7 @@ def curate(
         _fail(f"{mirror} is not a mirror folder (no MIRROR.json)")
     try:
         loaded = load_manifest(manifest)
-        result = run_curation(loaded, out, seed=seed, jsonl=jsonl, mirror=mirror)
+        result = run_curation(loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem)
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
     except (ManifestError, OSError) as exc:
         _fail(str(exc))
@@ -93,11 +99,28 @@ def curate(
         f"{report['duplicates']['near']} near, decontaminated {report['decontaminated']}"
     )
     for key in report["failed_sources"]:
-        console.print(f"[red]failed source[/red] {key}: {report['per_source'][key]['error']}")
+        console.print(f"[red]failed source[/red] {key}: {report['per_source'][key]['error']}", soft_wrap=True)
     for category, short in report["unmet_budgets"].items():
         console.print(f"[yellow]budget unmet[/yellow] {category}: {short} rows short")
     if result.reused:
         console.print(f"reused {len(result.reused)} step(s) whose inputs had not changed")
+    failed = report["failed_sources"]
+    if failed and not allow_partial:
+        typer.echo(
+            f"error: {len(failed)} of {len(report['per_source'])} source(s) failed: {', '.join(failed)}; "
+            f"the set in {out} lacks them (pass --allow-partial to accept a partial set)",
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+def hub_problem() -> str | None:
+    """Return None when the Hub can be used, else why not (huggingface_hub offline mode, or a failed probe)."""
+    from agents import backends
+
+    if backends.hub_offline_mode():
+        return "huggingface_hub offline mode (HF_HUB_OFFLINE)"
+    return backends.probe_hub()
 
 
 def register(app: typer.Typer) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+from core.settings import get_settings
 from server.cli import app
 
 MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
@@ -49,3 +53,61 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         app, ["curate", "--manifest", str(bad), "--out", str(tmp_path / "o"), "--mirror", str(tmp_path)]
     )
     assert result.exit_code == 2 and "no MIRROR.json" in result.output
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _mixed_manifest(tmp_path: Path) -> Path:
+    path = tmp_path / "m.json"
+    sources = [
+        {"hub_id": "openai/gsm8k", "config": "main", "category": "math", "max_rows": 20},
+        {"hub_id": "nobody/absent-a", "category": "math"},
+        {"hub_id": "nobody/absent-b", "category": "general_chat"},
+    ]
+    path.write_text(json.dumps({"schema_version": 1, "sources": sources, "mirror": str(MIRROR)}))
+    return path
+
+
+def test_unreachable_hub_fails_missing_sources_at_once_and_exits_non_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import constants
+
+    from agents import backends
+
+    monkeypatch.delenv("DATAHUNT_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    get_settings.cache_clear()
+    probes: list[str] = []
+    url, real_probe = f"http://127.0.0.1:{_closed_port()}/api/datasets", backends.probe_hub
+
+    def probe() -> str | None:  # the real probe, aimed at a port nobody listens on
+        probes.append(url)
+        return real_probe(url, timeout_s=1.0)
+
+    monkeypatch.setattr(backends, "probe_hub", probe)
+    manifest, out = _mixed_manifest(tmp_path), tmp_path / "out"
+    started = time.monotonic()
+    result = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(out)])
+    assert time.monotonic() - started < 20  # the Hub was retried for ~23 s per source before
+    assert result.exit_code == 1, result.output
+    assert len(probes) == 1
+    assert "nobody/absent-a is not in the mirror and the Hub is unreachable (ConnectError" in result.output
+    assert "2 of 3 source(s) failed: nobody/absent-a, nobody/absent-b" in result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["per_source"]["openai/gsm8k:main"]["selected"] == 20
+    partial = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(out), "--allow-partial"])
+    assert partial.exit_code == 0, partial.output
+    assert "failed source" in partial.output and "error:" not in partial.output
+
+
+def test_huggingface_hub_offline_mode_counts_as_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DATAHUNT_OFFLINE")
+    get_settings.cache_clear()
+    result = runner.invoke(app, ["curate", "--manifest", str(_mixed_manifest(tmp_path)), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert "the Hub is unreachable (huggingface_hub offline mode (HF_HUB_OFFLINE))" in result.output

@@ -252,3 +252,27 @@ def test_rerun_reuses_a_stage_whose_rows_hold_line_separators(tmp_path: Path) ->
     samples = (out / "samples.jsonl").read_text().split("\n")
     texts = {json.loads(line)["messages"][-1]["content"] for line in samples if line}
     assert first.report["rows_out"] == 5 and all("\u2028" in t and "\u2029" in t for t in texts)
+
+
+def test_the_hub_is_probed_only_for_a_source_the_mirror_lacks(
+    mirror: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.settings import get_settings
+
+    monkeypatch.delenv("DATAHUNT_OFFLINE")
+    get_settings.cache_clear()
+    asked: list[int] = []
+
+    def probe() -> str | None:
+        asked.append(1)
+        return "ConnectError: refused"
+
+    manifest = _manifest(mirror)
+    assert curate(manifest, tmp_path / "a", hub_probe=probe).report["failed_sources"] == []
+    assert asked == []
+    manifest.sources += [Source(hub_id=f"gone/d{i}", category=Category.MATH) for i in range(3)]
+    report = curate(manifest, tmp_path / "b", hub_probe=probe).report
+    assert asked == [1] and report["failed_sources"] == ["gone/d0", "gone/d1", "gone/d2"]
+    assert "not in the mirror and the Hub is unreachable (ConnectError: refused)" in (
+        report["per_source"]["gone/d2"]["error"]
+    )
