@@ -8,6 +8,7 @@ input ends with a one-line error and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from enum import StrEnum
 from pathlib import Path
@@ -112,14 +113,21 @@ def regen(
     max_attempts: int = typer.Option(6, "--max-attempts", min=1, help="Attempts per turn on 429/5xx/timeouts."),
     request_timeout: float = typer.Option(600.0, "--request-timeout", min=0.1, help="Seconds one request may take."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N input rows (a trial run)."),
-    force: bool = typer.Option(False, "--force", help="Regenerate even through a server serving another model."),
+    force: bool = typer.Option(False, "--force", help="Regenerate even through a server serving another model, "
+                               "or resume a run with other sampling settings."),
+    progress: bool = typer.Option(True, "--progress/--no-progress",
+                                  help="Draw live bars on stderr (only when it is a terminal)."),
 ) -> None:
     """Regenerate every curated prompt with the target model; run again to resume."""
+    from rich.console import Console
+
     from inference.endpoints import AllEndpointsDown
     from inference.generation import Reasoning, Sampling
     from inference.journal import JournalError
+    from inference.monitor import LiveStatus
+    from inference.quality import warnings
     from inference.records import InputError
-    from inference.runner import RunConfig, regenerate
+    from inference.runner import RunConfig, SamplingChangedError, regenerate
 
     try:
         mode = Reasoning(reasoning)
@@ -144,11 +152,13 @@ def regen(
         input_path=input_path, out_dir=out, endpoints=list(servers), concurrency=concurrency,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         reasoning=mode, max_attempts=max_attempts, request_timeout_s=request_timeout, retry_failed=retry_failed,
-        limit=limit, model=model or served or expected,
+        limit=limit, model=model or served or expected, allow_new_sampling=force,
     )
+    live = LiveStatus(out, Console(stderr=True)) if progress else contextlib.nullcontext()
     try:
-        summary = regenerate(config, backend)
-    except (InputError, JournalError, AllEndpointsDown) as exc:
+        with live:
+            summary = regenerate(config, backend)
+    except (InputError, JournalError, AllEndpointsDown, SamplingChangedError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         _fail(f"interrupted; run the same command again to resume ({out})", 130)
@@ -156,6 +166,8 @@ def regen(
         f"{summary.done} regenerated, {summary.failed} failed, {summary.skipped} already finished "
         f"of {summary.total} rows; {summary.completion_tokens:,} tokens → {out}"
     )
+    for line in warnings(summary.status.get("quality") or {}, max_tokens):
+        typer.echo(f"warning: {line}", err=True)
 
 
 def monitor(
