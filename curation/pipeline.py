@@ -46,13 +46,14 @@ class CurateResult:
     reused: list[str] = field(default_factory=list)
 
 
-def _context(
+def make_context(
     manifest: Manifest,
     out_dir: Path,
     mirror: Path | None,
     hub_root: Path | None,
     hub_probe: Callable[[], str | None] | None = None,
 ) -> LoadContext:
+    """Return the run's load context: mirror, offline mode, caches under `out_dir`, token counter, Hub probe."""
     settings = get_settings()
     mirror_dir = mirror or (Path(manifest.mirror) if manifest.mirror else None) or settings.mirror
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
@@ -152,7 +153,7 @@ def curate(
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = _context(manifest, out_dir, mirror, hub_root, hub_probe)
+    ctx = make_context(manifest, out_dir, mirror, hub_root, hub_probe)
     seed = manifest.budget.seed if seed is None else seed
     staged = [stage_source(source, order, ctx) for order, source in enumerate(manifest.sources)]
     reused = [f"stage:{s.key}" for s in staged if s.reused]

@@ -62,6 +62,12 @@ def curate(
     allow_partial: Annotated[
         bool, typer.Option("--allow-partial", help="Exit 0 even when some sources failed (they are still named).")
     ] = False,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Dry run: say where each source resolves (mirror or Hub) and its size; exit 1 "
+                     "when one resolves nowhere."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --check: print the resolutions as JSON.")] = False,
 ) -> None:
     """Load, clean, deduplicate, decontaminate and mix the manifest's sources into OUT.
 
@@ -76,6 +82,10 @@ def curate(
 
     if mirror is not None and not (mirror / "MIRROR.json").is_file():
         _fail(f"{mirror} is not a mirror folder (no MIRROR.json)")
+    manifest = find_manifest(manifest)
+    if check:
+        _check(manifest, out, mirror, as_json)
+        return
     try:
         loaded = load_manifest(manifest)
         result = run_curation(loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem)
@@ -112,6 +122,66 @@ def curate(
             err=True,
         )
         raise typer.Exit(1)
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:,.0f} B" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} GiB"
+
+
+def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> None:
+    import dataclasses
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from curation.check import check_manifest
+    from curation.manifest import ManifestError, load_manifest
+    from curation.pipeline import make_context
+
+    try:
+        loaded = load_manifest(manifest)
+    except (ManifestError, OSError) as exc:
+        _fail(str(exc))
+        return
+    found = check_manifest(loaded, make_context(loaded, out, mirror, None, hub_problem))
+    if as_json:
+        typer.echo(json.dumps([dataclasses.asdict(r) for r in found], indent=1))
+    else:
+        table = Table(title=f"where {manifest} resolves")
+        for column in ("kind", "name", "where", "files", "size", "detail"):
+            table.add_column(column, justify="right" if column in ("files", "size") else "left", overflow="fold")
+        for r in found:
+            where = r.where if r.ok else f"[red]{r.where}[/red]"
+            table.add_row(r.kind, r.name, where, str(r.files), _size(r.size_bytes), r.detail)
+        console = Console()
+        console.print(table)
+        total = sum(r.size_bytes or 0 for r in found if r.ok)
+        console.print(f"{sum(r.ok for r in found)} of {len(found)} resolve, {_size(total)} in all")
+    missing = [r.name for r in found if not r.ok]
+    if missing:
+        typer.echo(f"error: {len(missing)} resolve nowhere: {', '.join(missing)}", err=True)
+        raise typer.Exit(1)
+
+
+def find_manifest(path: Path) -> Path:
+    """Return `path`, or the file of that relative name in the data directory where `manifest export` writes."""
+    from core.settings import get_settings
+
+    if path.exists() or path.is_absolute():
+        return path
+    in_data_dir = get_settings().resolved_data_dir / path
+    if in_data_dir.is_file():
+        typer.echo(f"using {in_data_dir} (from the data directory)", err=True)
+        return in_data_dir
+    return path
 
 
 def hub_problem() -> str | None:

@@ -28,13 +28,19 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _find_manifest(manifest: Path | None, input_path: Path) -> Path | None:
+    """Return the manifest given, else `manifest.json` beside (or inside) the curated set, else None."""
+    if manifest is not None:
+        return manifest
+    folder = input_path if input_path.is_dir() else input_path.parent
+    return folder / "manifest.json" if (folder / "manifest.json").is_file() else None
+
+
 def _load_target(manifest: Path | None, input_path: Path) -> dict[str, Any] | None:
     """Return the manifest as plain data (given, or `manifest.json` beside the curated set), or None."""
     from curation.manifest import ManifestError, load_manifest
 
-    if manifest is None:
-        folder = input_path if input_path.is_dir() else input_path.parent
-        manifest = folder / "manifest.json" if (folder / "manifest.json").is_file() else None
+    manifest = _find_manifest(manifest, input_path)
     if manifest is None:
         return None
     try:
@@ -228,6 +234,8 @@ def plan(
     if probe.failed == probe.requests:
         _fail(f"every probe request to {server} failed; is the server up?")
     result = build_plan(rows, probe, server=server, sampling=sampling, manifest=manifest_data)
+    found = _find_manifest(manifest, curated)
+    result["manifest"]["path"] = str(found.resolve()) if found else None
     out = out or (curated if curated.is_dir() else curated.parent) / "regen_plan.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_markdown(result), encoding="utf-8")

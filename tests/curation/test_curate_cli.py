@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,76 @@ def test_huggingface_hub_offline_mode_counts_as_unreachable(tmp_path: Path, monk
     result = runner.invoke(app, ["curate", "--manifest", str(_mixed_manifest(tmp_path)), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1
     assert "the Hub is unreachable (huggingface_hub offline mode (HF_HUB_OFFLINE))" in result.output
+
+
+def test_a_bare_manifest_name_is_found_in_the_data_directory(tmp_path: Path) -> None:
+    data_dir = get_settings().resolved_data_dir
+    data_dir.mkdir(parents=True)
+    source = {"hub_id": "openai/gsm8k", "config": "main", "category": "math", "max_rows": 5}
+    (data_dir / "m-bare.json").write_text(json.dumps({"schema_version": 1, "sources": [source], "mirror": str(MIRROR)}))
+    assert not Path("m-bare.json").exists()
+    result = runner.invoke(app, ["curate", "--manifest", "m-bare.json", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert f"using {data_dir / 'm-bare.json'} (from the data directory)" in result.stderr
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["rows_out"] == 5
+    missing = runner.invoke(app, ["curate", "--manifest", "nowhere.json", "--out", str(tmp_path / "o2")])
+    assert missing.exit_code == 2 and "nowhere.json" in missing.output
+
+
+RECORDED_HUB = Path(__file__).resolve().parents[1] / "data" / "recorded" / "hub"
+
+
+@pytest.fixture
+def recorded_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """huggingface_hub's own client answering from recorded Hub API JSON; yields the paths it was asked."""
+    import httpx2
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _http
+
+    from agents import backends
+
+    seen: list[str] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.url.path)
+        if request.url.path.startswith("/api/datasets/openai/gsm8k"):
+            return httpx2.Response(200, json=json.loads((RECORDED_HUB / "dataset_info_gsm8k_files.json").read_text()))
+        return httpx2.Response(404, headers={"X-Error-Code": "RepoNotFound"}, json={"error": "Repository not found"})
+
+    monkeypatch.delenv("DATAHUNT_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(backends, "probe_hub", lambda: None)  # the Hub "answers"; its API is the recording
+    get_settings.cache_clear()
+    _http.set_client_factory(lambda: httpx2.Client(transport=httpx2.MockTransport(answer)))
+    yield seen
+    _http.set_client_factory(_http.default_client_factory)
+
+
+def test_check_says_where_each_source_resolves_with_sizes(tmp_path: Path, recorded_hub: list[str]) -> None:
+    mirror = tmp_path / "mirror"
+    (mirror / "tatsu-lab/alpaca").mkdir(parents=True)
+    shutil.copy(MIRROR / "tatsu-lab/alpaca/seed_tasks.jsonl", mirror / "tatsu-lab/alpaca/seed_tasks.jsonl")
+    entries = [e for e in json.loads((MIRROR / "MIRROR.json").read_text()) if e["id"] == "tatsu-lab/alpaca"]
+    (mirror / "MIRROR.json").write_text(json.dumps(entries))
+    path = tmp_path / "m.json"
+    sources = [
+        {"hub_id": "tatsu-lab/alpaca", "category": "general_chat"},
+        {"hub_id": "openai/gsm8k", "config": "main", "category": "math"},
+        {"hub_id": "nobody/absent", "category": "math"},
+    ]
+    path.write_text(json.dumps({"schema_version": 1, "sources": sources, "mirror": str(mirror)}))
+    result = runner.invoke(app, ["curate", "--manifest", str(path), "--out", str(tmp_path / "out"), "--check",
+                                 "--json"])
+    assert result.exit_code == 1
+    found = {r["name"]: r for r in json.loads(result.stdout)}
+    assert found["tatsu-lab/alpaca"] == {**found["tatsu-lab/alpaca"], "where": "mirror", "files": 1,
+                                         "size_bytes": 80870}
+    assert found["openai/gsm8k:main"] == {**found["openai/gsm8k:main"], "where": "hub", "files": 3,
+                                          "size_bytes": 419088 + 2306545 + 450555}
+    assert "/api/datasets/openai/gsm8k" in recorded_hub
+    assert found["nobody/absent"]["where"] == "missing" and "RepositoryNotFoundError" in found["nobody/absent"]["detail"]
+    assert "error: 1 resolve nowhere: nobody/absent" in result.stderr
+    assert not (tmp_path / "out").exists()
+    table = runner.invoke(app, ["curate", "--manifest", str(path), "--out", str(tmp_path / "out"), "--check"])
+    assert "3.0 MiB" in table.stdout and "79.0 KiB" in table.stdout
+    assert "2 of 3 resolve, 3.1 MiB in all" in table.stdout

@@ -87,6 +87,20 @@ def test_plan_measures_the_server_and_writes_markdown_and_json(tmp_path: Path) -
     assert plan["target"] == "meta-llama/Llama-3.1-8B-Instruct"
     text = (tmp_path / "regen_plan.md").read_text()
     assert "Time to finish" in text and "org/chat-set" in text and "Evaluation plan" in text
+    assert plan["manifest"]["path"] == str((tmp_path / "manifest.json").resolve())
+
+
+def test_plan_reads_a_manifest_without_target_beside_the_curated_set(tmp_path: Path, fake_server: FakeServer) -> None:
+    curated = tmp_path / "curated"
+    curated.mkdir()
+    write_samples(curated / "samples.jsonl", 4)
+    (curated / "manifest.json").write_text(json.dumps({"schema_version": 1, "sources": [
+        {"hub_id": "openai/gsm8k", "category": "math"}]}))
+    result = runner.invoke(app, ["plan", "--curated", str(curated), "--server", fake_server.url, "--probe-rows", "2"])
+    assert result.exit_code == 0, result.output
+    text = (curated / "regen_plan.md").read_text()
+    assert f"not named by the manifest (`{(curated / 'manifest.json').resolve()}`)" in text
+    assert "no manifest" not in text and "openai/gsm8k" in text
 
 
 def test_native_api_through_the_cli_with_token_ids(tmp_path: Path, fake_server: FakeServer, tiny_tokenizer_dir: Path) -> None:
