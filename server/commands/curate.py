@@ -7,6 +7,8 @@ options, prints a short rich summary, and ends bad input with a one-line error a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -88,7 +90,10 @@ def curate(
         return
     try:
         loaded = load_manifest(manifest)
-        result = run_curation(loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem)
+        with _load_bar() as on_source:
+            result = run_curation(
+                loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem, on_source=on_source
+            )
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
     except (ManifestError, OSError) as exc:
         _fail(str(exc))
@@ -110,6 +115,8 @@ def curate(
     )
     for key in report["failed_sources"]:
         console.print(f"[red]failed source[/red] {key}: {report['per_source'][key]['error']}", soft_wrap=True)
+    for warning in report.get("warnings", []):
+        console.print(f"[yellow]warning[/yellow] {warning}", soft_wrap=True)
     for category, short in report["unmet_budgets"].items():
         console.print(f"[yellow]budget unmet[/yellow] {category}: {short} rows short")
     if result.reused:
@@ -122,6 +129,23 @@ def curate(
             err=True,
         )
         raise typer.Exit(1)
+
+
+@contextmanager
+def _load_bar() -> Iterator[Callable[[int, int, str], None]]:
+    """Yield an `on_source` callback drawing the load step's bar on stderr (nothing unless it is a terminal)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    columns = (TextColumn("loading {task.fields[source]:<40}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("load", total=None, source="")
+
+        def on_source(done: int, total: int, key: str) -> None:
+            bar.update(task, completed=done, total=total, source=key[-40:])
+
+        yield on_source
 
 
 def _size(size: int | None) -> str:

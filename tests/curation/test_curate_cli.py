@@ -186,3 +186,16 @@ def test_check_says_where_each_source_resolves_with_sizes(tmp_path: Path, record
     table = runner.invoke(app, ["curate", "--manifest", str(path), "--out", str(tmp_path / "out"), "--check"])
     assert "3.0 MiB" in table.stdout and "79.0 KiB" in table.stdout
     assert "2 of 3 resolve, 3.1 MiB in all" in table.stdout
+
+
+def test_the_load_step_draws_a_bar_on_a_terminal_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = tmp_path / "m.json"
+    sources = [{"hub_id": "openai/gsm8k", "config": "main", "category": "math", "max_rows": 5},
+               {"hub_id": "tatsu-lab/alpaca", "category": "general_chat", "max_rows": 5}]
+    manifest.write_text(json.dumps({"schema_version": 1, "sources": sources, "mirror": str(MIRROR)}))
+    piped = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(tmp_path / "a")])
+    assert piped.exit_code == 0 and "loading" not in piped.stderr
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich's own switch: treat the captured stream as a terminal
+    monkeypatch.setenv("TTY_INTERACTIVE", "1")
+    shown = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(tmp_path / "b")])
+    assert shown.exit_code == 0 and "loading" in shown.stderr and "2/2" in shown.stderr

@@ -270,9 +270,12 @@ def test_the_hub_is_probed_only_for_a_source_the_mirror_lacks(
     manifest = _manifest(mirror)
     assert curate(manifest, tmp_path / "a", hub_probe=probe).report["failed_sources"] == []
     assert asked == []
-    manifest.sources += [Source(hub_id=f"gone/d{i}", category=Category.MATH) for i in range(3)]
+    manifest.sources += [Source(hub_id=f"gone/d{i}", category=Category.MATH) for i in range(2)]
+    manifest.sources.append(Source(hub_id="gone/d2", category=Category.CODE_REVIEW))
     report = curate(manifest, tmp_path / "b", hub_probe=probe).report
     assert asked == [1] and report["failed_sources"] == ["gone/d0", "gone/d1", "gone/d2"]
+    assert "code_review has approved sources but no rows in the mix" in " ".join(report["warnings"])
+    assert "## Warnings" in (tmp_path / "b" / "summary.md").read_text()
     assert "not in the mirror and the Hub is unreachable (ConnectError: refused)" in (
         report["per_source"]["gone/d2"]["error"]
     )
