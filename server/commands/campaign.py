@@ -68,10 +68,13 @@ class ProgressBoard:
         return table
 
 
-def fail(message: str) -> typer.Exit:
-    """Print a one-line error to stderr and return the exit to raise."""
+EXIT_BAD_INPUT = 2  # an unknown category: the same code in every command
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print a one-line error to stderr and return the exit to raise (1, or EXIT_BAD_INPUT for bad input)."""
     Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(1)
+    return typer.Exit(code)
 
 
 def open_catalog() -> Any:
@@ -158,7 +161,7 @@ def run_command(
     try:
         chosen = parse_categories(categories)
     except UnknownCategoryError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), EXIT_BAD_INPUT) from None
     board = drive(lambda engine, on_event: run_campaign(
         engine=engine, categories=chosen, offline=True if offline else None, campaign_id=campaign_id,
         on_event=on_event), as_json=as_json)
@@ -191,7 +194,7 @@ def rerun_command(
     try:
         chosen = parse_category(category)
     except UnknownCategoryError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), EXIT_BAD_INPUT) from None
     board = drive(lambda engine, on_event: rerun_category(
         engine=engine, campaign_id=campaign_id, category=chosen, on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)

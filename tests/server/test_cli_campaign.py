@@ -48,15 +48,15 @@ def test_a_table_run_prints_the_summary() -> None:
 
 def test_bad_input_gives_one_line_errors_and_exit_1() -> None:
     cases = [
-        (["campaign", "run", "--offline", "-c", "maths"], "unknown category 'maths'"),
-        (["campaign", "status", "no-such-campaign"], "no campaign 'no-such-campaign'"),
-        (["campaign", "rerun", "no-such-campaign", "math"], "no campaign 'no-such-campaign'"),
-        (["campaign", "rerun", "no-such-campaign", "cooking"], "unknown category 'cooking'"),
-        (["campaign", "resume", "no-such-campaign"], "no campaign 'no-such-campaign'"),
+        (["campaign", "run", "--offline", "-c", "maths"], "unknown category 'maths' (did you mean `math`?)", 2),
+        (["campaign", "status", "no-such-campaign"], "no campaign 'no-such-campaign'", 1),
+        (["campaign", "rerun", "no-such-campaign", "math"], "no campaign 'no-such-campaign'", 1),
+        (["campaign", "rerun", "no-such-campaign", "cooking"], "unknown category 'cooking'", 2),
+        (["campaign", "resume", "no-such-campaign"], "no campaign 'no-such-campaign'", 1),
     ]
-    for args, message in cases:
+    for args, message, code in cases:
         result = runner.invoke(app, args)
-        assert result.exit_code == 1, (args, result.output)
+        assert result.exit_code == code, (args, result.output)
         assert message in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
 
