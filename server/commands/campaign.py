@@ -247,10 +247,16 @@ def list_command(
         typer.echo(json.dumps(campaigns, indent=2))
         return
     table = Table(title="campaigns", title_justify="left")
-    for column in ("id", "status", "categories", "offline", "created", "error"):
-        table.add_column(column)
+    # The id is what `status` and `rerun` take: never cut, whatever the terminal width; the error may fold.
+    table.add_column("id", no_wrap=True, min_width=max((len(c["id"]) for c in campaigns), default=2))
+    table.add_column("status", no_wrap=True)
+    table.add_column("categories", justify="right", no_wrap=True)
+    table.add_column("offline", no_wrap=True)
+    table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("error", overflow="fold")
     for c in campaigns:
-        table.add_row(c["id"], c["status"], str(len(c["categories"])), str(c["offline"]), c["created_at"][:19],
+        table.add_row(c["id"], c["status"], str(len(c["categories"])), str(c["offline"]),
+                      c["created_at"][:16].replace("T", " "),
                       (c["error"] or "")[:60])
     Console().print(table)
 

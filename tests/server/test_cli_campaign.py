@@ -115,3 +115,11 @@ def test_ctrl_c_marks_the_campaign_interrupted() -> None:
     assert stopped.value.exit_code == 1
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id=campaign_id).status == "interrupted"
+
+
+def test_campaign_list_never_cuts_an_id_on_a_narrow_terminal() -> None:
+    ids = [json.loads(runner.invoke(app, ["campaign", "run", "--offline", "-c", c, "--json"]).stdout)["campaign_id"]
+           for c in ("math", "tool_use")]
+    table = runner.invoke(app, ["campaign", "list"], env={"COLUMNS": "80"}).stdout
+    assert all(campaign_id in table for campaign_id in ids), table
+    assert "…" not in table.split("\n", 3)[-1].split("│")[1]
