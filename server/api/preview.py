@@ -76,6 +76,13 @@ def _mirror_entries(mirror: Path) -> list[dict[str, Any]]:
     return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
 
 
+def mirrored_ids(mirror: Path | None) -> set[str]:
+    """Return the Hub ids a local mirror holds (empty without a mirror or with an unreadable index)."""
+    if mirror is None:
+        return set()
+    return {str(e["id"]) for e in _mirror_entries(mirror.resolve()) if e.get("id")}
+
+
 def sample_preview(hub_id: str, mirror: Path | None, *, limit: int = PREVIEW_ROWS) -> dict[str, Any]:
     """Return `{available, source, config, rows, message}` for `hub_id` from the local mirror."""
     unavailable: dict[str, Any] = {"available": False, "source": None, "config": None, "rows": [],
