@@ -19,8 +19,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 
 from core.jsonl import read_jsonl
+from core.samples import RegeneratedSample
 from curation.dataset_card import CardFacts, render_card
 from curation.shards import SHARD_ROWS, atomic_write_bytes
 
@@ -121,7 +123,15 @@ def _regen_row(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _regenerated(src: Path) -> tuple[pa.Table, CardFacts]:
-    rows = [_regen_row(r) for r in read_jsonl(src / "regenerated.jsonl", objects=True)]
+    records = read_jsonl(src / "regenerated.jsonl", objects=True)
+    for number, record in enumerate(records, start=1):
+        try:
+            RegeneratedSample.model_validate(record)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise PublishError(f"{src / 'regenerated.jsonl'}:{number}: not a regenerated row ({where}: {first['msg']})") from None
+    rows = [_regen_row(r) for r in records]
     run, status = _json(src / "run.json"), _json(src / "status.json")
     curated = Path(run["input"]) if run.get("input") else None
     curated_dir = curated if curated is None or curated.is_dir() else curated.parent

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from core.jsonl import JsonlError, iter_jsonl
+from core.samples import ROLES, canonical_role
 
 logger = logging.getLogger(__name__)
 
-ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "bot": "assistant"}
-ROLES = {"system", "user", "assistant"}
 
 
 class InputError(ValueError):
@@ -60,8 +59,7 @@ def normalise_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     """Return the messages with ShareGPT role aliases mapped (`human`→user, `gpt`→assistant) and text content."""
     out = []
     for message in messages:
-        role = str(message.get("role") or message.get("from") or "")
-        role = ROLE_ALIASES.get(role, role)
+        role = canonical_role(message.get("role") or message.get("from") or "")
         content = message.get("content", message.get("value"))
         out.append({"role": role, "content": "" if content is None else str(content)})
     return out

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.jsonl import JsonlError, iter_jsonl
-
-ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "bot": "assistant"}
+from core.samples import ROLES, canonical_role
 
 
 class DataError(ValueError):
@@ -41,8 +40,8 @@ def _turns(raw: Any, where: str) -> list[dict[str, str]]:
             raise DataError(f"{where}: a turn is not an object")
         role = turn.get("role", turn.get("from"))
         content = turn.get("content", turn.get("value"))
-        role = ROLE_ALIASES.get(str(role), str(role))
-        if role not in {"system", "user", "assistant"} or not isinstance(content, str) or not content:
+        role = canonical_role(role)
+        if role not in ROLES or not isinstance(content, str) or not content:
             raise DataError(f"{where}: turn with role {role!r} needs a non-empty string content")
         turns.append({"role": role, "content": content})
     return turns

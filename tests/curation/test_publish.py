@@ -119,3 +119,12 @@ def test_a_regenerated_run_loads_back_and_its_card_names_the_model_and_sampling(
 def test_a_folder_that_is_no_set_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PublishError, match="neither a curated set"):
         build_folder(tmp_path, tmp_path / "hub", repo_id="me/x", version="0")
+
+
+def test_a_malformed_regenerated_row_is_named(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "regenerated.jsonl").write_text(json.dumps({"id": "x", "conversations": [{"from": "gpt", "value": "a"}]})
+                                           + "\n")
+    with pytest.raises(PublishError, match=r"regenerated\.jsonl:1: not a regenerated row \(conversations\.0\.role"):
+        build_folder(run, tmp_path / "hub", repo_id="me/x", version="0")
