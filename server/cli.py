@@ -35,12 +35,18 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+SELF_LOGGING_LIBRARIES = ("datasets", "huggingface_hub")
+
+
 @app.callback()
 def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # These libraries print through their own stderr handler; passed on to ours too, every warning showed twice.
+    for library in SELF_LOGGING_LIBRARIES:
+        logging.getLogger(library).propagate = False
 
 
 def _register_all() -> None:
