@@ -1,8 +1,10 @@
 """`datahunt curate` and `datahunt manifest from-mirror`: the curation stage's front door.
 
 `from-mirror` turns a local mirror (`MIRROR.json`) into a manifest; `curate` turns a manifest into the
-curated set (Parquet shards, report, summary, plot). The work lives in `curation/`; this module parses
-options, prints a short rich summary, and ends bad input with a one-line error and exit code 2.
+curated set (Parquet shards, report, summary, plot), or with `--check` says where each source would come from.
+The work lives in `curation/`; this module parses options, draws the load step's bar, prints a short rich
+summary with the mix warnings, ends bad input with a one-line error and exit code 2, and exits 1 naming the
+sources that failed (unless `--allow-partial`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Annotated
 import typer
 
 from server.commands.manifest import manifest_app
+from server.hub_probe import hub_problem
 
 
 def _fail(message: str) -> None:
@@ -208,13 +211,6 @@ def find_manifest(path: Path) -> Path:
     return path
 
 
-def hub_problem() -> str | None:
-    """Return None when the Hub can be used, else why not (huggingface_hub offline mode, or a failed probe)."""
-    from agents import backends
-
-    if backends.hub_offline_mode():
-        return "huggingface_hub offline mode (HF_HUB_OFFLINE)"
-    return backends.probe_hub()
 
 
 def register(app: typer.Typer) -> None:

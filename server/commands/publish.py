@@ -30,7 +30,7 @@ def _version() -> str:
 
 def _offline_reason() -> str | None:
     from core.settings import get_settings
-    from server.commands.curate import hub_problem
+    from server.hub_probe import hub_problem
 
     if get_settings().offline:
         return "offline mode (DATAHUNT_OFFLINE)"
