@@ -45,7 +45,8 @@ def from_mirror(
         _fail(str(exc))
         return
     print(
-        f"manifest with {len(manifest.sources)} source(s) and {len(manifest.eval_sets)} eval set(s) written to {out}"
+        f"manifest with {len(manifest.sources)} source(s) and {len(manifest.eval_sets)} eval set(s) written to "
+        f"{out.resolve()}"
     )
     for note in manifest.notes:
         print(f"note: {note}")

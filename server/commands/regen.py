@@ -240,7 +240,7 @@ def plan(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_markdown(result), encoding="utf-8")
     out.with_suffix(".json").write_text(json.dumps(result, indent=2), encoding="utf-8")
-    typer.echo(f"plan written to {out} and {out.with_suffix('.json')}")
+    typer.echo(f"plan written to {out.resolve()} and {out.with_suffix('.json').resolve()}")
 
 
 def register(app: typer.Typer) -> None:
