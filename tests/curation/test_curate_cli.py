@@ -108,7 +108,10 @@ def test_unreachable_hub_fails_missing_sources_at_once_and_exits_non_zero(
 
 
 def test_huggingface_hub_offline_mode_counts_as_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
     monkeypatch.delenv("DATAHUNT_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # read once at import, which may precede the env
     get_settings.cache_clear()
     result = runner.invoke(app, ["curate", "--manifest", str(_mixed_manifest(tmp_path)), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1
