@@ -96,8 +96,9 @@ def mix_warnings(per_category: dict[str, CategoryMix], wanted: set[str], shared:
     (a dominant category with a share was asked for, so it is not warned about).
     """
     total = sum(m.selected for m in per_category.values())
+    filled = sum(1 for m in per_category.values() if m.selected)
     lines: list[str] = []
-    if total and len(wanted) > 1:
+    if filled > 1:  # with one category left, the empty ones are the news, not its share
         for category, m in sorted(per_category.items(), key=lambda item: -item[1].selected):
             if m.selected / total > DOMINANT_SHARE and category not in shared:
                 lines.append(

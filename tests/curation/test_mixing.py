@@ -59,3 +59,5 @@ def test_mix_warnings_name_a_dominant_category_and_an_empty_one() -> None:
     ]
     assert mix_warnings(mixed, wanted - {"code_review"}, shared={"math"}) == []  # a share asked for it
     assert mix_warnings({"math": CategoryMix(9, None, 9)}, {"math"}, shared=set()) == []  # one category only
+    assert mix_warnings({"math": CategoryMix(9, None, 9)}, {"math", "tool_use"}, shared=set()) == [
+        "tool_use has approved sources but no rows in the mix (see the per-source table)"]
