@@ -86,9 +86,11 @@ def run_datahunt(url: str, rows: Path, out: Path, concurrency: int) -> int:
 def run_threadpool(url: str, rows: Path, out: Path, concurrency: int) -> int:
     import requests
 
+    from core.jsonl import read_jsonl
+
     local = threading.local()
     lock = threading.Lock()
-    prompts = [json.loads(line) for line in rows.read_text().splitlines()]
+    prompts = read_jsonl(rows)
     out.mkdir(parents=True, exist_ok=True)
     done = 0
 

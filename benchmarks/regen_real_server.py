@@ -52,6 +52,7 @@ def plain_load(url: str, rows: list[dict], *, workers: int, max_tokens: int, see
 
 def datahunt_run(url: str, rows: list[dict], *, concurrency: int, max_tokens: int, seed: int) -> tuple[int, float]:
     """datahunt's regen path; returns (completion tokens, wall seconds)."""
+    from core.jsonl import read_jsonl
     from inference.generation import Sampling
     from inference.openai_api import OpenAIChatBackend
     from inference.runner import RunConfig, regenerate
@@ -64,8 +65,7 @@ def datahunt_run(url: str, rows: list[dict], *, concurrency: int, max_tokens: in
         started = time.perf_counter()
         summary = regenerate(config, OpenAIChatBackend())
         wall = time.perf_counter() - started
-        tokens = sum(json.loads(line)["meta"]["completion_tokens"]
-                     for line in (Path(tmp) / "run" / "regenerated.jsonl").read_text().splitlines())
+        tokens = sum(row["meta"]["completion_tokens"] for row in read_jsonl(Path(tmp) / "run" / "regenerated.jsonl"))
     assert summary.done + summary.failed == len(rows)
     return tokens, wall
 

@@ -6,6 +6,7 @@ catalog, never through each other's internals.
 
 from __future__ import annotations
 
+import difflib
 import re
 from enum import StrEnum
 
@@ -36,7 +37,9 @@ def parse_category(name: str) -> Category:
         return Category(key)
     except ValueError:
         known = ", ".join(c.value for c in Category)
-        raise UnknownCategoryError(f"unknown category {name!r}; known categories: {known}") from None
+        close = difflib.get_close_matches(key, [c.value for c in Category], n=1, cutoff=0.6)
+        hint = f" (did you mean `{close[0]}`?)" if close else ""
+        raise UnknownCategoryError(f"unknown category {name!r}{hint}; known categories: {known}") from None
 
 
 class RunStatus(StrEnum):

@@ -211,7 +211,7 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
         for item in whole:
             yield item if isinstance(item, dict) else {"value": item}
         return
-    for line_no, raw in enumerate(data.splitlines()):
+    for line_no, raw in enumerate(data.split(b"\n")):  # "\n" only, like core.jsonl
         if not raw.strip():
             continue
         try:

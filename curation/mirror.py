@@ -170,7 +170,7 @@ def _trim_bytes(path: Path, max_rows: int) -> tuple[bytes, int]:
         items = json.loads(data)[:max_rows]
         out, count = (json.dumps(items, ensure_ascii=False, indent=1) + "\n").encode("utf-8"), len(items)
     else:
-        lines = [line for line in data.splitlines() if line.strip()][:max_rows]
+        lines = [line for line in data.split(b"\n") if line.strip()][:max_rows]
         out, count = b"\n".join(lines) + b"\n", len(lines)
     return (gzip.compress(out, mtime=0) if gz else out), count
 

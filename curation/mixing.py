@@ -5,6 +5,7 @@ of the total is split evenly (remainder to the alphabetically first) among the c
 but no share; when every category with rows has a share, the unshared ones take nothing. Within a category
 rows are ranked by sha256(seed, row id) and the first `quota` are taken, so the same seed picks the same
 rows whatever order they arrived in. A quota larger than what is available is reported as unmet.
+`mix_warnings` names a category that dominates the mix and an approved category that ends up empty.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 
 from curation.conversation import Row
 from curation.manifest import Budget
+
+DOMINANT_SHARE = 0.4  # one category above this share of a mix of several is worth a warning
 
 
 @dataclass
@@ -84,3 +87,25 @@ def mix(rows: list[Row], budget: Budget, *, seed: int, row_id: dict[int, str]) -
     return MixResult(
         selected=selected, per_category=per_category, per_source=Counter(r.source_key for r in selected)
     )
+
+
+def mix_warnings(per_category: dict[str, CategoryMix], wanted: set[str], shared: set[str]) -> list[str]:
+    """Return warnings about the mix: a category over DOMINANT_SHARE of it, a wanted category left empty.
+
+    `wanted` are the categories the manifest has sources for; `shared` those its budget gives a share
+    (a dominant category with a share was asked for, so it is not warned about).
+    """
+    total = sum(m.selected for m in per_category.values())
+    filled = sum(1 for m in per_category.values() if m.selected)
+    lines: list[str] = []
+    if filled > 1:  # with one category left, the empty ones are the news, not its share
+        for category, m in sorted(per_category.items(), key=lambda item: -item[1].selected):
+            if m.selected / total > DOMINANT_SHARE and category not in shared:
+                lines.append(
+                    f"{category} is {m.selected / total:.0%} of the mix ({m.selected:,} of {total:,} rows): "
+                    f"give it a budget share (--share {category}=0.2) to balance the set"
+                )
+    for category in sorted(wanted):
+        if not (category in per_category and per_category[category].selected):
+            lines.append(f"{category} has approved sources but no rows in the mix (see the per-source table)")
+    return lines

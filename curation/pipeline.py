@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from curation.dedup import deduplicate
 from curation.loading import INVALID_UTF8, iter_records
 from curation.manifest import EvalSet, Manifest
 from curation.mirror import MIRROR_INDEX, mirror_eval_sets, read_mirror_index
-from curation.mixing import mix
+from curation.mixing import mix, mix_warnings
 from curation.samples import build_sample
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes, write_shards
 from curation.staging import CODE_VERSION, LoadContext, StagedSource, sample_id, slug, stage_source
@@ -45,7 +46,14 @@ class CurateResult:
     reused: list[str] = field(default_factory=list)
 
 
-def _context(manifest: Manifest, out_dir: Path, mirror: Path | None, hub_root: Path | None) -> LoadContext:
+def make_context(
+    manifest: Manifest,
+    out_dir: Path,
+    mirror: Path | None,
+    hub_root: Path | None,
+    hub_probe: Callable[[], str | None] | None = None,
+) -> LoadContext:
+    """Return the run's load context: mirror, offline mode, caches under `out_dir`, token counter, Hub probe."""
     settings = get_settings()
     mirror_dir = mirror or (Path(manifest.mirror) if manifest.mirror else None) or settings.mirror
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
@@ -63,6 +71,7 @@ def _context(manifest: Manifest, out_dir: Path, mirror: Path | None, hub_root: P
         params=StepParams(config=manifest.cleaning, counter=counter),
         token=settings.hf_token.get_secret_value() if settings.hf_token else None,
         hub_root=hub_root,
+        hub_probe=hub_probe,
     )
 
 
@@ -135,13 +144,26 @@ def curate(
     jsonl: bool = False,
     mirror: Path | None = None,
     hub_root: Path | None = None,
+    hub_probe: Callable[[], str | None] | None = None,
+    on_source: Callable[[int, int, str], None] | None = None,
 ) -> CurateResult:
-    """Curate the manifest's sources into `out_dir`; return the report (also written as report.json)."""
+    """Curate the manifest's sources into `out_dir`; return the report (also written as report.json).
+
+    `hub_probe` answers None when the Hub is reachable, else why not; it is asked once, and only when a
+    source or eval set is missing from the mirror, which then fails at once instead of retrying the Hub.
+    `on_source(done, total, key)` is called before each source is staged and once at the end (a progress bar).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = _context(manifest, out_dir, mirror, hub_root)
+    ctx = make_context(manifest, out_dir, mirror, hub_root, hub_probe)
     seed = manifest.budget.seed if seed is None else seed
-    staged = [stage_source(source, order, ctx) for order, source in enumerate(manifest.sources)]
+    staged: list[StagedSource] = []
+    for order, source in enumerate(manifest.sources):
+        if on_source is not None:
+            on_source(order, len(manifest.sources), source.key)
+        staged.append(stage_source(source, order, ctx))
+    if on_source is not None:
+        on_source(len(manifest.sources), len(manifest.sources), "")
     reused = [f"stage:{s.key}" for s in staged if s.reused]
     final = _final_hash(manifest, staged, ctx, seed, jsonl)
     state_path = out_dir / STATE_FILE
@@ -265,6 +287,11 @@ def _report(
         "decontaminated": len(contaminated),
         "per_category": per_category,
         "unmet_budgets": {c: v["unmet"] for c, v in per_category.items() if v["unmet"]},
+        "warnings": mix_warnings(
+            mixed.per_category,
+            {str(s.category) for s in manifest.sources},
+            {str(c) for c in manifest.budget.shares},
+        ),
         "target_native": native,
         "needs_regeneration": len(samples) - native,
         "per_source": per_source,

@@ -13,14 +13,16 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.jsonl import read_jsonl
 from curation.adapters import adapt, resolve_format
 from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
 from curation.conversation import Drop, Row
-from curation.loading import INVALID_UTF8, iter_records, plan_load
+from curation.loading import INVALID_UTF8, SourceLoadError, iter_records, plan_load
 from curation.manifest import EvalSet, Source
 from curation.mirror import mirror_files
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes
@@ -43,6 +45,18 @@ class LoadContext:
     token: str | None = None
     hub_root: Path | None = None
     mirror_entries: list[dict[str, Any]] = field(default_factory=list)
+    hub_probe: Callable[[], str | None] | None = None  # None when the Hub answers, else why not; asked once
+    _hub_answer: list[str | None] = field(default_factory=list, repr=False)
+
+    def hub_problem(self) -> str | None:
+        """Return why the Hub cannot be reached (the probe's answer, asked once per run), or None."""
+        if self.hub_probe is None:
+            return None
+        if not self._hub_answer:
+            self._hub_answer.append(self.hub_probe())
+            if self._hub_answer[0] is not None:
+                logger.warning("Hub unreachable (%s): only mirror sources can be curated", self._hub_answer[0])
+        return self._hub_answer[0]
 
     def files_for(
         self, hub_id: str | None, config: str | None, split: str, data_files: list[str]
@@ -53,10 +67,19 @@ class LoadContext:
         return mirror_files(self.mirror_entries, hub_id, config, split)
 
     def plan_for(self, spec: Source | EvalSet, *, streaming: bool | None = None) -> Any:
-        """Return the load plan of a manifest source or eval set, with this run's mirror and Hub settings."""
+        """Return the load plan of a manifest source or eval set, with this run's mirror and Hub settings.
+
+        Raises SourceLoadError at once for a dataset the mirror lacks while the Hub cannot be reached.
+        """
+        files = self.files_for(spec.hub_id, spec.config, spec.split, spec.data_files)
+        needs_hub = not (files and self.mirror) and self.hub_root is None and spec.hub_id is not None
+        if needs_hub and not self.offline:
+            problem = self.hub_problem()
+            if problem is not None:
+                raise SourceLoadError(f"{spec.hub_id} is not in the mirror and the Hub is unreachable ({problem})")
         return plan_load(
             hub_id=spec.hub_id,
-            data_files=self.files_for(spec.hub_id, spec.config, spec.split, spec.data_files),
+            data_files=files,
             config=spec.config,
             split=spec.split,
             revision=spec.revision,
@@ -133,8 +156,7 @@ def _reuse(source: Source, order: int, ctx: LoadContext, key: str) -> StagedSour
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     if meta.get("hash") != key:
         return None
-    lines = gzip.decompress(rows_path.read_bytes()).decode("utf-8", errors="surrogatepass").splitlines()
-    rows = [_row_from_json(json.loads(line), source, order) for line in lines if line]
+    rows = [_row_from_json(item, source, order) for item in read_jsonl(rows_path, errors="surrogatepass")]
     return StagedSource(
         key=source.key,
         rows=rows,

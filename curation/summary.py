@@ -52,6 +52,8 @@ def render_summary(report: dict[str, Any], tokens_regen: list[int], tokens_nativ
         f"| decontaminated | {report['decontaminated']} |",
         "",
     ]
+    if report.get("warnings"):
+        lines += ["## Warnings", "", *[f"- {w}" for w in report["warnings"]], ""]
     lines += [
         "## Mix per category",
         "",

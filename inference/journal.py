@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from inference.quality import QualityCounts, category_of, record_flags
+
 logger = logging.getLogger(__name__)
 
 DONE_FILE = "regenerated.jsonl"
@@ -33,11 +35,14 @@ class JournalError(RuntimeError):
     """A journal file has a corrupt line that is not the torn last one; the message names it."""
 
 
-def _read_ids(path: Path, lengths: list[int] | None = None) -> list[str]:
+def _read_ids(
+    path: Path, lengths: list[int] | None = None, quality: dict[str, QualityCounts] | None = None
+) -> list[str]:
     """Return the ids of the complete lines of `path`, cutting off a torn last line in place.
 
     The file is streamed (a day's run can hold gigabytes). When `lengths` is given, the completion tokens of
-    every regenerated row are appended to it, so a resumed run's ETA starts from what earlier runs saw.
+    every regenerated row are appended to it, so a resumed run's ETA starts from what earlier runs saw; when
+    `quality` is given, every regenerated row is counted in it by category (cut at the limit, repetitive).
     """
     if not path.exists():
         return []
@@ -60,6 +65,8 @@ def _read_ids(path: Path, lengths: list[int] | None = None) -> list[str]:
             meta = record.get("meta") if isinstance(record, dict) else None
             if lengths is not None and isinstance(meta, dict) and meta.get("regenerated"):
                 lengths.append(int(meta.get("completion_tokens") or 0))
+            if quality is not None and isinstance(meta, dict) and meta.get("regenerated"):
+                quality.setdefault(category_of(record), QualityCounts()).add(*record_flags(record))
     if torn:
         logger.warning("%s: cutting off an incomplete last line left by a crash", path)
         with path.open("r+b") as handle:
@@ -88,6 +95,7 @@ class Journal:
     done_ids: set[str] = field(default_factory=set)
     failed_ids: set[str] = field(default_factory=set)
     done_lengths: list[int] = field(default_factory=list)
+    done_quality: dict[str, QualityCounts] = field(default_factory=dict)
     _handles: dict[str, IO[bytes]] = field(default_factory=dict)
     _last_fsync: float = 0.0
 
@@ -102,8 +110,8 @@ class Journal:
     def open(self, *, retry_failed: bool = False) -> None:
         """Read what earlier attempts finished and open both files for append."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.done_lengths = []
-        done = _read_ids(self.done_path, self.done_lengths)
+        self.done_lengths, self.done_quality = [], {}
+        done = _read_ids(self.done_path, self.done_lengths, self.done_quality)
         failed = _read_ids(self.errors_path)
         if len(done) != len(set(done)):
             logger.warning("%s names %d ids twice", self.done_path, len(done) - len(set(done)))

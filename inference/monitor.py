@@ -2,12 +2,13 @@
 
 `datahunt monitor DIR` redraws about once a second until the run finishes (or once with `--once`). It only
 reads `DIR/status.json`, so it can watch a run started by another process, on another terminal, or one that
-already ended.
+already ended. `LiveStatus` draws the same view from inside `datahunt regen` while it runs.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -85,9 +86,60 @@ def render(status: dict[str, Any]) -> RenderableType:
         f"range {format_duration(eta.get('low_s'))} – {format_duration(eta.get('high_s'))}",
     )
     parts: list[RenderableType] = [table, progress]
+    quality = status.get("quality") or {}
+    if quality:
+        parts.append(quality_table(quality))
     if status.get("error"):
         parts.append(f"[red]{status['error']}[/]")
     return Group(*parts)
+
+
+def quality_table(quality: dict[str, dict[str, Any]]) -> Table:
+    """Return the per-category table of regenerated rows cut at the token limit and repeating themselves."""
+    table = Table(title="answer quality", title_justify="left")
+    for column in ("category", "rows", "cut at limit", "repetitive"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for category, q in sorted(quality.items()):
+        cut = f"{q['cut_at_limit']} ({q['cut_share']:.0%})"
+        loops = f"{q['repetitive']} ({q['repetition_share']:.0%})"
+        table.add_row(category, str(q["rows"]), cut, loops)
+    return table
+
+
+class LiveStatus:
+    """Redraw a run's status file on `console` from a background thread while the run works in this process.
+
+    Use as a context manager around the run; nothing is drawn when the console is not a terminal, so piped
+    output and logs stay clean.
+    """
+
+    def __init__(self, run_dir: Path, console: Console, interval_s: float = 0.5) -> None:
+        self.run_dir, self.console, self.interval_s = Path(run_dir), console, interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        with Live("starting…", console=self.console, refresh_per_second=4, transient=False) as live:
+            while True:
+                status = read_status(self.run_dir)
+                if status is not None:
+                    live.update(render(status))
+                if self._stop.wait(self.interval_s):
+                    final = read_status(self.run_dir)
+                    if final is not None:
+                        live.update(render(final))
+                    return
+
+    def __enter__(self) -> LiveStatus:
+        if self.console.is_terminal:
+            self._thread = threading.Thread(target=self._loop, name="regen-live-status", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def watch(run_dir: Path, *, once: bool = False, interval_s: float = 1.0, console: Console | None = None) -> dict[str, Any]:

@@ -159,6 +159,13 @@ def build_plan(
     }
 
 
+def _target_line(plan: dict[str, Any]) -> str:
+    if plan["target"]:
+        return f"`{plan['target']}`"
+    path = plan["manifest"].get("path")
+    return f"not named by the manifest (`{path}`)" if path else "not given (no manifest)"
+
+
 def render_markdown(plan: dict[str, Any]) -> str:
     """Return the plan as a Markdown document."""
     rows, probe, finish = plan["rows"], plan["probe"], plan["time_to_finish_s"]
@@ -166,7 +173,7 @@ def render_markdown(plan: dict[str, Any]) -> str:
     lines = [
         "# Regeneration plan",
         "",
-        f"- Target: `{plan['target'] or 'not given (no manifest)'}` on `{plan['server']}`",
+        f"- Target: {_target_line(plan)} on `{plan['server']}`",
         f"- Sampling: {', '.join(f'{k}={v}' for k, v in plan['sampling'].items())}",
         f"- Rows: {rows['total']:,} curated, **{rows['to_regenerate']:,} to regenerate** "
         f"({rows['user_turns_to_answer']:,} user turns), {rows['target_native']:,} target-native passed through",
@@ -191,6 +198,8 @@ def render_markdown(plan: dict[str, Any]) -> str:
         lines += [f"| {s['hub_id']} | {s['category']} | {s['max_rows'] or '–'} | {s['target_native']} |" for s in sources]
         budget = plan["manifest"]["budget"]
         lines += ["", f"Budget: total {budget.get('total') or 'all rows that pass'}, shares {budget.get('shares') or 'none'}"]
+    if plan["manifest"].get("path"):
+        lines += ["", f"Manifest: `{plan['manifest']['path']}`"]
     lines += ["", "## Training configuration to follow", ""]
     lines += [f"- {k}: {v}" for k, v in plan["training"].items()]
     lines += ["", "## Evaluation plan", ""] + [f"- {item}" for item in plan["evaluation"]]

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.jsonl import JsonlError, iter_jsonl
+from core.samples import ROLES, canonical_role
+
 logger = logging.getLogger(__name__)
 
-ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "bot": "assistant"}
-ROLES = {"system", "user", "assistant"}
 
 
 class InputError(ValueError):
@@ -58,8 +59,7 @@ def normalise_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     """Return the messages with ShareGPT role aliases mapped (`human`→user, `gpt`→assistant) and text content."""
     out = []
     for message in messages:
-        role = str(message.get("role") or message.get("from") or "")
-        role = ROLE_ALIASES.get(role, role)
+        role = canonical_role(message.get("role") or message.get("from") or "")
         content = message.get("content", message.get("value"))
         out.append({"role": role, "content": "" if content is None else str(content)})
     return out
@@ -103,17 +103,11 @@ def _row_from_dict(raw: dict[str, Any], where: str) -> InputRow:
 
 
 def _iter_jsonl(path: Path) -> Iterator[InputRow]:
-    with path.open("r", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-            if not isinstance(raw, dict):
-                raise InputError(f"{path}:{number}: expected a JSON object per line")
+    try:
+        for number, raw in iter_jsonl(path, objects=True):
             yield _row_from_dict(raw, f"{path}:{number}")
+    except JsonlError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _iter_parquet(path: Path) -> Iterator[InputRow]:

@@ -34,7 +34,7 @@ from inference.generation import (
     strip_thinking,
 )
 from inference.journal import Journal
-from inference.records import InputRow, PromptError, load_rows, user_turns
+from inference.records import InputError, InputRow, PromptError, load_rows, user_turns
 from inference.status import STATUS_FILE, StatusTracker, register_run, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class RunConfig:
     dead_after_s: float = 600.0
     limit: int | None = None
     model: str | None = None
+    allow_new_sampling: bool = False  # resume a run whose earlier rows used other sampling settings
 
 
 @dataclass
@@ -77,6 +78,10 @@ class RunSummary:
     duplicates: int
     completion_tokens: int
     status: dict[str, Any]
+
+
+class SamplingChangedError(ValueError):
+    """Resuming a run with other sampling settings than its finished rows were made with."""
 
 
 class RowFailed(Exception):
@@ -211,6 +216,7 @@ class _Run:
                 continue
             self.journal.write_done(record)
             self.tracker.row_done(record["meta"]["completion_tokens"])
+            self.tracker.count_quality(record)
 
     async def write_status_forever(self) -> None:
         """Rewrite the status file every `status_interval_s`."""
@@ -259,6 +265,11 @@ def _write_run_file(config: RunConfig, api: str) -> None:
     if path.exists():
         before = json.loads(path.read_text(encoding="utf-8"))
         if before.get("sampling") != data["sampling"]:
+            if not config.allow_new_sampling:
+                raise SamplingChangedError(
+                    f"{config.out_dir} was started with sampling {before.get('sampling')}, not {data['sampling']}: "
+                    "resuming would mix settings in one set (use another --out, the same settings, or --force)"
+                )
             logger.warning("resuming with other sampling settings than before: %s → %s", before.get("sampling"), data["sampling"])
     write_json_atomic(path, data)
 
@@ -268,6 +279,8 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
     rows, duplicates = load_rows(config.input_path)
     if config.limit is not None:
         rows = rows[: config.limit]
+    if not rows:
+        raise InputError(f"{config.input_path} holds no rows to regenerate")
     config.out_dir.mkdir(parents=True, exist_ok=True)
     _write_run_file(config, backend.api)
     register_run(config.out_dir)
@@ -283,6 +296,7 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
               "completion_tokens_earlier_runs": sum(journal.done_lengths)},
     )
     tracker.seed_lengths(journal.done_lengths)
+    tracker.seed_quality(journal.done_quality)
     pending = [row for row in rows if not journal.finished(row.id)]
     skipped = len(rows) - len(pending)
     pool = EndpointPool.from_urls(

@@ -1,7 +1,8 @@
 """The run's status file: where a regeneration stands, rewritten atomically about once a second.
 
 `DIR/status.json` holds rows done/failed/pending, tokens generated, tok/s over the last minute and overall,
-an ETA with a range, and per-endpoint load and errors. The ETA is pending rows × completion tokens per row
+an ETA with a range, per-endpoint load and errors, and per category the share of answers cut at the token
+limit and the share that loop (`inference.quality`). The ETA is pending rows × completion tokens per row
 ÷ tok/s: expected with the mean length, low/high with the 10th/90th percentile of the lengths observed so
 far, so a run of long answers does not promise too early. `datahunt monitor` and `GET /runs/{id}` read it.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings, get_settings
+from inference.quality import QualityCounts, category_of, record_flags
 
 STATUS_FILE = "status.json"
 WINDOW_S = 60.0
@@ -65,10 +67,20 @@ class StatusTracker:
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     _window: deque[tuple[float, int]] = field(default_factory=deque)
     _row_lengths: list[int] = field(default_factory=list)
+    quality: dict[str, QualityCounts] = field(default_factory=dict)
 
     def seed_lengths(self, lengths: list[int]) -> None:
         """Start the completion-length distribution from rows finished by earlier runs (a resumed ETA)."""
         self._row_lengths.extend(lengths)
+
+    def seed_quality(self, quality: dict[str, QualityCounts]) -> None:
+        """Start the per-category quality counts from rows finished by earlier runs."""
+        for category, counts in quality.items():
+            self.quality.setdefault(category, QualityCounts()).merge(counts)
+
+    def count_quality(self, record: dict[str, Any]) -> None:
+        """Count a regenerated record's quality (cut at the token limit, repetitive) under its category."""
+        self.quality.setdefault(category_of(record), QualityCounts()).add(*record_flags(record))
 
     def add_turn(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         """Count the tokens of one answered turn."""
@@ -144,6 +156,7 @@ class StatusTracker:
             "completion_tokens_per_row": per_row,
             "eta": eta,
             "endpoints": endpoints or [],
+            "quality": {category: q.as_json() for category, q in sorted(self.quality.items())},
         }
 
 

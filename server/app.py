@@ -24,7 +24,7 @@ from sqlalchemy import Engine
 from core.settings import Settings, get_settings
 from curation.catalog import store
 from graph.checkpoint import open_checkpointer
-from server.api import campaigns, catalog, manifest, pages, runs
+from server.api import campaigns, catalog, dataset_page, manifest, pages, runs
 from server.api.body_limit import BodyLimitMiddleware
 from server.api.campaign_tasks import CampaignManager
 
@@ -106,5 +106,6 @@ def create_app(
     app.include_router(manifest.router)
     app.include_router(runs.router)  # regeneration runs, owned by the inference stage
     app.include_router(pages.router)
+    app.include_router(dataset_page.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -31,7 +31,11 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.regen",
     "server.commands.serve",
     "server.commands.train",
+    "server.commands.publish",
 )
+
+
+SELF_LOGGING_LIBRARIES = ("datasets", "huggingface_hub")
 
 
 @app.callback()
@@ -40,6 +44,9 @@ def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # These libraries print through their own stderr handler; passed on to ours too, every warning showed twice.
+    for library in SELF_LOGGING_LIBRARIES:
+        logging.getLogger(library).propagate = False
 
 
 def _register_all() -> None:

@@ -86,6 +86,8 @@ def parse_shares(items: Iterable[str]) -> dict[Category, float]:
     shares: dict[Category, float] = {}
     for item in items:
         name, sep, value = item.partition("=")
+        if sep:
+            parse_category(name)  # an unknown name gets its own message, with a suggestion
         try:
             if not sep:
                 raise ValueError

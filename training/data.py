@@ -10,12 +10,12 @@ compares our ids with `tokenizer.apply_chat_template`, so a template mismatch is
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "bot": "assistant"}
+from core.jsonl import JsonlError, iter_jsonl
+from core.samples import ROLES, canonical_role
 
 
 class DataError(ValueError):
@@ -40,8 +40,8 @@ def _turns(raw: Any, where: str) -> list[dict[str, str]]:
             raise DataError(f"{where}: a turn is not an object")
         role = turn.get("role", turn.get("from"))
         content = turn.get("content", turn.get("value"))
-        role = ROLE_ALIASES.get(str(role), str(role))
-        if role not in {"system", "user", "assistant"} or not isinstance(content, str) or not content:
+        role = canonical_role(role)
+        if role not in ROLES or not isinstance(content, str) or not content:
             raise DataError(f"{where}: turn with role {role!r} needs a non-empty string content")
         turns.append({"role": role, "content": content})
     return turns
@@ -55,13 +55,11 @@ def load_conversations(path: Path, field: str = "conversations") -> list[tuple[s
     if not path.is_file():
         raise DataError(f"training data {path} does not exist")
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{n}: not JSON ({exc.msg})") from None
+    try:
+        numbered = list(iter_jsonl(path, objects=True))
+    except JsonlError as exc:
+        raise DataError(str(exc)) from None
+    for n, row in numbered:
         raw = row.get(field)
         if raw is None and field == "conversations":
             raw = row.get("messages")

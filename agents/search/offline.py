@@ -11,7 +11,6 @@ over anything that merely mentions code.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -26,6 +25,7 @@ from typing import Any
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import SearchError
 from agents.search.terms import query_terms_repeated, split_filters, split_terms
+from core.jsonl import parse_jsonl
 from core.types import is_hub_id
 
 logger = logging.getLogger(__name__)
@@ -195,13 +195,7 @@ def _benchmark_only(record: dict[str, Any]) -> bool:
 
 def _read_jsonl(text: str, where: str) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}:{number}: not JSON ({exc.msg})") from None
+    for number, record in parse_jsonl(text, where):
         if not isinstance(record, dict) or "id" not in record:
             raise ValueError(f"{where}:{number}: expected an object with an 'id'")
         records.append(record)

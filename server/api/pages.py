@@ -1,8 +1,9 @@
 """The review page: the catalog as a filterable table grouped by category, campaign status, export.
 
-Server-rendered with Jinja2; filters are a plain GET form so the page works without JavaScript, and a small
-script (`static/review.js`) sends approve/reject/re-run/export calls with the API token, which the page asks
-for once and keeps in the tab's sessionStorage.
+Server-rendered with Jinja2; filters and the campaign picker are plain GET forms so the page works without
+JavaScript, and a small script (`static/review.js`) sends approve/reject/re-run/export calls with the API
+token, which the page asks for once and keeps in the tab's sessionStorage. Each dataset has its own page
+(`server.api.dataset_page`); a badge marks the datasets a local mirror holds.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from core.types import Category, EntryStatus
+from core.types import Category, EntryStatus, UnknownCategoryError, parse_category
 from curation.catalog import store
 from curation.catalog.models import CatalogEntry
 from server.api.campaigns import ManagerDep, campaign_out
-from server.api.deps import EngineDep, require_read_token
+from server.api.deps import EngineDep, SettingsDep, require_read_token
+from server.api.preview import mirrored_ids
 from server.manifest_builder import best_category
 
 router = APIRouter(include_in_schema=False)
@@ -26,6 +28,7 @@ templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "
 
 PAGE_SIZE = 100
 EVIDENCE_SHOWN = 3
+CAMPAIGNS_LISTED = 20  # in the campaign picker, newest first
 
 
 def size_text(metadata: dict[str, Any]) -> str:
@@ -52,37 +55,55 @@ def _row(session: Any, entry: CatalogEntry) -> dict[str, Any]:
     }
 
 
+def _filters(status_: str | None, category_: str | None) -> tuple[EntryStatus | None, Category | None, str | None]:
+    """Return the status and category filters, or the error to show for one that names nothing."""
+    status = category = None
+    try:
+        category = parse_category(category_) if category_ else None
+    except UnknownCategoryError as exc:
+        return None, None, str(exc)
+    if status_:
+        if status_ not in EntryStatus._value2member_map_:
+            return None, None, f"unknown status {status_!r}; known: {', '.join(s.value for s in EntryStatus)}"
+        status = EntryStatus(status_)
+    return status, category, None
+
+
 @router.get("/", response_class=HTMLResponse, dependencies=[Depends(require_read_token)])
 def review_page(
     request: Request,
     engine: EngineDep,
     manager: ManagerDep,
+    settings: SettingsDep,
     status_: Annotated[str | None, Query(alias="status", max_length=32)] = None,
     category_: Annotated[str | None, Query(alias="category", max_length=64)] = None,
     license: Annotated[str | None, Query(max_length=128)] = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
     page: Annotated[int, Query(ge=1, le=10**6)] = 1,
+    campaign_id: Annotated[str | None, Query(alias="campaign", max_length=64)] = None,
 ) -> HTMLResponse:
-    """Render the review page for the filters in the query string (an empty or unknown filter means any)."""
-    status = EntryStatus(status_) if status_ and status_ in EntryStatus._value2member_map_ else None
-    category = Category(category_) if category_ and category_ in Category._value2member_map_ else None
+    """Render the review page for the filters in the query string; an unknown filter is a 400 saying so."""
+    status, category, error = _filters(status_, category_)
     order = [c.value for c in Category]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    total = 0
     with store.open_session(engine) as session:
-        entries, total = store.list_entries(
-            session,
-            status=status.value if status else None,
-            category=category.value if category else None,
-            license=license or None,
-            text=q or None,
-            limit=PAGE_SIZE,
-            offset=(page - 1) * PAGE_SIZE,
-        )
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for entry in entries:
-            row = _row(session, entry)
-            groups.setdefault(category.value if category else row["group"], []).append(row)
-        latest = store.list_campaigns(session, limit=1)
-        campaign = campaign_out(session, latest[0].id, manager) if latest else None
+        if error is None:
+            entries, total = store.list_entries(
+                session,
+                status=status.value if status else None,
+                category=category.value if category else None,
+                license=license or None,
+                text=q or None,
+                limit=PAGE_SIZE,
+                offset=(page - 1) * PAGE_SIZE,
+            )
+            for entry in entries:
+                row = _row(session, entry)
+                groups.setdefault(category.value if category else row["group"], []).append(row)
+        recent = store.list_campaigns(session, limit=CAMPAIGNS_LISTED)
+        chosen = campaign_id or (recent[0].id if recent else None)
+        campaign = campaign_out(session, chosen, manager) if chosen else None
         summary = store.catalog_summary(session)
     ordered = sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
     filters = {"status": status.value if status else "", "category": category.value if category else "",
@@ -96,6 +117,9 @@ def review_page(
         "categories": [c.value for c in Category],
         "statuses": [s.value for s in EntryStatus],
         "campaign": campaign,
+        "campaigns": [{"id": c.id, "status": c.status, "created": c.created_at} for c in recent],
         "summary": summary,
+        "mirrored": mirrored_ids(settings.mirror),
+        "error": error,
     }
-    return templates.TemplateResponse(request, "review.html", context)
+    return templates.TemplateResponse(request, "review.html", context, status_code=400 if error else 200)

@@ -13,8 +13,11 @@ import gzip
 import io
 import json
 import logging
+from itertools import islice
 from pathlib import Path
 from typing import Any
+
+from core.jsonl import iter_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -42,14 +45,7 @@ def _open_text(path: Path) -> io.TextIOBase:
 def _read_rows(path: Path, limit: int) -> list[Any]:
     name = path.name.removesuffix(".gz")
     if name.endswith(".jsonl"):
-        rows: list[Any] = []
-        with _open_text(path) as handle:
-            for line in handle:
-                if line.strip():
-                    rows.append(json.loads(line))
-                if len(rows) >= limit:
-                    break
-        return rows
+        return [value for _, value in islice(iter_jsonl(path, errors="replace"), limit)]
     if name.endswith(".csv"):
         with _open_text(path) as handle:
             return [row for _, row in zip(range(limit), csv.DictReader(handle), strict=False)]
@@ -78,6 +74,13 @@ def _mirror_entries(mirror: Path) -> list[dict[str, Any]]:
         logger.warning("unreadable mirror index %s: %s", index, exc)
         return []
     return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+
+
+def mirrored_ids(mirror: Path | None) -> set[str]:
+    """Return the Hub ids a local mirror holds (empty without a mirror or with an unreadable index)."""
+    if mirror is None:
+        return set()
+    return {str(e["id"]) for e in _mirror_entries(mirror.resolve()) if e.get("id")}
 
 
 def sample_preview(hub_id: str, mirror: Path | None, *, limit: int = PREVIEW_ROWS) -> dict[str, Any]:

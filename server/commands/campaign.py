@@ -68,10 +68,13 @@ class ProgressBoard:
         return table
 
 
-def fail(message: str) -> typer.Exit:
-    """Print a one-line error to stderr and return the exit to raise."""
+EXIT_BAD_INPUT = 2  # an unknown category: the same code in every command
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print a one-line error to stderr and return the exit to raise (1, or EXIT_BAD_INPUT for bad input)."""
     Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(1)
+    return typer.Exit(code)
 
 
 def open_catalog() -> Any:
@@ -158,7 +161,7 @@ def run_command(
     try:
         chosen = parse_categories(categories)
     except UnknownCategoryError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), EXIT_BAD_INPUT) from None
     board = drive(lambda engine, on_event: run_campaign(
         engine=engine, categories=chosen, offline=True if offline else None, campaign_id=campaign_id,
         on_event=on_event), as_json=as_json)
@@ -191,7 +194,7 @@ def rerun_command(
     try:
         chosen = parse_category(category)
     except UnknownCategoryError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), EXIT_BAD_INPUT) from None
     board = drive(lambda engine, on_event: rerun_category(
         engine=engine, campaign_id=campaign_id, category=chosen, on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)
@@ -244,10 +247,16 @@ def list_command(
         typer.echo(json.dumps(campaigns, indent=2))
         return
     table = Table(title="campaigns", title_justify="left")
-    for column in ("id", "status", "categories", "offline", "created", "error"):
-        table.add_column(column)
+    # The id is what `status` and `rerun` take: never cut, whatever the terminal width; the error may fold.
+    table.add_column("id", no_wrap=True, min_width=max((len(c["id"]) for c in campaigns), default=2))
+    table.add_column("status", no_wrap=True)
+    table.add_column("categories", justify="right", no_wrap=True)
+    table.add_column("offline", no_wrap=True)
+    table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("error", overflow="fold")
     for c in campaigns:
-        table.add_row(c["id"], c["status"], str(len(c["categories"])), str(c["offline"]), c["created_at"][:19],
+        table.add_row(c["id"], c["status"], str(len(c["categories"])), str(c["offline"]),
+                      c["created_at"][:16].replace("T", " "),
                       (c["error"] or "")[:60])
     Console().print(table)
 

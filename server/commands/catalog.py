@@ -272,11 +272,14 @@ def summary_command(
         if as_json:
             typer.echo(json.dumps(summary, indent=2))
             return
-        table = Table(title=f"catalog: {summary['total']} entries · {summary['by_status']}", title_justify="left")
+        by_status = " · ".join(f"{n} {status}" for status, n in summary["by_status"].items())
+        table = Table(title=f"catalog: {summary['total']} entries · {by_status}", title_justify="left",
+                      show_footer=True)
         columns = ("total", "pending_review", "approved", "rejected", "verifier_rejected")
-        table.add_column("category")
+        table.add_column("category", footer="all entries")
+        footers = {**summary["by_status"], "total": summary["total"]}
         for column in columns:
-            table.add_column(column, justify="right")
+            table.add_column(column, justify="right", footer=str(footers.get(column, "")))
         for category, counts in summary["by_category"].items():
             table.add_row(category, *(str(counts.get(c, 0)) for c in columns))
         Console().print(table)

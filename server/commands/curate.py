@@ -1,18 +1,23 @@
 """`datahunt curate` and `datahunt manifest from-mirror`: the curation stage's front door.
 
 `from-mirror` turns a local mirror (`MIRROR.json`) into a manifest; `curate` turns a manifest into the
-curated set (Parquet shards, report, summary, plot). The work lives in `curation/`; this module parses
-options, prints a short rich summary, and ends bad input with a one-line error and exit code 2.
+curated set (Parquet shards, report, summary, plot), or with `--check` says where each source would come from.
+The work lives in `curation/`; this module parses options, draws the load step's bar, prints a short rich
+summary with the mix warnings, ends bad input with a one-line error and exit code 2, and exits 1 naming the
+sources that failed (unless `--allow-partial`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from server.commands.manifest import manifest_app
+from server.hub_probe import hub_problem
 
 
 def _fail(message: str) -> None:
@@ -40,7 +45,8 @@ def from_mirror(
         _fail(str(exc))
         return
     print(
-        f"manifest with {len(manifest.sources)} source(s) and {len(manifest.eval_sets)} eval set(s) written to {out}"
+        f"manifest with {len(manifest.sources)} source(s) and {len(manifest.eval_sets)} eval set(s) written to "
+        f"{out.resolve()}"
     )
     for note in manifest.notes:
         print(f"note: {note}")
@@ -59,8 +65,20 @@ def curate(
         Path | None,
         typer.Option("--mirror", help="Mirror folder (default: the manifest's, then DATAHUNT_MIRROR)."),
     ] = None,
+    allow_partial: Annotated[
+        bool, typer.Option("--allow-partial", help="Exit 0 even when some sources failed (they are still named).")
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Dry run: say where each source resolves (mirror or Hub) and its size; exit 1 "
+                     "when one resolves nowhere."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --check: print the resolutions as JSON.")] = False,
 ) -> None:
-    """Load, clean, deduplicate, decontaminate and mix the manifest's sources into OUT."""
+    """Load, clean, deduplicate, decontaminate and mix the manifest's sources into OUT.
+
+    Exits 1 when any source failed (naming each), unless --allow-partial.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -70,9 +88,16 @@ def curate(
 
     if mirror is not None and not (mirror / "MIRROR.json").is_file():
         _fail(f"{mirror} is not a mirror folder (no MIRROR.json)")
+    manifest = find_manifest(manifest)
+    if check:
+        _check(manifest, out, mirror, as_json)
+        return
     try:
         loaded = load_manifest(manifest)
-        result = run_curation(loaded, out, seed=seed, jsonl=jsonl, mirror=mirror)
+        with _load_bar() as on_source:
+            result = run_curation(
+                loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem, on_source=on_source
+            )
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
     except (ManifestError, OSError) as exc:
         _fail(str(exc))
@@ -93,11 +118,100 @@ def curate(
         f"{report['duplicates']['near']} near, decontaminated {report['decontaminated']}"
     )
     for key in report["failed_sources"]:
-        console.print(f"[red]failed source[/red] {key}: {report['per_source'][key]['error']}")
+        console.print(f"[red]failed source[/red] {key}: {report['per_source'][key]['error']}", soft_wrap=True)
+    for warning in report.get("warnings", []):
+        console.print(f"[yellow]warning[/yellow] {warning}", soft_wrap=True)
     for category, short in report["unmet_budgets"].items():
         console.print(f"[yellow]budget unmet[/yellow] {category}: {short} rows short")
     if result.reused:
         console.print(f"reused {len(result.reused)} step(s) whose inputs had not changed")
+    failed = report["failed_sources"]
+    if failed and not allow_partial:
+        typer.echo(
+            f"error: {len(failed)} of {len(report['per_source'])} source(s) failed: {', '.join(failed)}; "
+            f"the set in {out} lacks them (pass --allow-partial to accept a partial set)",
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+@contextmanager
+def _load_bar() -> Iterator[Callable[[int, int, str], None]]:
+    """Yield an `on_source` callback drawing the load step's bar on stderr (nothing unless it is a terminal)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    columns = (TextColumn("loading {task.fields[source]:<40}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("load", total=None, source="")
+
+        def on_source(done: int, total: int, key: str) -> None:
+            bar.update(task, completed=done, total=total, source=key[-40:])
+
+        yield on_source
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:,.0f} B" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} GiB"
+
+
+def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> None:
+    import dataclasses
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from curation.check import check_manifest
+    from curation.manifest import ManifestError, load_manifest
+    from curation.pipeline import make_context
+
+    try:
+        loaded = load_manifest(manifest)
+    except (ManifestError, OSError) as exc:
+        _fail(str(exc))
+        return
+    found = check_manifest(loaded, make_context(loaded, out, mirror, None, hub_problem))
+    if as_json:
+        typer.echo(json.dumps([dataclasses.asdict(r) for r in found], indent=1))
+    else:
+        table = Table(title=f"where {manifest} resolves")
+        for column in ("kind", "name", "where", "files", "size", "detail"):
+            table.add_column(column, justify="right" if column in ("files", "size") else "left", overflow="fold")
+        for r in found:
+            where = r.where if r.ok else f"[red]{r.where}[/red]"
+            table.add_row(r.kind, r.name, where, str(r.files), _size(r.size_bytes), r.detail)
+        console = Console()
+        console.print(table)
+        total = sum(r.size_bytes or 0 for r in found if r.ok)
+        console.print(f"{sum(r.ok for r in found)} of {len(found)} resolve, {_size(total)} in all")
+    missing = [r.name for r in found if not r.ok]
+    if missing:
+        typer.echo(f"error: {len(missing)} resolve nowhere: {', '.join(missing)}", err=True)
+        raise typer.Exit(1)
+
+
+def find_manifest(path: Path) -> Path:
+    """Return `path`, or the file of that relative name in the data directory where `manifest export` writes."""
+    from core.settings import get_settings
+
+    if path.exists() or path.is_absolute():
+        return path
+    in_data_dir = get_settings().resolved_data_dir / path
+    if in_data_dir.is_file():
+        typer.echo(f"using {in_data_dir} (from the data directory)", err=True)
+        return in_data_dir
+    return path
+
+
 
 
 def register(app: typer.Typer) -> None:

@@ -71,6 +71,7 @@ def export(
         typer.echo(json.dumps({"path": str(path), "manifest": manifest.model_dump(mode="json")}, indent=2))
     else:
         print(f"manifest with {len(manifest.sources)} approved source(s) written to {path}")
+        print(f"next: datahunt curate --manifest {path} --out OUT")
         for note in manifest.notes:
             print(f"note: {note}")
 

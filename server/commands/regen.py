@@ -8,6 +8,7 @@ input ends with a one-line error and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from enum import StrEnum
 from pathlib import Path
@@ -27,13 +28,19 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _find_manifest(manifest: Path | None, input_path: Path) -> Path | None:
+    """Return the manifest given, else `manifest.json` beside (or inside) the curated set, else None."""
+    if manifest is not None:
+        return manifest
+    folder = input_path if input_path.is_dir() else input_path.parent
+    return folder / "manifest.json" if (folder / "manifest.json").is_file() else None
+
+
 def _load_target(manifest: Path | None, input_path: Path) -> dict[str, Any] | None:
     """Return the manifest as plain data (given, or `manifest.json` beside the curated set), or None."""
     from curation.manifest import ManifestError, load_manifest
 
-    if manifest is None:
-        folder = input_path if input_path.is_dir() else input_path.parent
-        manifest = folder / "manifest.json" if (folder / "manifest.json").is_file() else None
+    manifest = _find_manifest(manifest, input_path)
     if manifest is None:
         return None
     try:
@@ -112,14 +119,21 @@ def regen(
     max_attempts: int = typer.Option(6, "--max-attempts", min=1, help="Attempts per turn on 429/5xx/timeouts."),
     request_timeout: float = typer.Option(600.0, "--request-timeout", min=0.1, help="Seconds one request may take."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N input rows (a trial run)."),
-    force: bool = typer.Option(False, "--force", help="Regenerate even through a server serving another model."),
+    force: bool = typer.Option(False, "--force", help="Regenerate even through a server serving another model, "
+                               "or resume a run with other sampling settings."),
+    progress: bool = typer.Option(True, "--progress/--no-progress",
+                                  help="Draw live bars on stderr (only when it is a terminal)."),
 ) -> None:
     """Regenerate every curated prompt with the target model; run again to resume."""
+    from rich.console import Console
+
     from inference.endpoints import AllEndpointsDown
     from inference.generation import Reasoning, Sampling
     from inference.journal import JournalError
+    from inference.monitor import LiveStatus
+    from inference.quality import warnings
     from inference.records import InputError
-    from inference.runner import RunConfig, regenerate
+    from inference.runner import RunConfig, SamplingChangedError, regenerate
 
     try:
         mode = Reasoning(reasoning)
@@ -144,11 +158,13 @@ def regen(
         input_path=input_path, out_dir=out, endpoints=list(servers), concurrency=concurrency,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         reasoning=mode, max_attempts=max_attempts, request_timeout_s=request_timeout, retry_failed=retry_failed,
-        limit=limit, model=model or served or expected,
+        limit=limit, model=model or served or expected, allow_new_sampling=force,
     )
+    live = LiveStatus(out, Console(stderr=True)) if progress else contextlib.nullcontext()
     try:
-        summary = regenerate(config, backend)
-    except (InputError, JournalError, AllEndpointsDown) as exc:
+        with live:
+            summary = regenerate(config, backend)
+    except (InputError, JournalError, AllEndpointsDown, SamplingChangedError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         _fail(f"interrupted; run the same command again to resume ({out})", 130)
@@ -156,6 +172,8 @@ def regen(
         f"{summary.done} regenerated, {summary.failed} failed, {summary.skipped} already finished "
         f"of {summary.total} rows; {summary.completion_tokens:,} tokens → {out}"
     )
+    for line in warnings(summary.status.get("quality") or {}, max_tokens):
+        typer.echo(f"warning: {line}", err=True)
 
 
 def monitor(
@@ -216,11 +234,13 @@ def plan(
     if probe.failed == probe.requests:
         _fail(f"every probe request to {server} failed; is the server up?")
     result = build_plan(rows, probe, server=server, sampling=sampling, manifest=manifest_data)
+    found = _find_manifest(manifest, curated)
+    result["manifest"]["path"] = str(found.resolve()) if found else None
     out = out or (curated if curated.is_dir() else curated.parent) / "regen_plan.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_markdown(result), encoding="utf-8")
     out.with_suffix(".json").write_text(json.dumps(result, indent=2), encoding="utf-8")
-    typer.echo(f"plan written to {out} and {out.with_suffix('.json')}")
+    typer.echo(f"plan written to {out.resolve()} and {out.with_suffix('.json').resolve()}")
 
 
 def register(app: typer.Typer) -> None:

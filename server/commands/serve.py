@@ -6,6 +6,7 @@ previous server left unfinished (`--no-resume` leaves them to another replica).
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from types import TracebackType
@@ -27,10 +28,30 @@ def serve(
     from server.app import create_app
 
     settings = get_settings()
+    try:
+        sock = bind_socket(host, port)
+    except OSError as exc:
+        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc} (pick another --port)", err=True)
+        raise typer.Exit(1) from None
     if settings.api_token is None:
         print("note: DATAHUNT_API_TOKEN is not set, so approvals, exports and campaign launches are refused")
     print(f"datahunt review page: http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
-    uvicorn.run(create_app(settings, resume_unfinished=resume), host=host, port=port, log_level=log_level)
+    config = uvicorn.Config(create_app(settings, resume_unfinished=resume), log_level=log_level)
+    with sock:
+        uvicorn.Server(config).run(sockets=[sock])
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Return a TCP socket bound to (host, port), so a busy port fails before anything says the service is up."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: restarts reuse TIME_WAIT ports
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class BackgroundServer:

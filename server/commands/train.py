@@ -16,6 +16,8 @@ from typing import Any, NoReturn
 
 import typer
 
+from core.jsonl import JsonlError, read_jsonl
+
 
 def _fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
@@ -165,13 +167,10 @@ def check_server(
 def _read_prompt_rows(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         _fail(f"prompts file {path} does not exist")
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                _fail(f"{path}:{n}: not JSON")
+    try:
+        rows = read_jsonl(path, objects=True)
+    except JsonlError as exc:
+        _fail(str(exc))
     if not rows:
         _fail(f"{path}: no prompts")
     return rows

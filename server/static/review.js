@@ -3,6 +3,8 @@
 "use strict";
 
 const store = window.sessionStorage;
+// API paths are relative to the review page's root, so they also work from a dataset's own page.
+const ROOT = (document.querySelector('meta[name="datahunt-root"]') || { content: "./" }).content;
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
 
@@ -46,7 +48,7 @@ function ensureAuth() {
 async function call(method, path, body) {
   const auth = ensureAuth();
   if (!auth) throw new Error("an API token and your name are needed for this");
-  const response = await fetch(path, {
+  const response = await fetch(new URL(path, ROOT), {
     method,
     headers: { "Content-Type": "application/json", Authorization: "Bearer " + auth.token },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -61,7 +63,7 @@ async function call(method, path, body) {
 }
 
 async function review(button, approve) {
-  const row = button.closest("tr");
+  const row = button.closest(".entry"); // a row of the catalog table, or a dataset's own page
   const hubId = button.dataset.hubId;
   const auth = ensureAuth();
   if (!auth) return flash("an API token and your name are needed for this", "error");
@@ -89,7 +91,7 @@ function setStatus(span, status) {
 // Follow a campaign over Server-Sent Events: run rows and the campaign status update in place.
 function follow(campaignId) {
   if (stream) stream.close();
-  stream = new EventSource(`campaigns/${campaignId}/events`);
+  stream = new EventSource(new URL(`campaigns/${campaignId}/events`, ROOT));
   const onRun = (event) => {
     const data = JSON.parse(event.data);
     const row = $(`table.runs tr[data-category="${data.category}"]`);
@@ -149,11 +151,13 @@ async function exportManifest() {
 document.addEventListener("DOMContentLoaded", () => {
   showAuth();
   $("#save-auth").addEventListener("click", saveAuth);
+  $("#auth").addEventListener("submit", (event) => { event.preventDefault(); saveAuth(); });
   $$("button.approve").forEach((b) => b.addEventListener("click", () => review(b, true)));
   $$("button.reject").forEach((b) => b.addEventListener("click", () => review(b, false)));
   $$("button.rerun").forEach((b) => b.addEventListener("click", () => rerun(b)));
-  $("#start-campaign").addEventListener("click", startCampaign);
-  $("#export-manifest").addEventListener("click", exportManifest);
+  // The dataset page has no campaign or export section.
+  if ($("#start-campaign")) $("#start-campaign").addEventListener("click", startCampaign);
+  if ($("#export-manifest")) $("#export-manifest").addEventListener("click", exportManifest);
   const current = $("#campaign-status");
   if (current && !FINAL.includes(current.textContent.trim())) follow($("#campaign-id").textContent.trim());
 });

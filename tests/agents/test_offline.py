@@ -165,7 +165,7 @@ def test_records_with_malformed_or_repeated_ids_are_skipped_with_a_warning(
 def test_a_broken_snapshot_file_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "snap.jsonl"
     path.write_text('{"id": "a/b"}\n{not json}\n')
-    with pytest.raises(ValueError, match=r"snap.jsonl:2: not JSON"):
+    with pytest.raises(ValueError, match=r"snap.jsonl:2: not valid JSON"):
         OfflineIndex.from_jsonl(path)
 
 

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
+import socket
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+from core.settings import get_settings
 from server.cli import app
 
 MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
@@ -17,7 +23,7 @@ def test_from_mirror_then_curate(tmp_path: Path) -> None:
     manifest_path = tmp_path / "manifest.json"
     result = runner.invoke(app, ["manifest", "from-mirror", str(MIRROR), "--out", str(manifest_path)])
     assert result.exit_code == 0, result.output
-    assert "15 source(s)" in result.output
+    assert "15 source(s)" in result.output and f"written to {manifest_path.resolve()}" in result.output
     manifest = json.loads(manifest_path.read_text())
     # Keep the run small: a few sources, capped.
     manifest["sources"] = [
@@ -49,3 +55,150 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         app, ["curate", "--manifest", str(bad), "--out", str(tmp_path / "o"), "--mirror", str(tmp_path)]
     )
     assert result.exit_code == 2 and "no MIRROR.json" in result.output
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _mixed_manifest(tmp_path: Path) -> Path:
+    path = tmp_path / "m.json"
+    sources = [
+        {"hub_id": "openai/gsm8k", "config": "main", "category": "math", "max_rows": 20},
+        {"hub_id": "nobody/absent-a", "category": "math"},
+        {"hub_id": "nobody/absent-b", "category": "general_chat"},
+    ]
+    path.write_text(json.dumps({"schema_version": 1, "sources": sources, "mirror": str(MIRROR)}))
+    return path
+
+
+def test_unreachable_hub_fails_missing_sources_at_once_and_exits_non_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import constants
+
+    from agents import backends
+
+    monkeypatch.delenv("DATAHUNT_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    get_settings.cache_clear()
+    probes: list[str] = []
+    url, real_probe = f"http://127.0.0.1:{_closed_port()}/api/datasets", backends.probe_hub
+
+    def probe() -> str | None:  # the real probe, aimed at a port nobody listens on
+        probes.append(url)
+        return real_probe(url, timeout_s=1.0)
+
+    monkeypatch.setattr(backends, "probe_hub", probe)
+    manifest, out = _mixed_manifest(tmp_path), tmp_path / "out"
+    started = time.monotonic()
+    result = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(out)])
+    assert time.monotonic() - started < 20  # the Hub was retried for ~23 s per source before
+    assert result.exit_code == 1, result.output
+    assert len(probes) == 1
+    assert "nobody/absent-a is not in the mirror and the Hub is unreachable (ConnectError" in result.output
+    assert "2 of 3 source(s) failed: nobody/absent-a, nobody/absent-b" in result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["per_source"]["openai/gsm8k:main"]["selected"] == 20
+    partial = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(out), "--allow-partial"])
+    assert partial.exit_code == 0, partial.output
+    assert "failed source" in partial.output and "error:" not in partial.output
+
+
+def test_huggingface_hub_offline_mode_counts_as_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("DATAHUNT_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # read once at import, which may precede the env
+    get_settings.cache_clear()
+    result = runner.invoke(app, ["curate", "--manifest", str(_mixed_manifest(tmp_path)), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert "the Hub is unreachable (huggingface_hub offline mode (HF_HUB_OFFLINE))" in result.output
+
+
+def test_a_bare_manifest_name_is_found_in_the_data_directory(tmp_path: Path) -> None:
+    data_dir = get_settings().resolved_data_dir
+    data_dir.mkdir(parents=True)
+    source = {"hub_id": "openai/gsm8k", "config": "main", "category": "math", "max_rows": 5}
+    (data_dir / "m-bare.json").write_text(json.dumps({"schema_version": 1, "sources": [source], "mirror": str(MIRROR)}))
+    assert not Path("m-bare.json").exists()
+    result = runner.invoke(app, ["curate", "--manifest", "m-bare.json", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert f"using {data_dir / 'm-bare.json'} (from the data directory)" in result.stderr
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["rows_out"] == 5
+    missing = runner.invoke(app, ["curate", "--manifest", "nowhere.json", "--out", str(tmp_path / "o2")])
+    assert missing.exit_code == 2 and "nowhere.json" in missing.output
+
+
+RECORDED_HUB = Path(__file__).resolve().parents[1] / "data" / "recorded" / "hub"
+
+
+@pytest.fixture
+def recorded_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """huggingface_hub's own client answering from recorded Hub API JSON; yields the paths it was asked."""
+    import httpx2
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _http
+
+    from agents import backends
+
+    seen: list[str] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.url.path)
+        if request.url.path.startswith("/api/datasets/openai/gsm8k"):
+            return httpx2.Response(200, json=json.loads((RECORDED_HUB / "dataset_info_gsm8k_files.json").read_text()))
+        return httpx2.Response(404, headers={"X-Error-Code": "RepoNotFound"}, json={"error": "Repository not found"})
+
+    monkeypatch.delenv("DATAHUNT_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(backends, "probe_hub", lambda: None)  # the Hub "answers"; its API is the recording
+    get_settings.cache_clear()
+    _http.set_client_factory(lambda: httpx2.Client(transport=httpx2.MockTransport(answer)))
+    yield seen
+    _http.set_client_factory(_http.default_client_factory)
+
+
+def test_check_says_where_each_source_resolves_with_sizes(tmp_path: Path, recorded_hub: list[str]) -> None:
+    mirror = tmp_path / "mirror"
+    (mirror / "tatsu-lab/alpaca").mkdir(parents=True)
+    shutil.copy(MIRROR / "tatsu-lab/alpaca/seed_tasks.jsonl", mirror / "tatsu-lab/alpaca/seed_tasks.jsonl")
+    entries = [e for e in json.loads((MIRROR / "MIRROR.json").read_text()) if e["id"] == "tatsu-lab/alpaca"]
+    (mirror / "MIRROR.json").write_text(json.dumps(entries))
+    path = tmp_path / "m.json"
+    sources = [
+        {"hub_id": "tatsu-lab/alpaca", "category": "general_chat"},
+        {"hub_id": "openai/gsm8k", "config": "main", "category": "math"},
+        {"hub_id": "nobody/absent", "category": "math"},
+    ]
+    path.write_text(json.dumps({"schema_version": 1, "sources": sources, "mirror": str(mirror)}))
+    result = runner.invoke(app, ["curate", "--manifest", str(path), "--out", str(tmp_path / "out"), "--check",
+                                 "--json"])
+    assert result.exit_code == 1
+    found = {r["name"]: r for r in json.loads(result.stdout)}
+    assert found["tatsu-lab/alpaca"] == {**found["tatsu-lab/alpaca"], "where": "mirror", "files": 1,
+                                         "size_bytes": 80870}
+    assert found["openai/gsm8k:main"] == {**found["openai/gsm8k:main"], "where": "hub", "files": 3,
+                                          "size_bytes": 419088 + 2306545 + 450555}
+    assert "/api/datasets/openai/gsm8k" in recorded_hub
+    assert found["nobody/absent"]["where"] == "missing" and "RepositoryNotFoundError" in found["nobody/absent"]["detail"]
+    assert "error: 1 resolve nowhere: nobody/absent" in result.stderr
+    assert not (tmp_path / "out").exists()
+    table = runner.invoke(app, ["curate", "--manifest", str(path), "--out", str(tmp_path / "out"), "--check"])
+    assert "3.0 MiB" in table.stdout and "79.0 KiB" in table.stdout
+    assert "2 of 3 resolve, 3.1 MiB in all" in table.stdout
+
+
+def test_the_load_step_draws_a_bar_on_a_terminal_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = tmp_path / "m.json"
+    sources = [{"hub_id": "openai/gsm8k", "config": "main", "category": "math", "max_rows": 5},
+               {"hub_id": "tatsu-lab/alpaca", "category": "general_chat", "max_rows": 5}]
+    manifest.write_text(json.dumps({"schema_version": 1, "sources": sources, "mirror": str(MIRROR)}))
+    piped = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(tmp_path / "a")])
+    assert piped.exit_code == 0 and "loading" not in piped.stderr
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich's own switch: treat the captured stream as a terminal
+    monkeypatch.setenv("TTY_INTERACTIVE", "1")
+    shown = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(tmp_path / "b")])
+    assert shown.exit_code == 0 and "loading" in shown.stderr and "2/2" in shown.stderr

@@ -44,3 +44,20 @@ def test_budget_sampling_is_seeded_and_reports_unmet() -> None:
     assert first.per_category["general_chat"].unmet == 2
     assert first.per_category["tool_use"].available == 0 and first.per_category["tool_use"].unmet == 4
     assert first.per_source == {"m/m": 10, "g/g": 4}
+
+
+def test_mix_warnings_name_a_dominant_category_and_an_empty_one() -> None:
+    from curation.mixing import CategoryMix, mix_warnings
+
+    mixed = {"math": CategoryMix(450, None, 450), "general_chat": CategoryMix(300, None, 300),
+             "tool_use": CategoryMix(250, None, 250)}
+    wanted = {"math", "general_chat", "tool_use", "code_review"}
+    lines = mix_warnings(mixed, wanted, shared=set())
+    assert lines == [
+        "math is 45% of the mix (450 of 1,000 rows): give it a budget share (--share math=0.2) to balance the set",
+        "code_review has approved sources but no rows in the mix (see the per-source table)",
+    ]
+    assert mix_warnings(mixed, wanted - {"code_review"}, shared={"math"}) == []  # a share asked for it
+    assert mix_warnings({"math": CategoryMix(9, None, 9)}, {"math"}, shared=set()) == []  # one category only
+    assert mix_warnings({"math": CategoryMix(9, None, 9)}, {"math", "tool_use"}, shared=set()) == [
+        "tool_use has approved sources but no rows in the mix (see the per-source table)"]

@@ -235,3 +235,47 @@ def test_sources_without_files_are_found_in_the_mirror(tmp_path: Path) -> None:
         "not in a local mirror and datahunt is offline" in offline["per_source"]["openai/gsm8k:main"]["error"]
     )
     assert offline["eval_sets"]["gsm8k-test"]["error"]
+
+
+def test_rerun_reuses_a_stage_whose_rows_hold_line_separators(tmp_path: Path) -> None:
+    # GSM8K holds U+2028: a staged cache read back with str.splitlines() cut such rows in two and crashed
+    root = tmp_path / "mirror" / "local" / "seps"
+    root.mkdir(parents=True)
+    rows = [{"question": f"Line one\u2028line two\u2029{i} and\rmore?", "answer": f"yes {i}"} for i in range(5)]
+    (root / "rows.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    source = Source(hub_id="local/seps", data_files=["local/seps/rows.jsonl"], category=Category.MATH)
+    manifest = Manifest(sources=[source], mirror=str(tmp_path / "mirror"))
+    out = tmp_path / "out"
+    first = curate(manifest, out, jsonl=True)
+    again = curate(manifest.model_copy(update={"budget": Budget(total=4)}), out, jsonl=True)
+    assert again.reused == ["stage:local/seps"] and again.report["rows_out"] == 4
+    samples = (out / "samples.jsonl").read_text().split("\n")
+    texts = {json.loads(line)["messages"][-1]["content"] for line in samples if line}
+    assert first.report["rows_out"] == 5 and all("\u2028" in t and "\u2029" in t for t in texts)
+
+
+def test_the_hub_is_probed_only_for_a_source_the_mirror_lacks(
+    mirror: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.settings import get_settings
+
+    monkeypatch.delenv("DATAHUNT_OFFLINE")
+    get_settings.cache_clear()
+    asked: list[int] = []
+
+    def probe() -> str | None:
+        asked.append(1)
+        return "ConnectError: refused"
+
+    manifest = _manifest(mirror)
+    assert curate(manifest, tmp_path / "a", hub_probe=probe).report["failed_sources"] == []
+    assert asked == []
+    manifest.sources += [Source(hub_id=f"gone/d{i}", category=Category.MATH) for i in range(2)]
+    manifest.sources.append(Source(hub_id="gone/d2", category=Category.CODE_REVIEW))
+    report = curate(manifest, tmp_path / "b", hub_probe=probe).report
+    assert asked == [1] and report["failed_sources"] == ["gone/d0", "gone/d1", "gone/d2"]
+    assert "code_review has approved sources but no rows in the mix" in " ".join(report["warnings"])
+    assert "## Warnings" in (tmp_path / "b" / "summary.md").read_text()
+    assert "not in the mirror and the Hub is unreachable (ConnectError: refused)" in (
+        report["per_source"]["gone/d2"]["error"]
+    )

@@ -4,6 +4,7 @@ It answers with the recorded responses under tests/data/recorded (the text made 
 be told apart) and, per request, can inject a fault: `429`, `500`, `400`, `garbage` (200 with non-JSON),
 `drop` (connection closed without an answer), `timeout` (no answer for a long time). Faults come from a
 queue (`script`), from per-fault rates with a seeded RNG, or from a marker in the prompt (`POISON` → 400).
+On the OpenAI route, `LOOP` in a question makes the answer repeat itself and `LONG` ends it at the token limit.
 `stop()` closes the listener and aborts every open connection, like a server that dies. `write_samples` writes
 curated input rows for the tests.
 """
@@ -207,8 +208,13 @@ class FakeServer:
 
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body["messages"]
-        content = self.answer_for(messages[-1]["content"])
+        question = messages[-1]["content"]
+        content = self.answer_for(question)
+        if "LOOP" in question:  # a base model's loop: the same words over and over
+            content = " ".join(["and so it goes on"] * 4)
         data = copy.deepcopy(_recorded("openai/chat_completions.json"))
+        if "LONG" in question:  # an answer cut at max_tokens
+            data["choices"][0]["finish_reason"] = "length"
         message = data["choices"][0]["message"]
         thinking_off = (body.get("chat_template_kwargs") or {}).get("enable_thinking") is False
         message["content"] = content

@@ -87,6 +87,20 @@ def test_plan_measures_the_server_and_writes_markdown_and_json(tmp_path: Path) -
     assert plan["target"] == "meta-llama/Llama-3.1-8B-Instruct"
     text = (tmp_path / "regen_plan.md").read_text()
     assert "Time to finish" in text and "org/chat-set" in text and "Evaluation plan" in text
+    assert plan["manifest"]["path"] == str((tmp_path / "manifest.json").resolve())
+
+
+def test_plan_reads_a_manifest_without_target_beside_the_curated_set(tmp_path: Path, fake_server: FakeServer) -> None:
+    curated = tmp_path / "curated"
+    curated.mkdir()
+    write_samples(curated / "samples.jsonl", 4)
+    (curated / "manifest.json").write_text(json.dumps({"schema_version": 1, "sources": [
+        {"hub_id": "openai/gsm8k", "category": "math"}]}))
+    result = runner.invoke(app, ["plan", "--curated", str(curated), "--server", fake_server.url, "--probe-rows", "2"])
+    assert result.exit_code == 0, result.output
+    text = (curated / "regen_plan.md").read_text()
+    assert f"not named by the manifest (`{(curated / 'manifest.json').resolve()}`)" in text
+    assert "no manifest" not in text and "openai/gsm8k" in text
 
 
 def test_native_api_through_the_cli_with_token_ids(tmp_path: Path, fake_server: FakeServer, tiny_tokenizer_dir: Path) -> None:
@@ -112,3 +126,55 @@ def test_no_server_up_at_start_fails_fast_with_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.output.startswith("error: no server answers its health check") and "Traceback" not in result.output
     assert json.loads((tmp_path / "run" / "status.json").read_text())["state"] == "failed"
+
+
+def _rows(path: Path, questions: dict[str, str]) -> Path:
+    rows = [{"id": f"r{i}", "category": category, "needs_regeneration": True,
+             "messages": [{"role": "user", "content": question}]}
+            for i, (question, category) in enumerate(questions.items())]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_answers_cut_at_the_limit_or_looping_are_counted_per_category_and_warned(
+    tmp_path: Path, fake_server: FakeServer
+) -> None:
+    source = _rows(tmp_path / "in.jsonl", {"LONG 1": "math", "LONG 2": "math", "LONG 3": "math", "fine": "math",
+                                           "LOOP a": "general_chat", "LOOP b": "general_chat", "ok": "tool_use"})
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["regen", "--input", str(source), "--server", fake_server.url, "--out", str(run),
+                                 "--max-tokens", "64"])
+    assert result.exit_code == 0, result.output
+    quality = json.loads((run / "status.json").read_text())["quality"]
+    assert quality["math"] == {"rows": 4, "cut_at_limit": 3, "cut_share": 0.75, "repetitive": 0,
+                               "repetition_share": 0.0}
+    assert quality["general_chat"]["repetitive"] == 2 and quality["tool_use"]["cut_at_limit"] == 0
+    assert "warning: math: 3 of 4 answers cut at the token limit (--max-tokens 64)" in result.stderr
+    assert "warning: general_chat: 2 of 2 answers repeat a phrase of 8 words (looping)" in result.stderr
+    assert "tool_use" not in result.stderr and "warning" not in result.stdout
+    shown = runner.invoke(app, ["monitor", str(run), "--once"])
+    assert "answer quality" in shown.output and "3 (75%)" in shown.output
+    # a resumed run starts from the rows earlier runs finished
+    (run / "status.json").unlink()
+    again = runner.invoke(app, ["regen", "--input", str(source), "--server", fake_server.url, "--out", str(run),
+                                "--max-tokens", "64"])
+    assert again.exit_code == 0 and json.loads((run / "status.json").read_text())["quality"] == quality
+
+
+def test_empty_input_is_an_error(tmp_path: Path, fake_server: FakeServer) -> None:
+    (tmp_path / "empty.jsonl").write_text("\n")
+    result = runner.invoke(app, ["regen", "--input", str(tmp_path / "empty.jsonl"), "--server", fake_server.url,
+                                 "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1 and "holds no rows to regenerate" in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_resuming_with_other_sampling_settings_is_refused_unless_forced(tmp_path: Path, fake_server: FakeServer) -> None:
+    write_samples(tmp_path / "in.jsonl", 3)
+    args = ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", fake_server.url, "--out", str(tmp_path / "run")]
+    assert runner.invoke(app, [*args, "--limit", "2"]).exit_code == 0
+    refused = runner.invoke(app, [*args, "--temperature", "0.2"])
+    assert refused.exit_code == 1 and "was started with sampling" in refused.output and "--force" in refused.output
+    assert len((tmp_path / "run" / "regenerated.jsonl").read_text().splitlines()) == 2
+    forced = runner.invoke(app, [*args, "--temperature", "0.2", "--force"])
+    assert forced.exit_code == 0 and "1 regenerated" in forced.output

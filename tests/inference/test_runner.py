@@ -9,6 +9,7 @@ from pathlib import Path
 
 from regen_fake_server import FakeServer, write_samples
 
+from core.samples import RegeneratedSample
 from inference.chat_template import ChatRenderer
 from inference.generation import Reasoning, Sampling
 from inference.openai_api import OpenAIChatBackend
@@ -45,6 +46,7 @@ def test_multi_turn_answers_build_on_the_regenerated_history(tmp_path: Path, fak
     assert len(meta["turns"]) == 3 and meta["api"] == "openai" and meta["completion_tokens"] > 0
     system_row = next(r for r in rows.values() if r["conversations"][0]["role"] == "system")
     assert system_row["conversations"][0]["content"] == "Be brief."
+    assert all(RegeneratedSample.model_validate(r).meta["regenerated"] for r in rows.values())  # the contract
 
 
 def test_retryable_faults_are_retried_and_row_errors_recorded(tmp_path: Path) -> None:

@@ -72,3 +72,34 @@ def test_monitor_says_when_the_running_process_is_gone(tmp_path: Path) -> None:
     import os
 
     assert not process_gone({**status, "pid": os.getpid()})
+
+
+def test_quality_is_counted_per_category_and_loops_are_found() -> None:
+    from inference.quality import record_flags, repeats_ngram
+
+    assert repeats_ngram("one two three four five six seven eight one two three four five six seven eight")
+    assert not repeats_ngram("one two three four five six seven eight nine ten eleven twelve thirteen")
+    looping = {"meta": {"regenerated": True, "category": "math", "turns": [{"finish_reason": "stop"},
+                                                                              {"finish_reason": "length"}]},
+               "conversations": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a b " * 8}]}
+    assert record_flags(looping) == (True, True)
+    tracker = StatusTracker(total=3)
+    tracker.count_quality(looping)
+    tracker.count_quality({"meta": {"regenerated": True}, "conversations": [{"role": "assistant", "content": "x"}]})
+    quality = tracker.snapshot()["quality"]
+    assert quality["math"]["cut_share"] == 1.0 and quality["unknown"] == {
+        "rows": 1, "cut_at_limit": 0, "cut_share": 0.0, "repetitive": 0, "repetition_share": 0.0}
+
+
+def test_live_status_draws_on_a_terminal_only(tmp_path: Path) -> None:
+    import io
+
+    from inference.monitor import LiveStatus
+
+    write_json_atomic(tmp_path / STATUS_FILE, StatusTracker(total=4, info={"run_id": "live"}).snapshot())
+    terminal, piped = io.StringIO(), io.StringIO()
+    with LiveStatus(tmp_path, Console(file=terminal, force_terminal=True, width=120), interval_s=0.05):
+        pass
+    with LiveStatus(tmp_path, Console(file=piped, width=120), interval_s=0.05):
+        pass
+    assert "0 done · 0 failed · 4 pending" in terminal.getvalue() and piped.getvalue() == ""

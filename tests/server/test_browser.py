@@ -117,7 +117,7 @@ def test_review_approve_export(filled_engine: Engine, tmp_path: Path) -> None:
             wait_for_rerun(filled_engine, "tool_use")
             page.reload()
             expect(failed.locator(".status")).to_have_text("succeeded")
-            expect(page.locator("button.rerun")).to_have_count(0)
+            expect(page.locator("button.rerun")).to_have_count(3)  # any finished subagent can run again
 
             page.select_option("#filters select[name=category]", "math")
             page.click("#filters button[type=submit]")
@@ -141,13 +141,23 @@ def test_review_approve_export(filled_engine: Engine, tmp_path: Path) -> None:
             expect(page.locator("#export-path")).to_contain_text("1 sources")
             page.screenshot(path=str(ARTIFACTS / "review_approve_export.png"), full_page=True)
             shown = json.loads(page.locator("#manifest-output").inner_text())
+            # One dataset's own page: its evidence and verdict, and a review sent from there.
+            page.goto(server.url + "/")
+            page.click('a.hub-id[href="datasets/acme/math-2"]')
+            page.wait_for_url("**/datasets/acme/math-2")
+            expect(page.locator("#verdicts")).to_contain_text("math")
+            expect(page.locator("#evidence")).to_contain_text("math conversations")
+            page.locator("#entry .note").fill("second copy")
+            page.locator("#entry button.reject").click()
+            expect(page.locator("#entry .entry-status")).to_have_text("rejected")
+            expect(page.locator("#flash")).to_contain_text("acme/math-2: rejected by alice")
         finally:
             browser.close()
 
     with store.open_session(filled_engine) as session:
         entry = store.get_entry(session, hub_id="acme/math-1")
         assert (entry.status, entry.reviewer, entry.note) == ("approved", "alice", "clean, permissive")
-        assert store.get_entry(session, hub_id="acme/math-2").status == "pending_review"
+        assert store.get_entry(session, hub_id="acme/math-2").status == "rejected"
     exported = sorted((settings.resolved_data_dir / "manifests").glob("manifest-*.json"))
     assert len(exported) == 1
     written = json.loads(exported[0].read_text())

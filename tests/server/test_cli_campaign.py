@@ -48,15 +48,15 @@ def test_a_table_run_prints_the_summary() -> None:
 
 def test_bad_input_gives_one_line_errors_and_exit_1() -> None:
     cases = [
-        (["campaign", "run", "--offline", "-c", "maths"], "unknown category 'maths'"),
-        (["campaign", "status", "no-such-campaign"], "no campaign 'no-such-campaign'"),
-        (["campaign", "rerun", "no-such-campaign", "math"], "no campaign 'no-such-campaign'"),
-        (["campaign", "rerun", "no-such-campaign", "cooking"], "unknown category 'cooking'"),
-        (["campaign", "resume", "no-such-campaign"], "no campaign 'no-such-campaign'"),
+        (["campaign", "run", "--offline", "-c", "maths"], "unknown category 'maths' (did you mean `math`?)", 2),
+        (["campaign", "status", "no-such-campaign"], "no campaign 'no-such-campaign'", 1),
+        (["campaign", "rerun", "no-such-campaign", "math"], "no campaign 'no-such-campaign'", 1),
+        (["campaign", "rerun", "no-such-campaign", "cooking"], "unknown category 'cooking'", 2),
+        (["campaign", "resume", "no-such-campaign"], "no campaign 'no-such-campaign'", 1),
     ]
-    for args, message in cases:
+    for args, message, code in cases:
         result = runner.invoke(app, args)
-        assert result.exit_code == 1, (args, result.output)
+        assert result.exit_code == code, (args, result.output)
         assert message in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
 
@@ -115,3 +115,11 @@ def test_ctrl_c_marks_the_campaign_interrupted() -> None:
     assert stopped.value.exit_code == 1
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id=campaign_id).status == "interrupted"
+
+
+def test_campaign_list_never_cuts_an_id_on_a_narrow_terminal() -> None:
+    ids = [json.loads(runner.invoke(app, ["campaign", "run", "--offline", "-c", c, "--json"]).stdout)["campaign_id"]
+           for c in ("math", "tool_use")]
+    table = runner.invoke(app, ["campaign", "list"], env={"COLUMNS": "80"}).stdout
+    assert all(campaign_id in table for campaign_id in ids), table
+    assert "…" not in table.split("\n", 3)[-1].split("│")[1]

@@ -56,9 +56,11 @@ def test_sources_pin_what_the_entry_knows() -> None:
 
 
 def test_bad_shares_are_named() -> None:
-    for bad in (["math"], ["cooking=0.1"], ["math=lots"], ["math=nan"], ["math=1.5"]):
+    for bad in (["math"], ["math=lots"], ["math=nan"], ["math=1.5"]):
         with pytest.raises(ValueError, match="category=fraction"):
             parse_shares(bad)
+    with pytest.raises(ValueError, match=r"unknown category 'maths' \(did you mean `math`\?\)"):
+        parse_shares(["maths=0.1"])
     with pytest.raises(ValueError, match="sum to"):
         make_budget(10, parse_shares(["math=0.7", "reasoning=0.6"]))
 
@@ -131,5 +133,5 @@ def test_cli_export(approved_engine: Engine, database_url: str, tmp_path: Path, 
     refused = runner.invoke(cli, ["manifest", "export", "--out", "../../x.json"])
     assert refused.exit_code == 2 and refused.output.strip().startswith("error: export path")
     assert "Traceback" not in refused.output
-    bad_share = runner.invoke(cli, ["manifest", "export", "--share", "cooking=0.5"])
-    assert bad_share.exit_code == 2 and "category=fraction" in bad_share.output
+    bad_share = runner.invoke(cli, ["manifest", "export", "--share", "maths=0.5"])
+    assert bad_share.exit_code == 2 and "did you mean `math`?" in bad_share.output

@@ -71,3 +71,11 @@ def test_bad_rows_name_the_line(tmp_path: Path, row: dict[str, Any], message: st
     with pytest.raises(DataError, match=message) as err:
         load_conversations(path)
     assert ":2:" in str(err.value)
+
+
+def test_curated_rows_holding_line_separators_load_whole(tmp_path: Path) -> None:
+    # `train --messages-field original_messages` on a curated samples.jsonl with GSM8K's U+2028
+    turns = [{"role": "user", "content": "a\u2028b\u2029c\rd"}, {"role": "assistant", "content": "e\u2028f"}]
+    path = tmp_path / "samples.jsonl"
+    path.write_text(json.dumps({"id": "s", "original_messages": turns}, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert load_conversations(path, "original_messages") == [("s", turns)]

@@ -1,0 +1,172 @@
+"""The dataset card of a published set: YAML metadata the Hub reads, and a body that states provenance.
+
+The metadata carries the license derived from the sources (one Hub license id when they agree, else
+`other`), task categories, source datasets, the `configs`/`data_files` that tell `datasets` where the
+shards are, a size category, and a `datahunt` block (version, kind of set, target model, sampling settings).
+The body says where every row came from, what cleaning, deduplication and decontamination removed, and,
+for a regenerated set, which model wrote the answers and how.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from huggingface_hub import DatasetCard, DatasetCardData
+
+# Hub license ids a free-text license is matched against (the common ones datasets use).
+HUB_LICENSES = {
+    "apache-2.0", "mit", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0", "cc-by-sa-4.0", "cc-by-nc-4.0",
+    "cc-by-nc-sa-4.0", "cc-by-nd-4.0", "cc-by-nc-nd-4.0", "cc-by-3.0", "cc-by-sa-3.0", "odc-by", "odbl",
+    "pddl", "gpl-3.0", "lgpl-3.0", "agpl-3.0", "openrail", "llama3.1", "gemma",
+}
+NON_COMMERCIAL = re.compile(r"(^|-)nc(-|$)")
+
+
+def hub_license(text: str | None) -> str | None:
+    """Return the Hub license id a free-text license names (`CC BY-NC 4.0 (…)` → `cc-by-nc-4.0`), or None."""
+    if not text:
+        return None
+    head = re.split(r"[;(]", text, maxsplit=1)[0].strip().lower()
+    key = re.sub(r"[\s_]+", "-", head).replace("license", "").strip("-")
+    key = {"apache-2": "apache-2.0", "apache": "apache-2.0", "cc0": "cc0-1.0", "bsd-3": "bsd-3-clause"}.get(key, key)
+    return key if key in HUB_LICENSES else None
+
+
+@dataclass
+class CardFacts:
+    """What the card states; gathered from the set's report, manifest and run files by `curation.publish`."""
+
+    repo_id: str
+    kind: str  # "curated" or "regenerated"
+    rows: int
+    categories: dict[str, int]
+    sources: list[dict[str, Any]]  # {hub_id, config, revision, license, category, rows}
+    version: str
+    target_model: str | None = None
+    sampling: dict[str, Any] | None = None
+    reasoning: str | None = None
+    report: dict[str, Any] = field(default_factory=dict)
+    regen: dict[str, Any] = field(default_factory=dict)  # finished / failed / cut / repetitive counts
+
+
+def card_license(sources: list[dict[str, Any]]) -> str:
+    """Return one Hub license for the set: the sources' common id, else `other` (`unknown` when none is known)."""
+    ids = {hub_license(s.get("license")) for s in sources}
+    if ids == {None} or not ids:
+        return "unknown"
+    if len(ids) == 1:
+        return str(ids.pop())
+    return "other"
+
+
+def size_category(rows: int) -> str:
+    """Return the Hub size category of a row count (`n<1K`, `1K<n<10K`, …)."""
+    for bound, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if rows < bound:
+            return name
+    return "1M<n<10M"
+
+
+def _metadata(facts: CardFacts) -> DatasetCardData:
+    datahunt: dict[str, Any] = {"version": facts.version, "kind": facts.kind}
+    if facts.target_model:
+        datahunt["target_model"] = facts.target_model
+    if facts.sampling:
+        datahunt["sampling"] = facts.sampling
+    if facts.reasoning:
+        datahunt["reasoning"] = facts.reasoning
+    license_id = card_license(facts.sources)
+    extra: dict[str, Any] = {"license_name": "several, see the card"} if license_id == "other" else {}
+    return DatasetCardData(
+        license=license_id,
+        task_categories=["text-generation"],
+        size_categories=[size_category(facts.rows)],
+        source_datasets=sorted({s["hub_id"] for s in facts.sources}),
+        pretty_name=facts.repo_id.split("/")[-1],
+        configs=[{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]}],
+        tags=["datahunt", "eagle3", "speculative-decoding", *(["synthetic"] if facts.kind == "regenerated" else [])],
+        datahunt=datahunt,
+        **extra,
+    )
+
+
+def _source_lines(facts: CardFacts) -> list[str]:
+    lines = ["| source | config | revision | category | license | rows |", "|---|---|---|---|---|---:|"]
+    for s in facts.sources:
+        flag = " (non-commercial)" if NON_COMMERCIAL.search(hub_license(s.get("license")) or "") else ""
+        lines.append(
+            f"| [{s['hub_id']}](https://huggingface.co/datasets/{s['hub_id']}) | {s.get('config') or '–'} | "
+            f"{s.get('revision') or 'not pinned'} | {s.get('category') or '–'} | {s.get('license') or 'unknown'}{flag} "
+            f"| {s.get('rows', '–')} |"
+        )
+    return lines
+
+
+def _curation_lines(report: dict[str, Any]) -> list[str]:
+    if not report:
+        return ["The curation report was not found beside the set, so its cleaning counts are not stated here."]
+    dup = report.get("duplicates", {})
+    evals = report.get("eval_sets", {})
+    checked = ", ".join(f"`{name}` ({v.get('items', 0)} prompts)" for name, v in sorted(evals.items())) or "none"
+    drops = ", ".join(f"{reason} {n}" for reason, n in sorted(report.get("drops", {}).items())) or "none"
+    return [
+        f"- Rows loaded: {report.get('rows_in', '?')}; kept: {report.get('rows_out', '?')}.",
+        f"- Dropped by cleaning: {drops}.",
+        f"- Duplicates removed: {dup.get('exact', 0)} exact (normalised prompt hash) and {dup.get('near', 0)} near "
+        "(MinHash over word 3-grams, Jaccard ≥ 0.7).",
+        f"- Decontamination: {report.get('decontaminated', 0)} rows removed for a 13-gram overlap with (or the "
+        f"whole text of) an evaluation prompt. Evaluation sets checked: {checked}.",
+    ]
+
+
+def _regen_lines(facts: CardFacts) -> list[str]:
+    if facts.kind != "regenerated":
+        return []
+    sampling = ", ".join(f"{k}={v}" for k, v in (facts.sampling or {}).items())
+    r = facts.regen
+    return [
+        "",
+        "## Regeneration",
+        "",
+        f"Every user turn was answered again by `{facts.target_model or 'the target model'}` "
+        f"(sampling {sampling or 'not recorded'}; reasoning {facts.reasoning or 'keep'}), each turn given the "
+        "model's own earlier answers, so the draft model learns the target's distribution.",
+        f"Rows regenerated: {r.get('regenerated', 0)}; copied unchanged (already the target's): "
+        f"{r.get('passthrough', 0)}; failed and left out: {r.get('failed', 0)}; answers cut at the token limit: "
+        f"{r.get('cut', 0)}; answers repeating an 8-word phrase: {r.get('repetitive', 0)}.",
+    ]
+
+
+def render_card(facts: CardFacts) -> str:
+    """Return the README.md of the published set: YAML metadata between `---` lines, then the body."""
+    per_category = ", ".join(f"{c} {n}" for c, n in sorted(facts.categories.items()))
+    license_id = card_license(facts.sources)
+    body = [
+        f"# {facts.repo_id.split('/')[-1]}",
+        "",
+        f"A {facts.kind} training set for an EAGLE-3 speculative-decoding draft model, made with datahunt "
+        f"{facts.version}. {facts.rows} rows, one split (`train`), rows per category: {per_category or 'none'}.",
+        "",
+        "Load it with `datasets.load_dataset(\"" + facts.repo_id + "\", split=\"train\")`.",
+        "",
+        "## Provenance",
+        "",
+        "Every row comes from one of these datasets (its id, source dataset and row index are kept in the data):",
+        "",
+        *_source_lines(facts),
+        "",
+        f"License: `{license_id}`."
+        + (" The sources carry different licenses; each row inherits its source's." if license_id == "other" else "")
+        + (" Some sources are non-commercial." if any(
+            NON_COMMERCIAL.search(hub_license(s.get("license")) or "") for s in facts.sources) else ""),
+        "",
+        "## Curation and decontamination",
+        "",
+        *_curation_lines(facts.report),
+        *_regen_lines(facts),
+        "",
+    ]
+    card = DatasetCard(f"---\n{_metadata(facts).to_yaml()}\n---\n\n" + "\n".join(body))
+    return str(card)

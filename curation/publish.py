@@ -1,0 +1,185 @@
+"""Publishing a curated or regenerated set as a Hub dataset repository folder, and uploading it.
+
+`build_folder` writes `data/train-NNNNN-of-NNNNN.parquet` shards and a dataset card (`README.md`, see
+`curation.dataset_card`) from the artifacts alone: a curated folder (`data/shard-*.parquet`, `report.json`,
+`manifest.json`) or a regeneration run (`regenerated.jsonl`, `run.json`, `status.json`, `errors.jsonl`, and
+the curated set named by `run.json`'s input). `upload` creates the repository (private unless asked) and
+uploads the folder through `huggingface_hub`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from core.jsonl import read_jsonl
+from core.samples import RegeneratedSample
+from curation.dataset_card import CardFacts, render_card
+from curation.shards import SHARD_ROWS, atomic_write_bytes
+
+logger = logging.getLogger(__name__)
+
+_TURNS = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+REGENERATED_SCHEMA = pa.schema([
+    ("id", pa.string()),
+    ("category", pa.string()),
+    ("conversations", _TURNS),
+    ("regenerated", pa.bool_()),
+    ("model", pa.string()),
+    ("finish_reason", pa.string()),
+    ("completion_tokens", pa.int64()),
+    ("source_dataset", pa.string()),
+    ("source_row", pa.int64()),
+    ("meta", pa.string()),  # the run's whole meta record, as JSON
+])
+
+
+class PublishError(ValueError):
+    """The folder is not a curated set or a regeneration run, or lacks what a card must state."""
+
+
+@dataclass
+class PublishedFolder:
+    """A folder laid out as a Hub dataset repository."""
+
+    folder: Path
+    kind: str
+    rows: int
+    shards: list[Path]
+
+
+def _json(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else {}
+
+
+def _write_shards(table: pa.Table, data_dir: Path) -> list[Path]:
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+    data_dir.mkdir(parents=True)
+    count = max(1, -(-table.num_rows // SHARD_ROWS))
+    paths = []
+    for number in range(count):
+        path = data_dir / f"train-{number:05d}-of-{count:05d}.parquet"
+        pq.write_table(table.slice(number * SHARD_ROWS, SHARD_ROWS), path)
+        paths.append(path)
+    return paths
+
+
+def _sources(manifest: dict[str, Any], rows: Counter[tuple[str, str | None]]) -> list[dict[str, Any]]:
+    """The manifest's sources that gave rows, with their row counts (`rows` is keyed by (dataset, config))."""
+    return [
+        {"hub_id": s["hub_id"], "config": s.get("config"), "revision": s.get("revision"), "license": s.get("license"),
+         "category": s.get("category"), "rows": rows[(s["hub_id"], s.get("config"))]}
+        for s in manifest.get("sources", [])
+        if rows[(s["hub_id"], s.get("config"))]
+    ]
+
+
+def _origin(source: Any) -> tuple[str, str | None] | None:
+    if not isinstance(source, dict) or not source.get("dataset"):
+        return None
+    return str(source["dataset"]), source.get("config")
+
+
+def _curated(src: Path) -> tuple[pa.Table, CardFacts]:
+    shards = sorted((src / "data").glob("shard-*.parquet"))
+    table = pa.concat_tables([pq.read_table(p) for p in shards])
+    manifest, report = _json(src / "manifest.json"), _json(src / "report.json")
+    if not manifest:
+        raise PublishError(f"{src} has no manifest.json: the card could not name its sources")
+    datasets = Counter(o for o in map(_origin, table.column("source").to_pylist()) if o)
+    facts = CardFacts(
+        repo_id="", kind="curated", rows=table.num_rows, categories=dict(Counter(table.column("category").to_pylist())),
+        sources=_sources(manifest, datasets), version="", report=report,
+        target_model=(manifest.get("target") or {}).get("model"),
+    )
+    return table, facts
+
+
+def _regen_row(record: dict[str, Any]) -> dict[str, Any]:
+    meta = record.get("meta") or {}
+    source = meta.get("source") or {}
+    return {
+        "id": str(record["id"]),
+        "category": meta.get("category"),
+        "conversations": [{"role": t["role"], "content": t["content"]} for t in record["conversations"]],
+        "regenerated": bool(meta.get("regenerated")),
+        "model": meta.get("model"),
+        "finish_reason": meta.get("finish_reason"),
+        "completion_tokens": meta.get("completion_tokens"),
+        "source_dataset": source.get("dataset") if isinstance(source, dict) else None,
+        "source_row": source.get("row") if isinstance(source, dict) else None,
+        "meta": json.dumps(meta, ensure_ascii=False, sort_keys=True),
+    }
+
+
+def _regenerated(src: Path) -> tuple[pa.Table, CardFacts]:
+    records = read_jsonl(src / "regenerated.jsonl", objects=True)
+    for number, record in enumerate(records, start=1):
+        try:
+            RegeneratedSample.model_validate(record)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise PublishError(f"{src / 'regenerated.jsonl'}:{number}: not a regenerated row ({where}: {first['msg']})") from None
+    rows = [_regen_row(r) for r in records]
+    run, status = _json(src / "run.json"), _json(src / "status.json")
+    curated = Path(run["input"]) if run.get("input") else None
+    curated_dir = curated if curated is None or curated.is_dir() else curated.parent
+    manifest = _json(curated_dir / "manifest.json") if curated_dir else {}
+    quality = (status.get("quality") or {}).values()
+    failed = len(read_jsonl(src / "errors.jsonl")) if (src / "errors.jsonl").is_file() else 0
+    datasets = Counter(o for o in map(_origin, (json.loads(r["meta"]).get("source") for r in rows)) if o)
+    facts = CardFacts(
+        repo_id="", kind="regenerated", rows=len(rows), categories=dict(Counter(r["category"] or "unknown" for r in rows)),
+        sources=_sources(manifest, datasets), version="",
+        report=_json(curated_dir / "report.json") if curated_dir else {},
+        target_model=run.get("model"), sampling=run.get("sampling"), reasoning=run.get("reasoning"),
+        regen={"regenerated": sum(r["regenerated"] for r in rows), "passthrough": sum(not r["regenerated"] for r in rows),
+               "failed": failed, "cut": sum(q.get("cut_at_limit", 0) for q in quality),
+               "repetitive": sum(q.get("repetitive", 0) for q in quality)},
+    )
+    return pa.Table.from_pylist(rows, schema=REGENERATED_SCHEMA), facts
+
+
+def set_kind(src: Path) -> str:
+    """Return `curated` or `regenerated` for a set folder; raise PublishError for anything else."""
+    if (src / "regenerated.jsonl").is_file():
+        return "regenerated"
+    if any((src / "data").glob("shard-*.parquet")):
+        return "curated"
+    raise PublishError(f"{src} is neither a curated set (data/shard-*.parquet) nor a regeneration run "
+                       "(regenerated.jsonl)")
+
+
+def build_folder(src: Path, out: Path, *, repo_id: str, version: str) -> PublishedFolder:
+    """Write the Hub repository folder for the set in `src` into `out`; return what was written."""
+    kind = set_kind(src)
+    table, facts = _regenerated(src) if kind == "regenerated" else _curated(src)
+    if table.num_rows == 0:
+        raise PublishError(f"{src} holds no rows to publish")
+    facts.repo_id, facts.version = repo_id, version
+    shards = _write_shards(table, out / "data")
+    atomic_write_bytes(out / "README.md", render_card(facts).encode("utf-8"))
+    logger.info("wrote %d rows in %d shard(s) and a dataset card to %s", table.num_rows, len(shards), out)
+    return PublishedFolder(out, kind, table.num_rows, shards)
+
+
+def upload(folder: Path, repo_id: str, *, private: bool = True, token: str | None = None) -> str:
+    """Create the dataset repository (private unless `private=False`) and upload `folder`; return its URL."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, folder_path=folder, repo_type="dataset",
+                      commit_message="Publish a datahunt set (data shards and dataset card)")
+    return str(url)

@@ -1,0 +1,88 @@
+"""The review page's filters and campaign picker, the mirror badge, and one dataset's own page (SQLite)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+from test_api_catalog import AUTH, make_settings, seed  # pytest puts this test folder on the path
+
+from curation.catalog import store
+from server.app import create_app
+
+MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    engine = store.make_engine(f"sqlite:///{tmp_path / 'catalog.db'}")
+    store.upgrade_database(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def client(engine: Engine, tmp_path: Path) -> Iterator[TestClient]:
+    app = create_app(make_settings(tmp_path, mirror=MIRROR), engine=engine, resume_unfinished=False)
+    with TestClient(app) as client:
+        yield client
+
+
+def test_an_unknown_category_filter_is_an_error_not_everything(engine: Engine, client: TestClient) -> None:
+    seed(engine)
+    page = client.get("/", params={"category": "maths"})
+    assert page.status_code == 400
+    assert "unknown category &#39;maths&#39; (did you mean `math`?)" in page.text
+    assert 'class="entry"' not in page.text and "No entries match" not in page.text
+    assert client.get("/", params={"status": "aproved"}).status_code == 400
+    math = client.get("/", params={"category": "math"})
+    assert math.status_code == 200 and math.text.count('<tr class="entry"') == 1
+
+
+def test_the_mirror_badge_and_the_detail_link(engine: Engine, client: TestClient) -> None:
+    seed(engine)
+    page = client.get("/").text
+    gsm8k = page[page.index('data-hub-id="openai/gsm8k"'):]
+    gsm8k = gsm8k[: gsm8k.index("</tr>")]
+    assert 'href="datasets/openai/gsm8k"' in gsm8k and "in the local mirror" in gsm8k
+    tiny = page[page.index('data-hub-id="acme/tiny-chat"'):]
+    assert "in the local mirror" not in tiny[: tiny.index("</tr>")]
+
+
+def test_any_finished_subagent_can_be_rerun_and_any_campaign_shown(engine: Engine, client: TestClient) -> None:
+    older = seed(engine)
+    with store.open_session(engine) as session:
+        newer = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"]).id
+        store.start_run(session, campaign_id=newer, category="math")  # still running: no re-run button yet
+    latest = client.get("/").text
+    assert f'<code id="campaign-id">{newer}</code>' in latest and 'class="rerun"' not in latest
+    assert f'<option value="{older}"' in latest
+    picked = client.get("/", params={"campaign": older}).text
+    assert f'<code id="campaign-id">{older}</code>' in picked
+    assert picked.count('class="rerun"') == 4  # every subagent succeeded, each can be re-run
+    assert client.get("/", params={"campaign": "nope"}).status_code == 404
+
+
+def test_a_dataset_page_shows_verdicts_evidence_preview_and_audit(engine: Engine, client: TestClient) -> None:
+    seed(engine)
+    client.post("/catalog/acme/restricted-reviews/reject", headers=AUTH, json={"reviewer": "ana", "note": "no"})
+    response = client.get("/datasets/acme/restricted-reviews")
+    assert response.status_code == 200
+    page = response.text
+    verdicts = page[page.index('id="verdicts"'):page.index('id="evidence"')]
+    assert "code_review" in verdicts and "license_restricted: license &#39;other&#39; forbids derivatives" in verdicts
+    evidence = page[page.index('id="evidence"'):page.index('id="preview"')]
+    assert "“code_review dataset”" in evidence and "3.50" in evidence
+    audit = page[page.index('id="audit"'):]
+    assert re.search(r"<td>rejected</td><td>pending_review</td>\s*<td>rejected</td><td>ana</td><td>no</td>", audit)
+    assert "no preview available offline" in page and "override verifier" in page
+    mirrored = client.get("/datasets/openai/gsm8k").text
+    preview = mirrored[mirrored.index('id="preview"'):mirrored.index('id="audit"')]
+    assert "<th>question</th>" in preview and "<th>answer</th>" in preview and "{&#34;" not in preview
+    assert "in the local mirror" in mirrored
+    assert client.get("/datasets/acme/unknown").status_code == 404
+    assert client.get("/datasets/not-an-id").status_code == 422
