@@ -106,9 +106,9 @@ def check_algorithm(server: dict[str, Any], draft: DraftCheckpoint) -> Check:
 
 
 def _sha256_of(files: list[Path]) -> str:
+    """sha256 of the files' bytes in order (for one file, what `sha256sum` prints)."""
     digest = hashlib.sha256()
     for path in files:
-        digest.update(path.name.encode() + b"\0")
         with path.open("rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
@@ -131,12 +131,13 @@ def check_draft(server: dict[str, Any], draft: DraftCheckpoint) -> Check:
     ours, theirs = draft.folder.resolve(), Path(str(served)).expanduser()
     if theirs.resolve() == ours:
         return Check("draft", True, f"the server serves {served}, the given draft")
+    our_config, our_weights = draft_fingerprint(ours)
     if not (theirs / "config.json").is_file():
         return Check("draft", False, (
             f"the server serves the draft at {served}, but the given draft is {ours}, and {served} cannot be "
-            "read here to compare config and weights: run the check where the server's draft is readable, or "
-            f"pass --draft {served}"))
-    (our_config, our_weights), (their_config, their_weights) = draft_fingerprint(ours), draft_fingerprint(theirs)
+            "read here to compare config and weights: run the check where the server's draft is readable, "
+            f"pass --draft {served}, or compare `sha256sum` of its weights with the given draft's {our_weights}"))
+    their_config, their_weights = draft_fingerprint(theirs)
     if (our_config, our_weights) == (their_config, their_weights):
         return Check("draft", True, f"the server serves {served}, a copy of the given draft {ours} (same config, "
                      f"weights sha256 {our_weights[:12]})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -81,7 +82,7 @@ def test_the_server_must_serve_the_given_draft(tmp_path: Path) -> None:
     assert "config.json differ" in check_draft({"speculative_draft_model_path": str(tmp_path / "retuned")}, draft).detail
     remote = check_draft({"speculative_draft_model_path": "/elsewhere/draft"}, draft)
     assert not remote.ok and "/elsewhere/draft" in remote.detail and str(ours) in remote.detail
-    assert "cannot be read here" in remote.detail
+    assert "cannot be read here" in remote.detail and hashlib.sha256(b"weights-a").hexdigest() in remote.detail
     assert not check_draft(server_info("llama31_8b_no_speculation"), draft).ok
 
 
