@@ -100,4 +100,3 @@ def parse_generate(body: dict[str, Any], latency_s: float) -> TurnResult:
         latency_s=float(meta.get("e2e_latency") or latency_s),
         **SpecCounters.from_meta_info(meta).model_dump(),
     )
-
