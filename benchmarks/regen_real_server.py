@@ -85,7 +85,7 @@ def main() -> None:
     results: dict[str, list[dict]] = {"plain": [], "datahunt": []}
     with tempfile.TemporaryDirectory() as tmp:
         model = assemble(output_path=Path(tmp) / "gemma-3-270m-q4_k_m.gguf")
-        with LlamaServer(model, parallel=args.parallel, threads=2) as server:
+        with LlamaServer(model, parallel=args.parallel, threads=2, chat_template="gemma") as server:  # base model: no template in its GGUF
             plain_load(server.url, rows[:4], workers=args.parallel, max_tokens=8, seed=0)  # warm-up
             for round_no in range(args.rounds):
                 for name in ("plain", "datahunt") if round_no % 2 == 0 else ("datahunt", "plain"):

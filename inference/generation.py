@@ -52,6 +52,9 @@ class TurnResult:
     latency_s: float
     model: str | None = None
     spec_verify_ct: int | None = None
+    spec_accept_length: float | None = None
+    spec_num_correct_drafts: int | None = None
+    spec_num_proposed_drafts: int | None = None
 
     def training_text(self, reasoning: Reasoning) -> str:
         """Return the assistant text for the training row: thinking inline in `<think>` markers when kept."""

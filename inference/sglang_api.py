@@ -1,9 +1,14 @@
 """SGLang's native backend: `POST /generate` with a prompt the client renders from the target's template.
 
-The request carries `text` (or `input_ids` when `send_ids`) and `sampling_params`; the answer's `meta_info`
-gives the finish reason (`{type: stop|length|abort}`), prompt/completion tokens and, with speculative
-decoding on, `spec_verify_ct` (per-request accept length = completion_tokens / spec_verify_ct). An `abort`
-finish is retried: SGLang aborts requests when it sheds load.
+The request carries `input_ids` by default: the conversation rendered once with the target's chat template
+and tokenized without added special tokens. Sending `text` instead (`send_text`) is an explicit choice with
+a known cost: SGLang tokenizes text with special tokens added and keeps the BOS for Llama/Gemma tokenizers,
+so a rendered prompt that already starts with BOS reaches the model with two. The answer's `meta_info` gives
+the finish reason (`{type: stop|length|abort}`), prompt/completion tokens and, on a finished answer that
+verified at least once under speculative decoding, `spec_verify_ct`, `spec_accept_length` (=
+completion_tokens / spec_verify_ct), `spec_num_correct_drafts` and `spec_num_proposed_drafts`; an answer
+that verified nothing carries none of them. An `abort` finish is retried: SGLang aborts requests when it
+sheds load.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 import aiohttp
 
+from core.spec_counters import SpecCounters
 from inference.chat_template import ChatRenderer
 from inference.generation import (
     Reasoning,
@@ -38,12 +44,12 @@ class SGLangNativeBackend:
         *,
         model: str | None = None,
         reasoning: Reasoning = Reasoning.KEEP,
-        send_ids: bool = False,
+        send_text: bool = False,
     ) -> None:
         self.renderer = renderer
         self.model = model
         self.reasoning = reasoning
-        self.send_ids = send_ids
+        self.send_text = send_text
 
     def payload(self, history: list[dict[str, str]], sampling: Sampling) -> dict[str, Any]:
         """Return the request body for `history` at `sampling`."""
@@ -56,10 +62,10 @@ class SGLangNativeBackend:
         if sampling.seed is not None:
             params["sampling_seed"] = sampling.seed
         body: dict[str, Any] = {"sampling_params": params, "stream": False}
-        if self.send_ids:
-            body["input_ids"] = self.renderer.render_ids(history, enable_thinking=thinking)
-        else:
+        if self.send_text:  # SGLang adds special tokens to text: a template's own BOS arrives twice
             body["text"] = self.renderer.render(history, enable_thinking=thinking)
+        else:
+            body["input_ids"] = self.renderer.render_ids(history, enable_thinking=thinking)
         return body
 
     async def generate_turn(
@@ -92,5 +98,5 @@ def parse_generate(body: dict[str, Any], latency_s: float) -> TurnResult:
         prompt_tokens=meta.get("prompt_tokens"),
         completion_tokens=meta.get("completion_tokens"),
         latency_s=float(meta.get("e2e_latency") or latency_s),
-        spec_verify_ct=meta.get("spec_verify_ct"),
+        **SpecCounters.from_meta_info(meta).model_dump(),
     )

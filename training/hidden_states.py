@@ -63,7 +63,9 @@ class AuxLayers:
 
 def default_aux_layers(num_layers: int) -> AuxLayers:
     """SGLang's default capture, input-of-layer `[2, L//2, L-3]`; tiny test targets (3-6 layers) use
-    [2, max(2, L//2), L-1], still starting at input 2 (output 1) so every SGLang version reads them alike."""
+    [2, max(2, L//2), L-1], still starting at input 2 (output 1) so every model family's +1 rule reads them
+    alike (DeepSeek's adds 1 only when the first id is 1). Below 6 layers two of them coincide, which SGLang
+    captures once: such targets are for local tests only, and the preflight refuses them on a server."""
     if num_layers >= 7:
         return AuxLayers((2, num_layers // 2, num_layers - 3), "input")
     if num_layers < 3:

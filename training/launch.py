@@ -2,8 +2,9 @@
 
 `--speculative-algorithm` comes from the draft's config (EAGLE3 for an EAGLE-3 draft), so the wrong flag
 cannot be typed by hand; the context length is the draft's `max_position_embeddings` (or a smaller one asked
-for), and the aux layer ids are checked to mean the same layers on every SGLang version, since SGLang reads
-them from the draft's config and no flag can override them.
+for), and the aux layer ids are checked to be distinct and, when the target's config is at hand, to be the
+layers the draft was trained on under the +1 rule of the target's model family, since SGLang reads them from
+the draft's config and no flag can override them.
 """
 
 from __future__ import annotations
@@ -12,8 +13,15 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from training.preflight import DraftCheckpoint, is_eagle3_draft
+from training.preflight import (
+    DraftCheckpoint,
+    check_aux_layers,
+    is_eagle3_draft,
+    plus_one_rule,
+    server_capture,
+)
 
 
 class LaunchError(ValueError):
@@ -35,7 +43,7 @@ class LaunchPlan:
 def plan_launch(
     target: str, draft_dir: Path, draft: DraftCheckpoint, steps: int = 3, topk: int = 1,
     draft_tokens: int | None = None, context_length: int | None = None, port: int = 30000,
-    python: str = sys.executable,
+    python: str = sys.executable, target_config: dict[str, Any] | None = None,
 ) -> LaunchPlan:
     """Build the launch command; raise LaunchError when the flags or the draft's aux ids are inconsistent."""
     if steps < 1 or topk < 1:
@@ -49,13 +57,22 @@ def plan_launch(
     notes = [f"--speculative-algorithm {algorithm}: derived from the draft's config "
              f"({', '.join(draft.config.get('architectures') or ['no architecture'])})"]
     ids = (draft.config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    if algorithm == "EAGLE3" and ids and ids[0] != 1:
-        raise LaunchError(
-            f"the draft's eagle_aux_hidden_state_layer_ids {ids} do not start at 1, so older and newer SGLang "
-            "versions capture different layers from them; re-export it with output-of-layer ids starting at 1")
-    if ids:
-        notes.append(f"aux layers: SGLang reads {ids} (output-of-layer) from the draft's config and captures "
-                     f"the inputs of {[i + 1 for i in ids]}")
+    if algorithm == "EAGLE3" and ids and len(set(ids)) != len(ids):
+        raise LaunchError(f"the draft's eagle_aux_hidden_state_layer_ids {ids} repeat a layer: SGLang captures "
+                          f"each layer once, giving {len(set(ids))}H features instead of {len(ids)}H")
+    if algorithm == "EAGLE3" and target_config:
+        check = check_aux_layers(draft, target_config)
+        if not check.ok:
+            raise LaunchError(check.detail)
+        layers = int((target_config.get("text_config") or target_config)["num_hidden_layers"])
+        captured = server_capture(ids, layers, plus_one_rule(target_config))
+        notes.append(f"aux layers: SGLang reads {ids} from the draft's config and captures the inputs of "
+                     f"{list(captured)} ({check.detail})")
+    elif ids:
+        notes.append(f"aux layers: SGLang reads {ids} from the draft's config; it adds 1 to each for llama, qwen "
+                     "and gemma targets, for DeepSeek-V2/V3 and GLM4-MoE-Lite only when the first id is 1, and "
+                     "for gpt-oss unless the largest id equals the layer count (pass a local target folder to "
+                     "check the layers against training)")
     draft_max = int(draft.config.get("max_position_embeddings") or 0)
     context = context_length or draft_max or None
     if context and draft_max and context > draft_max:

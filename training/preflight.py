@@ -1,17 +1,22 @@
 """Preflight: compare a draft checkpoint with the SGLang server that will serve it, before any GPU time is spent.
 
 Every misconfiguration below makes a draft useless without an error or a warning, so each is a named check
-with an explanation: the EAGLE-vs-EAGLE3 flag (the server feeds 1x hidden instead of 3x, skips `fc`, accepts
-about 1.0 tokens); `fc` not reading 3x the target's hidden size; a missing or mis-shaped `lm_head`; aux layer
-ids the server will capture differently from training (the +1 convention, which also changed between SGLang
-versions); `max_position_embeddings` below the serving context; draft and target dtypes differing; a draft
-vocab that does not fit the target's. The checks are pure functions of three dicts (server info, the draft's
-config and tensor shapes, the target's config), so they run on recorded answers in tests.
+with an explanation: the EAGLE-vs-EAGLE3 flag (the server feeds 1x hidden instead of 3x, skips `fc`, swaps in
+the target's lm_head and ignores d2t, accepts about 1.0 tokens); the server serving another draft than the
+one given; `fc` not reading 3x the target's hidden size; a missing or mis-shaped `lm_head`; aux layer ids the
+server will capture differently from training (SGLang's +1, whose rule depends on the target's model family)
+or twice; `max_position_embeddings` below the serving context; draft and target dtypes differing; a draft
+vocab that does not fit the target's. The checks are functions of three dicts (server info, the draft's
+config and tensor shapes, the target's config), so they run on recorded answers in tests; only the draft
+check reads files, to compare the server's draft folder with the given one when their paths differ.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,7 @@ class DraftCheckpoint:
     shapes: dict[str, tuple[int, ...]]
     d2t: Tensor | None = None
     t2d: Tensor | None = None
+    folder: Path | None = None
 
 
 def read_draft(folder: Path) -> DraftCheckpoint:
@@ -56,7 +62,7 @@ def read_draft(folder: Path) -> DraftCheckpoint:
                 shapes[key] = tuple(f.get_slice(key).get_shape())
                 if key in {"d2t", "t2d"}:
                     maps[key] = f.get_tensor(key)
-    return DraftCheckpoint(config=config, shapes=shapes, d2t=maps.get("d2t"), t2d=maps.get("t2d"))
+    return DraftCheckpoint(config=config, shapes=shapes, d2t=maps.get("d2t"), t2d=maps.get("t2d"), folder=folder)
 
 
 def _text_config(config: dict[str, Any] | None) -> dict[str, Any]:
@@ -88,14 +94,59 @@ def check_algorithm(server: dict[str, Any], draft: DraftCheckpoint) -> Check:
         return Check("algorithm", False, (
             "the draft is an EAGLE-3 draft but the server runs --speculative-algorithm EAGLE: the target will "
             "feed the draft its final hidden state only (1x hidden size instead of 3x), the draft's fc layer "
-            "will be skipped by a shape guard, its proposals will be garbage, and acceptance length will sit at "
-            "about 1.0 tokens with no error or warning. Restart the server with --speculative-algorithm EAGLE3."))
+            "will be skipped by a shape guard, SGLang will also swap in the target's lm_head for the draft's and "
+            "ignore d2t, its proposals will be garbage, and acceptance length will sit at about 1.0 tokens with "
+            "no error or warning. Restart the server with --speculative-algorithm EAGLE3."))
     if eagle3 and algo != "EAGLE3":
         return Check("algorithm", False, f"the draft is an EAGLE-3 draft but the server runs {algo}; use EAGLE3")
     if not eagle3 and algo == "EAGLE3":
         return Check("algorithm", False, "the server runs EAGLE3 but the draft is not an EAGLE-3 draft "
                      "(no LlamaForCausalLMEagle3 architecture, no eagle_config aux layers)")
     return Check("algorithm", True, f"server runs {algo}, matching the draft")
+
+
+def _sha256_of(files: list[Path]) -> str:
+    """sha256 of the files' bytes in order (for one file, what `sha256sum` prints)."""
+    digest = hashlib.sha256()
+    for path in files:
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def draft_fingerprint(folder: Path) -> tuple[str, str]:
+    """Return (sha256 of the canonical config.json, sha256 of the safetensors files) of a draft folder."""
+    config = json.dumps(read_config(folder), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(config.encode()).hexdigest(), _sha256_of(sorted(folder.glob("*.safetensors")))
+
+
+def check_draft(server: dict[str, Any], draft: DraftCheckpoint) -> Check:
+    """The server must serve this draft: the same folder, or one with the same config and weights."""
+    served = _server_args(server).get("speculative_draft_model_path")
+    if not served:
+        return Check("draft", False, "the server reports no speculative_draft_model_path: it serves no draft")
+    if draft.folder is None:
+        return Check("draft", False, f"the server serves the draft at {served}; the given draft's folder is unknown")
+    ours, theirs = draft.folder.resolve(), Path(str(served)).expanduser()
+    if theirs.resolve() == ours:
+        return Check("draft", True, f"the server serves {served}, the given draft")
+    our_config, our_weights = draft_fingerprint(ours)
+    if not (theirs / "config.json").is_file():
+        return Check("draft", False, (
+            f"the server serves the draft at {served}, but the given draft is {ours}, and {served} cannot be "
+            "read here to compare config and weights: run the check where the server's draft is readable, "
+            f"pass --draft {served}, or compare `sha256sum` of its weights with the given draft's {our_weights}"))
+    their_config, their_weights = draft_fingerprint(theirs)
+    if (our_config, our_weights) == (their_config, their_weights):
+        return Check("draft", True, f"the server serves {served}, a copy of the given draft {ours} (same config, "
+                     f"weights sha256 {our_weights[:12]})")
+    differs = [name for name, a, b in (("config.json", our_config, their_config),
+                                        ("weights", our_weights, their_weights)) if a != b]
+    return Check("draft", False, (
+        f"the server serves another draft: {served}, not the given {ours} ({' and '.join(differs)} differ; "
+        f"weights sha256 {their_weights[:12]} vs {our_weights[:12]}); restart the server with "
+        f"--speculative-draft-model-path {ours}, or check the draft it serves"))
 
 
 def check_fc_input(draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
@@ -127,48 +178,87 @@ def check_lm_head(draft: DraftCheckpoint) -> Check:
     return Check("lm_head", True, f"lm_head {list(shape)}")
 
 
-def server_capture(config_ids: list[int] | None, num_layers: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Input-of-layer ids SGLang captures, under (older rule: always +1, current rule: +1 only if first is 1).
+class PlusOne(StrEnum):
+    """How SGLang's model file turns a draft config's aux ids into the layers whose inputs it captures."""
 
-    Without ids in the draft's eagle_config, SGLang falls back to its default [2, L//2, L-3] under both.
+    ALWAYS = "always"  # llama, qwen, gemma: every id + 1
+    IF_FIRST_IS_ONE = "if_first_is_one"  # DeepSeek-V2/V3, GLM4-MoE-Lite: + 1 only when the first id is 1
+    UNLESS_MAX_IS_L = "unless_max_is_L"  # gpt-oss: + 1 unless the largest id equals the layer count
+    UNKNOWN = "unknown"
+
+
+# Matched against the target's architectures (what SGLang picks its model file by), then its model_type,
+# lower-cased without separators; the more specific names come first.
+_FAMILY_RULES: tuple[tuple[str, PlusOne], ...] = (
+    ("deepseekv2", PlusOne.IF_FIRST_IS_ONE), ("deepseekv3", PlusOne.IF_FIRST_IS_ONE),
+    ("glm4moelite", PlusOne.IF_FIRST_IS_ONE), ("gptoss", PlusOne.UNLESS_MAX_IS_L),
+    ("llama", PlusOne.ALWAYS), ("qwen", PlusOne.ALWAYS), ("gemma", PlusOne.ALWAYS),
+)
+
+
+def plus_one_rule(target: dict[str, Any] | None) -> PlusOne:
+    """The +1 rule of the target's model family (PlusOne.UNKNOWN for a family not listed)."""
+    config = target or {}
+    names = [*(config.get("architectures") or []), str(config.get("model_type") or ""),
+             str(_text_config(config).get("model_type") or "")]
+    for name in names:
+        key = name.lower().replace("_", "").replace("-", "")
+        for family, rule in _FAMILY_RULES:
+            if family in key:
+                return rule
+    return PlusOne.UNKNOWN
+
+
+def server_capture(config_ids: list[int] | None, num_layers: int, rule: PlusOne) -> tuple[int, ...]:
+    """Input-of-layer ids SGLang captures from a draft config's ids under `rule` (not for PlusOne.UNKNOWN).
+
+    Without ids in the draft's eagle_config, SGLang falls back to its default [2, L//2, L-3].
     """
     if not config_ids:
-        default = (2, num_layers // 2, num_layers - 3)
-        return default, default
-    older = tuple(i + 1 for i in config_ids)
-    current = older if config_ids[0] == 1 else tuple(config_ids)
-    return older, current
+        return (2, num_layers // 2, num_layers - 3)
+    ids = tuple(int(i) for i in config_ids)
+    add = {PlusOne.ALWAYS: True, PlusOne.IF_FIRST_IS_ONE: ids[0] == 1,
+           PlusOne.UNLESS_MAX_IS_L: max(ids) != num_layers}[rule]
+    return tuple(i + 1 for i in ids) if add else ids
 
 
 def check_aux_layers(draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
-    """The layers the server will capture must be the layers the draft was trained on, on any SGLang version."""
+    """The layers the server will capture must be three distinct layers, the ones the draft was trained on."""
     num_layers = _text_config(target).get("num_hidden_layers")
     if not num_layers:
         return Check("aux_layers", False, "the target's layer count is unknown (pass --target-config)")
+    L = int(num_layers)  # noqa: N806 - the layer count, as in the papers
     eagle_ids = (draft.config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
     ours = (draft.config.get("datahunt") or {}).get("aux_layer_ids_input_of_layer")
-    older, current = server_capture(eagle_ids, int(num_layers))
-    # What the draft was trained on: our own record, else what the ids meant when the draft was written
-    # (output-of-layer ids, the convention SGLang's +1 was made for).
-    trained = tuple(ours) if ours else older
-    if max(older + current) >= int(num_layers):
-        return Check("aux_layers", False, f"the server would capture inputs of layers {list(current)}, beyond a "
-                     f"{num_layers}-layer target")
-    if older != current:
-        fix = (f"re-export with output-of-layer ids {[i - 1 for i in trained]}, which every version reads the "
-               "same way" if trained[0] == 2 else
-               "ids whose first output-of-layer id is not 1 are read differently by every pair of versions: "
-               "pin the SGLang version, or retrain on layers whose first input id is 2")
+    if eagle_ids and len(set(eagle_ids)) != len(eagle_ids):
         return Check("aux_layers", False, (
-            f"eagle_aux_hidden_state_layer_ids {eagle_ids} mean different layers on different SGLang versions: "
-            f"older servers add 1 (inputs of {list(older)}), current ones add 1 only when the first id is 1 "
-            f"(inputs of {list(current)}); the draft was trained on inputs of {list(trained)}; {fix}"))
-    if current != trained:
+            f"eagle_aux_hidden_state_layer_ids {eagle_ids} repeat a layer: SGLang captures each layer once, so "
+            f"the draft's fc would get {len(set(eagle_ids))}H features instead of {len(eagle_ids)}H; re-export "
+            "with distinct ids"))
+    rule = plus_one_rule(target)
+    if rule is PlusOne.UNKNOWN:
+        readings = {server_capture(eagle_ids, L, r) for r in (PlusOne.ALWAYS, PlusOne.IF_FIRST_IS_ONE)}
+        if len(readings) > 1:
+            return Check("aux_layers", False, (
+                f"the target's family ({', '.join((target or {}).get('architectures') or ['unknown'])}) is not one "
+                f"whose +1 rule is known, and ids {eagle_ids} are read differently by the known rules "
+                f"(inputs of {' or '.join(str(list(r)) for r in sorted(readings))}); check the model file in SGLang"))
+        rule = PlusOne.ALWAYS
+    captured = server_capture(eagle_ids, L, rule)
+    # What the draft was trained on: our own record; without one, all we can say is what the server reads.
+    trained = tuple(ours) if ours else captured
+    # Layer L's "input" is the last layer's output: only gpt-oss's model file captures it (hence its rule).
+    if max(captured) > (L if rule is PlusOne.UNLESS_MAX_IS_L else L - 1) or min(captured) < 0:
+        return Check("aux_layers", False, f"the server would capture inputs of layers {list(captured)}, outside a "
+                     f"{L}-layer target")
+    if captured != trained:
         return Check("aux_layers", False, (
-            f"the server will capture the inputs of layers {list(current)} but the draft was trained on the "
-            f"inputs of {list(trained)}: an off-by-one in the layer-id convention (input vs output of a layer) "
-            "feeds the draft states it never saw"))
-    return Check("aux_layers", True, f"server captures inputs of layers {list(current)}, as trained")
+            f"the server will capture the inputs of layers {list(captured)} (ids {eagle_ids}, +1 rule "
+            f"{rule.value} for this target's family) but the draft was trained on the inputs of {list(trained)}: "
+            "an off-by-one in the layer-id convention (input vs output of a layer) feeds the draft states it "
+            "never saw"))
+    return Check("aux_layers", True, f"server captures inputs of layers {list(captured)}, as trained "
+                 f"(+1 rule {rule.value})")
 
 
 def serving_context(server: dict[str, Any], target: dict[str, Any] | None) -> int | None:
@@ -249,6 +339,7 @@ def run_preflight(server: dict[str, Any], draft: DraftCheckpoint, target: dict[s
     """Every check, in the order a person would fix them."""
     return [
         check_algorithm(server, draft),
+        check_draft(server, draft),
         check_fc_input(draft, target),
         check_lm_head(draft),
         check_aux_layers(draft, target),

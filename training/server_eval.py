@@ -1,19 +1,31 @@
 """Acceptance length measured on a running SGLang server, beside a no-speculation baseline's throughput.
 
-Each prompt goes to the native `POST /generate` (greedy, rendered text: the native API applies no template).
-With speculation, `meta_info.spec_verify_ct` counts verification rounds, so the set's acceptance length is
-sum(completion_tokens) / sum(spec_verify_ct), token-weighted like EAGLE's tau. Throughput is
+Each prompt goes to the native `POST /generate` greedily, as token ids rendered once by the client (the
+native API applies no template, and text would be tokenized again with special tokens added: a second BOS
+for Llama/Gemma tokenizers); a plain string is sent as `text` only when the caller chose to. With
+speculation, `meta_info.spec_verify_ct` counts verification rounds, so the set's acceptance length is
+sum(completion_tokens) / sum(spec_verify_ct), token-weighted like EAGLE's tau. SGLang writes the counters
+only on an answer that verified at least once: an answer without them counts as 0 rounds when the server
+says it speculates, and the run fails only when no answer carries them. `spec_num_correct_drafts` and
+`spec_num_proposed_drafts` give the draft acceptance rate where present. Throughput is
 sum(completion_tokens) / wall time of the sequential run; the same prompts on a server without speculation
 give the baseline, so the speedup is measured in one session.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from core.spec_counters import SpecCounters
+
+logger = logging.getLogger(__name__)
+
+Prompt = list[int] | str  # token ids (the default), or text the server tokenizes itself
 
 
 class ServerEvalError(RuntimeError):
@@ -27,6 +39,10 @@ class RunStats:
     url: str
     completion_tokens: int = 0
     verify_rounds: int = 0
+    answers_with_counters: int = 0
+    answers_without_counters: int = 0
+    correct_drafts: int | None = None
+    proposed_drafts: int | None = None
     wall_s: float = 0.0
     per_request_accept: list[float] = field(default_factory=list)
 
@@ -40,51 +56,85 @@ class RunStats:
         """Sum of completion tokens over sum of verification rounds; None without speculation."""
         return self.completion_tokens / self.verify_rounds if self.verify_rounds else None
 
+    def count(self, meta: dict[str, Any]) -> None:
+        """Add one answer's speculative counters (an answer without them verified nothing: 0 rounds)."""
+        counters = SpecCounters.from_meta_info(meta)
+        rounds = counters.spec_verify_ct
+        if not rounds:
+            self.answers_without_counters += 1
+            return
+        self.answers_with_counters += 1
+        self.verify_rounds += rounds
+        self.per_request_accept.append(int(meta.get("completion_tokens") or 0) / rounds)
+        if counters.spec_num_correct_drafts is not None:
+            self.correct_drafts = (self.correct_drafts or 0) + counters.spec_num_correct_drafts
+        if counters.spec_num_proposed_drafts is not None:
+            self.proposed_drafts = (self.proposed_drafts or 0) + counters.spec_num_proposed_drafts
 
-def run_prompts(client: httpx.Client, url: str, prompts: list[str], max_new_tokens: int,
+
+def request_body(prompt: Prompt, max_new_tokens: int) -> dict[str, Any]:
+    """Return the greedy `/generate` body for `prompt`: `input_ids` for ids, `text` for a string."""
+    body: dict[str, Any] = {"sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}}
+    body["text" if isinstance(prompt, str) else "input_ids"] = prompt
+    return body
+
+
+def run_prompts(client: httpx.Client, url: str, prompts: list[Prompt], max_new_tokens: int,
                 speculative: bool) -> RunStats:
-    """Send each prompt to url's /generate greedily; raise ServerEvalError on HTTP errors or missing counters."""
+    """Send each prompt to url's /generate greedily; raise ServerEvalError on HTTP errors or no counters at all."""
     stats = RunStats(url=url)
     start = time.perf_counter()
     for prompt in prompts:
-        body = {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}}
         try:
-            response = client.post(f"{url.rstrip('/')}/generate", json=body)
+            response = client.post(f"{url.rstrip('/')}/generate", json=request_body(prompt, max_new_tokens))
             response.raise_for_status()
         except httpx.HTTPError as exc:
             raise ServerEvalError(f"{url}/generate failed: {exc}") from None
         meta: dict[str, Any] = response.json().get("meta_info") or {}
-        completion = int(meta.get("completion_tokens") or 0)
-        stats.completion_tokens += completion
+        stats.completion_tokens += int(meta.get("completion_tokens") or 0)
         if speculative:
-            rounds = meta.get("spec_verify_ct")
-            if not rounds:
-                raise ServerEvalError(
-                    f"{url} returned no meta_info.spec_verify_ct: the server is not speculating (started without "
-                    "--speculative-algorithm?)")
-            stats.verify_rounds += int(rounds)
-            stats.per_request_accept.append(completion / int(rounds))
+            stats.count(meta)
     stats.wall_s = time.perf_counter() - start
+    if speculative and not stats.answers_with_counters:
+        raise ServerEvalError(
+            f"none of the {len(prompts)} answers from {url} carried meta_info.spec_verify_ct: the server "
+            "reports speculation on but verified nothing (every answer stopped before a draft round?)")
+    if stats.answers_without_counters:
+        logger.info("%d of %d answers from %s verified nothing (no spec counters): counted as 0 rounds",
+                    stats.answers_without_counters, len(prompts), url)
     return stats
 
 
-def evaluate_server(url: str, prompts: list[str], max_new_tokens: int = 256, baseline_url: str | None = None,
-                    timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None) -> dict[str, Any]:
-    """Measure acceptance length on url (and the baseline's tok/s); return a JSON-ready report."""
+def evaluate_server(url: str, prompts: list[Prompt], max_new_tokens: int = 256, baseline_url: str | None = None,
+                    timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None,
+                    speculating: bool = True) -> dict[str, Any]:
+    """Measure acceptance length on url (and the baseline's tok/s); return a JSON-ready report.
+
+    `speculating` is what the server's info says; a server that does not speculate cannot be measured.
+    """
     if not prompts:
         raise ServerEvalError("no prompts to send")
+    if not speculating:
+        raise ServerEvalError(f"{url} reports no speculative algorithm: nothing to measure (start it with "
+                              "--speculative-algorithm EAGLE3 and the draft)")
     with httpx.Client(timeout=timeout_s, transport=transport) as client:
         spec = run_prompts(client, url, prompts, max_new_tokens, speculative=True)
         base = run_prompts(client, baseline_url, prompts, max_new_tokens, speculative=False) if baseline_url else None
     report: dict[str, Any] = {
         "prompts": len(prompts),
+        "prompt_format": "text" if any(isinstance(p, str) for p in prompts) else "input_ids",
         "accept_length": round(spec.accept_length or 0.0, 4),
         "completion_tokens": spec.completion_tokens,
         "spec_verify_ct": spec.verify_rounds,
+        "answers_without_counters": spec.answers_without_counters,
         "per_request_accept_min": round(min(spec.per_request_accept), 4),
         "per_request_accept_max": round(max(spec.per_request_accept), 4),
         "speculative_tok_s": round(spec.tokens_per_s, 2),
     }
+    if spec.correct_drafts is not None and spec.proposed_drafts:
+        report["spec_num_correct_drafts"] = spec.correct_drafts
+        report["spec_num_proposed_drafts"] = spec.proposed_drafts
+        report["draft_accept_rate"] = round(spec.correct_drafts / spec.proposed_drafts, 4)
     if base is not None:
         report["baseline_tok_s"] = round(base.tokens_per_s, 2)
         report["speedup"] = round(spec.tokens_per_s / base.tokens_per_s, 3) if base.tokens_per_s else None

@@ -51,7 +51,7 @@ def _load_target(manifest: Path | None, input_path: Path) -> dict[str, Any] | No
 
 
 def _backend(api: Api, *, model: str | None, tokenizer: str | None, manifest: dict[str, Any] | None,
-             reasoning: Any, send_ids: bool) -> Any:
+             reasoning: Any, send_text: bool) -> Any:
     from inference.chat_template import ChatRenderer, TemplateError
     from inference.openai_api import OpenAIChatBackend
     from inference.sglang_api import SGLangNativeBackend
@@ -66,7 +66,7 @@ def _backend(api: Api, *, model: str | None, tokenizer: str | None, manifest: di
         renderer = ChatRenderer.load(source, chat_template=target.get("chat_template"))
     except TemplateError as exc:
         _fail(str(exc))
-    return SGLangNativeBackend(renderer, model=model, reasoning=reasoning, send_ids=send_ids)
+    return SGLangNativeBackend(renderer, model=model, reasoning=reasoning, send_text=send_text)
 
 
 def _local_backend(model: str | None, manifest: dict[str, Any] | None, batch: int, servers: list[str]
@@ -86,16 +86,33 @@ def _local_backend(model: str | None, manifest: dict[str, Any] | None, batch: in
     return backend, [LOCAL_URL], Path(model).name
 
 
-async def _check_servers(urls: list[str], expected: str | None) -> tuple[list[str], str | None]:
-    """Return (model mismatches against `expected`, the first server's advertised model)."""
+async def _check_servers(urls: list[str], expected: str | None) -> tuple[list[str], str | None, Any]:
+    """Return (model mismatches against `expected`, the first server's advertised model, its SGLang info or None)."""
     import httpx
 
-    from inference.server_info import fetch_model_name, find_model_mismatches
+    from inference.server_info import (
+        ServerInfoError,
+        fetch_model_name,
+        fetch_server_info,
+        find_model_mismatches,
+    )
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
-        served = await fetch_model_name(client, urls[0])
+        try:
+            info = await fetch_server_info(client, urls[0])
+        except ServerInfoError:
+            info = None  # not SGLang (llama.cpp, vLLM) or unreachable: the model list may still name the model
+        served = info.model_path if info is not None else await fetch_model_name(client, urls[0])
         mismatches = await find_model_mismatches(client, urls, expected) if expected else []
-    return mismatches, served
+    return mismatches, served, info
+
+
+def _warn_seed(info: Any, seed: int | None) -> None:
+    from inference.server_info import seed_warning
+
+    warning = seed_warning(info, seed)
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 def regen(
@@ -114,7 +131,8 @@ def regen(
     max_tokens: int = typer.Option(2048, "--max-tokens", min=1),
     seed: int | None = typer.Option(None, "--seed"),
     reasoning: str = typer.Option("keep", "--reasoning", help="keep | drop | disable the target's thinking."),
-    send_ids: bool = typer.Option(False, "--send-ids", help="--api sglang: send token ids instead of text."),
+    send_text: bool = typer.Option(False, "--send-text", help="--api sglang: send the rendered text instead of token "
+                                   "ids (SGLang then adds special tokens: a template's BOS arrives twice)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run the rows in errors.jsonl again."),
     max_attempts: int = typer.Option(6, "--max-attempts", min=1, help="Attempts per turn on 429/5xx/timeouts."),
     request_timeout: float = typer.Option(600.0, "--request-timeout", min=0.1, help="Seconds one request may take."),
@@ -149,11 +167,12 @@ def regen(
     else:
         if not servers:
             _fail("pass --server URL (or --api local --model DIR)", 2)
-        mismatches, served = asyncio.run(_check_servers(servers, expected))
+        mismatches, served, info = asyncio.run(_check_servers(servers, expected))
         if mismatches and not force:
             _fail("; ".join(mismatches) + " (use --force to regenerate anyway)")
+        _warn_seed(info, seed)
         backend = _backend(api, model=model or served, tokenizer=tokenizer, manifest=plan, reasoning=mode,
-                           send_ids=send_ids)
+                           send_text=send_text)
     config = RunConfig(
         input_path=input_path, out_dir=out, endpoints=list(servers), concurrency=concurrency,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
@@ -223,9 +242,9 @@ def plan(
     except InputError as exc:
         _fail(str(exc))
     manifest_data = _load_target(manifest, curated)
-    _, served = asyncio.run(_check_servers([server], None))
+    _, served, _ = asyncio.run(_check_servers([server], None))
     backend = _backend(api, model=model or served, tokenizer=tokenizer, manifest=manifest_data,
-                       reasoning=Reasoning.KEEP, send_ids=False)
+                       reasoning=Reasoning.KEEP, send_text=False)
     sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
     sample = [r for r in rows if r.needs_regeneration][:probe_rows]
     if not sample:

@@ -122,19 +122,20 @@ def _target_config(folder: Path | None, server_raw: dict[str, Any]) -> dict[str,
     return None
 
 
-def _preflight(url: str, draft: Path, target_config: Path | None) -> tuple[bool, list[Any]]:
+def _preflight(url: str, draft: Path, target_config: Path | None) -> tuple[bool, list[Any], Any]:
+    """Run every check against the server at `url`; return (all passed, the checks, the server's ServerInfo)."""
     from inference.server_info import ServerInfoError, get_server_info
     from training.preflight import read_draft, run_preflight
 
     try:
-        raw = get_server_info(url).raw
+        info = get_server_info(url)
         checkpoint = read_draft(draft)
+        checks = run_preflight(info.raw, checkpoint, _target_config(target_config, info.raw))
     except ServerInfoError as exc:
         _fail(str(exc), 1)
     except _user_errors() as exc:
         _fail(str(exc), 1)
-    checks = run_preflight(raw, checkpoint, _target_config(target_config, raw))
-    return all(c.ok for c in checks), checks
+    return all(c.ok for c in checks), checks, info
 
 
 def _print_checks(checks: list[Any], as_json: bool) -> None:
@@ -158,7 +159,7 @@ def check_server(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Check a draft against a running server; exit 0 only when every check passes."""
-    ok, checks = _preflight(url, draft, target_config)
+    ok, checks, _ = _preflight(url, draft, target_config)
     _print_checks(checks, as_json)
     if not ok:
         raise typer.Exit(1)
@@ -186,7 +187,8 @@ def _prompt_turns(row: dict[str, Any]) -> list[dict[str, str]]:
 def eval_accept(
     prompts: Path = typer.Option(..., "--prompts", help="JSONL: conversations/messages rows, or {'text': ...}."),
     draft: Path | None = typer.Option(None, "--draft", help="Exported draft folder."),
-    target: Path | None = typer.Option(None, "--target", help="Target folder (model + tokenizer)."),
+    target: Path | None = typer.Option(None, "--target", help="Target folder (model + tokenizer; with --server "
+                                       "only its config.json and tokenizer are read)."),
     steps: int = typer.Option(5, "--steps", help="Draft chain length k."),
     max_new: int = typer.Option(64, "--max-new", help="New tokens per prompt."),
     limit: int | None = typer.Option(None, "--limit", help="Use only the first N prompts."),
@@ -197,11 +199,13 @@ def eval_accept(
     temperature: float = typer.Option(0.0, "--temperature", min=0.0,
                                       help="Local: 0 = greedy chain; above 0 = speculative sampling at it."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed (with --temperature above 0)."),
+    send_text: bool = typer.Option(False, "--send-text", help="With --server: send prompts as text instead of "
+                                   "token ids (SGLang then adds special tokens: a template's BOS arrives twice)."),
 ) -> None:
     """Acceptance length: local greedy speculative decoding, or a server's spec_verify_ct after the preflight."""
     rows = _read_prompt_rows(prompts)[:limit]
     if server:
-        _eval_server(rows, server, baseline, draft, target, target_config, max_new)
+        _eval_server(rows, server, baseline, draft, target, target_config, max_new, send_text)
         return
     if draft is None or target is None:
         _fail("local evaluation needs --draft and --target (or pass --server URL)")
@@ -275,31 +279,50 @@ def _encode(tokenizer: Any, row: dict[str, Any]) -> list[int]:
     return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
 
 
+def _server_prompts(rows: list[dict[str, Any]], target: Path | None, send_text: bool) -> list[Any]:
+    """The prompts for `/generate`: token ids rendered once from the target's tokenizer (no special tokens
+    added), or with `send_text` the rendered text; `text` rows are taken literally either way."""
+    from inference.chat_template import ChatRenderer, TemplateError
+
+    renderer = None
+    if not send_text or any("text" not in r for r in rows):
+        if target is None:
+            _fail("--server needs --target for the tokenizer and chat template (the native API applies none); "
+                  "only its config.json and tokenizer files are read")
+        try:
+            renderer = ChatRenderer.load(target)
+        except TemplateError as exc:
+            _fail(str(exc), 1)
+    prompts: list[Any] = []
+    for row in rows:
+        if "text" in row and send_text:
+            prompts.append(str(row["text"]))
+            continue
+        assert renderer is not None  # loaded above for every row that needs it
+        if "text" in row:
+            prompts.append(list(renderer.tokenizer(str(row["text"]), add_special_tokens=False)["input_ids"]))
+            continue
+        turns = _prompt_turns(row)
+        if not turns:
+            _fail("a prompt row has neither 'text' nor user turns")
+        prompts.append(renderer.render(turns) if send_text else renderer.render_ids(turns))
+    return prompts
+
+
 def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, draft: Path | None,
-                 target: Path | None, target_config: Path | None, max_new: int) -> None:
+                 target: Path | None, target_config: Path | None, max_new: int, send_text: bool) -> None:
     from training.server_eval import ServerEvalError, evaluate_server
 
     if draft is None:
         _fail("--server needs --draft so the preflight can run first")
-    ok, checks = _preflight(server, draft, target_config or target)
+    ok, checks, info = _preflight(server, draft, target_config or target)
     if not ok:
         _print_checks(checks, as_json=False)
         _fail("preflight failed; not measuring a misconfigured server", 1)
-    texts = []
-    tokenizer = None
-    for row in rows:
-        if "text" in row:
-            texts.append(str(row["text"]))
-            continue
-        if tokenizer is None:
-            if target is None:
-                _fail("chat rows need --target for the chat template (the native API applies none)")
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(str(target))
-        texts.append(str(tokenizer.apply_chat_template(_prompt_turns(row), tokenize=False, add_generation_prompt=True)))
+    prompts = _server_prompts(rows, target, send_text)
     try:
-        report = evaluate_server(server, texts, max_new_tokens=max_new, baseline_url=baseline)
+        report = evaluate_server(server, prompts, max_new_tokens=max_new, baseline_url=baseline,
+                                 speculating=info.speculating)
     except ServerEvalError as exc:
         _fail(str(exc), 1)
     typer.echo(json.dumps(report))
@@ -320,8 +343,10 @@ def sglang_command(
     from training.preflight import read_draft
 
     try:
+        config_file = Path(target) / "config.json"
+        target_config = json.loads(config_file.read_text()) if config_file.is_file() else None
         plan = plan_launch(target, draft, read_draft(draft), steps=steps, topk=topk, draft_tokens=draft_tokens,
-                           context_length=context_length, port=port)
+                           context_length=context_length, port=port, target_config=target_config)
     except _user_errors() as exc:
         _fail(str(exc), 1)
     for note in plan.notes:

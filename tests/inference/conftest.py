@@ -43,3 +43,23 @@ def tiny_tokenizer_dir(tmp_path: Path) -> Path:
     out = tmp_path / "tiny-tokenizer"
     fast.save_pretrained(out)
     return out
+
+
+@pytest.fixture
+def bos_tokenizer_dir(tmp_path: Path) -> Path:
+    """A Llama-like tokenizer: its chat template starts with BOS and tokenizing with special tokens adds one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[UNK]": 0, "<s>": 1, "</s>": 2, "<|user|>": 3, "<|assistant|>": 4, "<|system|>": 5, "<|end|>": 6}
+    for word in ("hello", "world", "be", "brief", "Be", "brief."):
+        vocab.setdefault(word, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="[UNK]")
+    fast.add_special_tokens({"additional_special_tokens": ["<|user|>", "<|assistant|>", "<|system|>", "<|end|>"]})
+    fast.chat_template = "{{ bos_token }}" + TINY_TEMPLATE
+    out = tmp_path / "bos-tokenizer"
+    fast.save_pretrained(out)
+    return out

@@ -5,6 +5,12 @@ be told apart) and, per request, can inject a fault: `429`, `500`, `400`, `garba
 `drop` (connection closed without an answer), `timeout` (no answer for a long time). Faults come from a
 queue (`script`), from per-fault rates with a seeded RNG, or from a marker in the prompt (`POISON` → 400).
 On the OpenAI route, `LOOP` in a question makes the answer repeat itself and `LONG` ends it at the token limit.
+Like SGLang it serves `/server_info` and `/model_info` (and, with `legacy_info`, only the deprecated `get_`
+aliases), tokenizes `text` with special tokens added while taking `input_ids` as given (with `tokenizer`,
+so `prompt_tokens` and the decoded prompt show a doubled BOS), and with `counters_every=N` leaves the
+speculative counters off all but every N-th answer (0: off every answer), as SGLang does on answers that
+verified nothing. `info` overrides server-info fields (another draft path, deterministic inference). Every
+POST body is logged in `bodies`, every path counted in `requests`.
 `stop()` closes the listener and aborts every open connection, like a server that dies. `write_samples` writes
 curated input rows for the tests.
 """
@@ -42,6 +48,10 @@ class FakeServer:
         delay_s: float = 0.0,
         seed: int = 0,
         reasoning: str | None = None,
+        tokenizer: Any = None,
+        counters_every: int = 1,
+        info: dict[str, Any] | None = None,
+        legacy_info: bool = False,
     ) -> None:
         self.port = port
         self.model = model
@@ -49,6 +59,11 @@ class FakeServer:
         self.rates = rates or {}
         self.delay_s = delay_s
         self.reasoning = reasoning
+        self.tokenizer = tokenizer
+        self.counters_every = counters_every
+        self.info = info or {}
+        self.legacy_info = legacy_info
+        self.prompt_ids: list[list[int]] = []
         self.rng = random.Random(seed)
         self.requests: Counter[str] = Counter()
         self.faults: Counter[str] = Counter()
@@ -155,6 +170,8 @@ class FakeServer:
         body = json.loads(raw or b"{}")
         self.bodies.append(body)
         prompt = body.get("text") or json.dumps(body.get("messages")) or json.dumps(body.get("input_ids"))
+        if path == "/generate" and self.tokenizer is not None:
+            prompt = self._as_sglang_sees_it(body)
         fault = self._next_fault(prompt)
         if self.delay_s:
             await self._nap(self.delay_s * (0.5 + self.rng.random()))
@@ -194,12 +211,25 @@ class FakeServer:
             data = _recorded("openai/models.json")
             data["data"][0]["id"] = self.model
             return 200, data
-        if path in ("/get_server_info", "/get_model_info"):
-            name = "get_server_info" if path == "/get_server_info" else "get_model_info"
-            data = _recorded(f"sglang/{name}.json")
+        names = {"/server_info": "server_info", "/model_info": "model_info"}
+        if self.legacy_info:
+            names = {"/get_server_info": "server_info", "/get_model_info": "model_info"}
+        if path in names:
+            data = _recorded(f"sglang/{names[path]}.json")
             data["model_path"] = data["tokenizer_path"] = self.model
+            if names[path] == "server_info":
+                data.update(self.info)
             return 200, data
         return 404, {"detail": "Not Found"}
+
+    def _as_sglang_sees_it(self, body: dict[str, Any]) -> str:
+        """Tokenize the prompt as SGLang does (text: special tokens added; ids: as sent); return it decoded."""
+        if "input_ids" in body:
+            ids = list(body["input_ids"])
+        else:
+            ids = list(self.tokenizer(body["text"], add_special_tokens=True)["input_ids"])
+        self.prompt_ids.append(ids)
+        return str(self.tokenizer.decode(ids, skip_special_tokens=False))
 
     @staticmethod
     def answer_for(question: str) -> str:
@@ -231,7 +261,14 @@ class FakeServer:
         data = copy.deepcopy(_recorded("sglang/generate.json"))
         think = f"<think>{self.reasoning}</think>\n" if self.reasoning and "NOTHINK" not in prompt else ""
         data["text"] = think + self.answer_for(question)
-        data["meta_info"]["completion_tokens"] = len(data["text"].split())
+        meta = data["meta_info"]
+        meta["completion_tokens"] = len(data["text"].split())
+        if self.prompt_ids:
+            meta["prompt_tokens"] = len(self.prompt_ids[-1])
+        answered = self.requests["/generate"]
+        if not self.counters_every or answered % self.counters_every:
+            for key in [k for k in meta if k.startswith("spec_")]:
+                del meta[key]
         return data
 
 

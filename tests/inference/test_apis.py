@@ -67,6 +67,13 @@ def test_openai_payload_carries_sampling_and_disables_thinking() -> None:
 def test_sglang_generate_meta_info_and_abort() -> None:
     result = parse_generate(_recorded("sglang/generate.json"), 9.0)
     assert result.finish_reason == "stop" and result.spec_verify_ct == 5
+    assert (result.spec_num_correct_drafts, result.spec_num_proposed_drafts) == (12, 15)
+    assert result.spec_accept_length == pytest.approx(3.4)
+    quiet = parse_generate(_recorded("sglang/generate_no_counters.json"), 1.0)  # verified nothing: no counters
+    assert quiet.completion_tokens == 1 and quiet.spec_verify_ct is None and quiet.spec_num_proposed_drafts is None
+    older = parse_generate({"text": "x", "meta_info": {"spec_verify_ct": 2, "spec_accepted_drafts": 3,
+                                                       "spec_proposed_drafts": 6}}, 0.1)
+    assert (older.spec_num_correct_drafts, older.spec_num_proposed_drafts) == (3, 6)
     assert (result.prompt_tokens, result.completion_tokens) == (42, 17)
     assert result.latency_s == pytest.approx(0.0913)
     cut = parse_generate(_recorded("sglang/generate_length.json"), 1.0)
@@ -77,16 +84,26 @@ def test_sglang_generate_meta_info_and_abort() -> None:
         parse_generate({"text": "x"}, 0.1)
 
 
-def test_sglang_payload_renders_with_the_target_template(tiny_tokenizer_dir: Path) -> None:
+def test_sglang_payload_sends_ids_rendered_once_by_default(tiny_tokenizer_dir: Path) -> None:
     renderer = ChatRenderer.load(tiny_tokenizer_dir)
-    backend = SGLangNativeBackend(renderer, reasoning=Reasoning.DISABLE)
-    body = backend.payload(HISTORY, Sampling(max_tokens=32, seed=3))
-    assert body["text"] == "<|system|>be brief<|end|><|user|>hello world<|end|><|assistant|>NOTHINK"
+    body = SGLangNativeBackend(renderer).payload(HISTORY, Sampling(max_tokens=32, seed=3))
+    assert "text" not in body
     assert body["sampling_params"] == {"max_new_tokens": 32, "temperature": 0.7, "top_p": 0.95, "sampling_seed": 3}
-    ids = SGLangNativeBackend(renderer, send_ids=True).payload(HISTORY, Sampling())["input_ids"]
     vocab = renderer.tokenizer.get_vocab()
-    assert ids[0] == vocab["<|system|>"] and ids[-1] == vocab["<|assistant|>"]
-    assert vocab["hello"] in ids and "text" not in SGLangNativeBackend(renderer, send_ids=True).payload(HISTORY, Sampling())
+    assert body["input_ids"][0] == vocab["<|system|>"] and body["input_ids"][-1] == vocab["<|assistant|>"]
+    assert vocab["hello"] in body["input_ids"]
+    text = SGLangNativeBackend(renderer, reasoning=Reasoning.DISABLE, send_text=True).payload(HISTORY, Sampling())
+    assert text["text"] == "<|system|>be brief<|end|><|user|>hello world<|end|><|assistant|>NOTHINK"
+    assert "input_ids" not in text
+
+
+def test_ids_carry_one_bos_where_text_would_reach_sglang_with_two(bos_tokenizer_dir: Path) -> None:
+    renderer = ChatRenderer.load(bos_tokenizer_dir)
+    ids = SGLangNativeBackend(renderer).payload(HISTORY, Sampling())["input_ids"]
+    assert ids[0] == 1 and ids.count(1) == 1
+    text = SGLangNativeBackend(renderer, send_text=True).payload(HISTORY, Sampling())["text"]
+    as_sglang_tokenizes_it = renderer.tokenizer(text, add_special_tokens=True)["input_ids"]
+    assert as_sglang_tokenizes_it[:2] == [1, 1]  # the trap the default avoids
 
 
 def test_tokenizer_without_template_is_refused(tiny_tokenizer_dir: Path) -> None:

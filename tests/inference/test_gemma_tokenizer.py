@@ -60,7 +60,7 @@ def test_turn_template_renders_gemma_markers(saved: tuple[Any, Path]) -> None:
 def llama(gemma_file: Path) -> Iterator[Any]:
     from inference.local_server import LlamaServer
 
-    with LlamaServer(gemma_file, parallel=1, threads=2) as server:
+    with LlamaServer(gemma_file, parallel=1, threads=2, chat_template="gemma") as server:
         yield server
 
 

@@ -103,17 +103,73 @@ def test_plan_reads_a_manifest_without_target_beside_the_curated_set(tmp_path: P
     assert "no manifest" not in text and "openai/gsm8k" in text
 
 
-def test_native_api_through_the_cli_with_token_ids(tmp_path: Path, fake_server: FakeServer, tiny_tokenizer_dir: Path) -> None:
+def test_native_api_through_the_cli_sends_token_ids_by_default(tmp_path: Path, fake_server: FakeServer,
+                                                                tiny_tokenizer_dir: Path) -> None:
     write_samples(tmp_path / "in.jsonl", 3, turns=2)
     result = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", fake_server.url,
                                  "--out", str(tmp_path / "run"), "--api", "sglang", "--tokenizer", str(tiny_tokenizer_dir),
-                                 "--send-ids", "--reasoning", "disable", "--max-tokens", "64"])
+                                 "--reasoning", "disable", "--max-tokens", "64"])
     assert result.exit_code == 0, result.output
     assert fake_server.requests["/generate"] == 6
+    assert fake_server.requests["/server_info"] >= 1 and fake_server.requests["/get_server_info"] == 0
     sent = fake_server.bodies[0]
     assert "input_ids" in sent and "text" not in sent and sent["sampling_params"]["max_new_tokens"] == 64
     row = json.loads((tmp_path / "run" / "regenerated.jsonl").read_text().splitlines()[0])
     assert row["meta"]["api"] == "sglang" and row["meta"]["spec_verify_ct"] == 10
+    assert (row["meta"]["spec_num_correct_drafts"], row["meta"]["spec_num_proposed_drafts"]) == (24, 30)
+    assert row["meta"]["turns"][0]["spec_accept_length"] == 3.4
+
+
+def test_the_native_prompt_reaches_sglang_with_one_bos(tmp_path: Path, bos_tokenizer_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    write_samples(tmp_path / "in.jsonl", 2, turns=2)
+    server = FakeServer(tokenizer=AutoTokenizer.from_pretrained(str(bos_tokenizer_dir))).start()
+    args = ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", server.url, "--api", "sglang",
+            "--tokenizer", str(bos_tokenizer_dir), "--max-tokens", "8"]
+    try:
+        ids = runner.invoke(app, [*args, "--out", str(tmp_path / "ids")])
+        sent_ids = list(server.prompt_ids)
+        text = runner.invoke(app, [*args, "--out", str(tmp_path / "text"), "--send-text"])
+        sent_text = server.prompt_ids[len(sent_ids):]
+    finally:
+        server.stop()
+    assert ids.exit_code == 0 and text.exit_code == 0, ids.output + text.output
+    assert len(sent_ids) == 4 and all(p[0] == 1 and p.count(1) == 1 for p in sent_ids)  # one BOS, every turn
+    assert len(sent_text) == 4 and all(p[:2] == [1, 1] for p in sent_text)  # text: SGLang adds a second one
+    second_turn = [p for p in sent_ids if p.count(3) == 2]  # <|user|> twice: the history holds the first answer
+    assert second_turn and all(p.count(1) == 1 for p in second_turn)
+
+
+def test_a_seed_sglang_will_ignore_is_warned_about(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    write_samples(tmp_path / "in.jsonl", 1)
+    for deterministic, warned in ((False, True), (True, False)):
+        server = FakeServer(info={"enable_deterministic_inference": deterministic}).start()
+        try:
+            result = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", server.url,
+                                         "--out", str(tmp_path / f"run{deterministic}"), "--api", "sglang",
+                                         "--tokenizer", str(tiny_tokenizer_dir), "--seed", "5"])
+        finally:
+            server.stop()
+        assert result.exit_code == 0, result.output
+        assert ("--enable-deterministic-inference" in result.output) is warned
+        assert server.bodies[-1]["sampling_params"]["sampling_seed"] == 5
+
+
+def test_answers_without_spec_counters_are_kept_and_summed_over_those_that_have_them(
+        tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    write_samples(tmp_path / "in.jsonl", 1, turns=2)
+    server = FakeServer(counters_every=2).start()  # the first turn's answer verified nothing
+    try:
+        result = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", server.url,
+                                     "--out", str(tmp_path / "run"), "--api", "sglang",
+                                     "--tokenizer", str(tiny_tokenizer_dir)])
+    finally:
+        server.stop()
+    assert result.exit_code == 0, result.output
+    row = json.loads((tmp_path / "run" / "regenerated.jsonl").read_text().splitlines()[0])
+    assert "spec_verify_ct" not in row["meta"]["turns"][0] and row["meta"]["turns"][1]["spec_verify_ct"] == 5
+    assert row["meta"]["spec_verify_ct"] == 5
 
 
 def test_no_server_up_at_start_fails_fast_with_one_line(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ KIMI_TARGET: dict[str, Any] = {
 
 
 def server_info(name: str) -> dict[str, Any]:
-    """A recorded /get_server_info answer by file stem."""
+    """A recorded /server_info answer by file stem."""
     return dict(json.loads((RECORDED / f"{name}.json").read_text()))
 
 

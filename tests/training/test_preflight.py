@@ -3,22 +3,40 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
 from realistic_configs import KIMI_TARGET, LLAMA_TARGET, altered, kimi_draft, llama_draft, server_info
 
 from training.preflight import (
+    PlusOne,
     check_algorithm,
     check_aux_layers,
     check_context,
+    check_draft,
     check_dtype,
     check_fc_input,
     check_lm_head,
     check_vocab,
+    plus_one_rule,
     run_preflight,
     server_capture,
 )
+
+GEMMA3_TARGET = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "num_hidden_layers": 18}
+QWEN3_TARGET = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "num_hidden_layers": 36}
+GLM_LITE_TARGET = {"architectures": ["Glm4MoeLiteForCausalLM"], "model_type": "glm4_moe_lite", "num_hidden_layers": 47}
+GPT_OSS_TARGET = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 24}
+
+
+def _served_here(server: str, draft):  # type: ignore[no-untyped-def]
+    """The draft as read from the folder the recorded server serves."""
+    draft.folder = Path(server_info(server)["speculative_draft_model_path"])
+    return draft
 
 
 @pytest.mark.parametrize(("server", "draft", "target"), [
@@ -26,16 +44,46 @@ from training.preflight import (
     ("kimi_k2_eagle3", kimi_draft, KIMI_TARGET),
 ], ids=["llama-3.1-8b", "kimi-k2"])
 def test_a_correct_pairing_passes_every_check(server: str, draft: object, target: dict) -> None:
-    checks = run_preflight(server_info(server), draft(), target)  # type: ignore[operator]
-    assert [c.name for c in checks] == ["algorithm", "fc_input", "lm_head", "aux_layers", "context", "dtype", "vocab"]
+    checks = run_preflight(server_info(server), _served_here(server, draft()), target)  # type: ignore[operator]
+    assert [c.name for c in checks] == ["algorithm", "draft", "fc_input", "lm_head", "aux_layers", "context", "dtype",
+                                        "vocab"]
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
 
 
 def test_eagle_flag_with_an_eagle3_draft_is_the_trap_explained() -> None:
     check = check_algorithm(server_info("llama31_8b_eagle_flag"), llama_draft())
     assert not check.ok
-    for words in ("1x hidden size instead of 3x", "fc layer", "skipped", "about 1.0 tokens", "EAGLE3"):
+    for words in ("1x hidden size instead of 3x", "fc layer", "skipped", "about 1.0 tokens", "EAGLE3",
+                  "target's lm_head", "ignore d2t"):
         assert words in check.detail
+
+
+def _export(folder: Path, weights: bytes, **config: object) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], **config}))
+    (folder / "model.safetensors").write_bytes(weights)
+    return folder
+
+
+def test_the_server_must_serve_the_given_draft(tmp_path: Path) -> None:
+    ours = _export(tmp_path / "ours", b"weights-a", hidden_size=64)
+    draft = altered(llama_draft())
+    draft.folder = ours
+    same = check_draft({"speculative_draft_model_path": str(tmp_path / "x" / ".." / "ours")}, draft)
+    assert same.ok and "the given draft" in same.detail
+    shutil.copytree(ours, tmp_path / "copy")
+    copy_ok = check_draft({"speculative_draft_model_path": str(tmp_path / "copy")}, draft)
+    assert copy_ok.ok and "a copy of the given draft" in copy_ok.detail
+    _export(tmp_path / "other", b"weights-b", hidden_size=64)
+    other = check_draft({"speculative_draft_model_path": str(tmp_path / "other")}, draft)
+    assert not other.ok and str(tmp_path / "other") in other.detail and str(ours) in other.detail
+    assert "weights differ" in other.detail and "config.json" not in other.detail.split("(")[1].split(";")[0]
+    _export(tmp_path / "retuned", b"weights-a", hidden_size=128)
+    assert "config.json differ" in check_draft({"speculative_draft_model_path": str(tmp_path / "retuned")}, draft).detail
+    remote = check_draft({"speculative_draft_model_path": "/elsewhere/draft"}, draft)
+    assert not remote.ok and "/elsewhere/draft" in remote.detail and str(ours) in remote.detail
+    assert "cannot be read here" in remote.detail and hashlib.sha256(b"weights-a").hexdigest() in remote.detail
+    assert not check_draft(server_info("llama31_8b_no_speculation"), draft).ok
 
 
 def test_a_server_without_speculation_fails() -> None:
@@ -57,19 +105,30 @@ def test_missing_lm_head_fails() -> None:
     assert not check.ok and "1.00" in check.detail
 
 
-def test_sglang_reads_config_ids_with_either_rule() -> None:
-    assert server_capture([1, 29, 57], 61) == ((2, 30, 58), (2, 30, 58))
-    assert server_capture([2, 30, 58], 61) == ((3, 31, 59), (2, 30, 58))
-    assert server_capture(None, 61) == ((2, 30, 58), (2, 30, 58))
+def test_the_plus_one_rule_follows_the_targets_model_family() -> None:
+    assert [plus_one_rule(t) for t in (LLAMA_TARGET, GEMMA3_TARGET, QWEN3_TARGET)] == [PlusOne.ALWAYS] * 3
+    assert plus_one_rule(KIMI_TARGET) is PlusOne.IF_FIRST_IS_ONE  # Kimi-K2 runs on SGLang's DeepSeek-V3 model file
+    assert plus_one_rule(GLM_LITE_TARGET) is PlusOne.IF_FIRST_IS_ONE
+    assert plus_one_rule(GPT_OSS_TARGET) is PlusOne.UNLESS_MAX_IS_L
+    assert plus_one_rule({"architectures": ["FalconForCausalLM"]}) is PlusOne.UNKNOWN
+    assert server_capture([2, 30, 58], 61, PlusOne.ALWAYS) == (3, 31, 59)
+    assert server_capture([1, 29, 57], 61, PlusOne.IF_FIRST_IS_ONE) == (2, 30, 58)
+    assert server_capture([2, 30, 58], 61, PlusOne.IF_FIRST_IS_ONE) == (2, 30, 58)
+    assert server_capture([1, 11, 24], 24, PlusOne.UNLESS_MAX_IS_L) == (1, 11, 24)
+    assert server_capture([1, 11, 20], 24, PlusOne.UNLESS_MAX_IS_L) == (2, 12, 21)
+    assert server_capture(None, 61, PlusOne.ALWAYS) == (2, 30, 58)
 
 
-def test_aux_ids_written_in_the_input_convention_are_the_plus_one_trap() -> None:
-    # Kimi-K2 trained on the inputs of [2, 30, 58], but the config states [2, 30, 58] instead of [1, 29, 57].
-    draft = kimi_draft()
-    draft.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 30, 58]
-    check = check_aux_layers(draft, KIMI_TARGET)
-    assert not check.ok
-    assert "older servers add 1 (inputs of [3, 31, 59])" in check.detail and "[1, 29, 57]" in check.detail
+def test_input_convention_ids_are_the_plus_one_trap_on_llama_but_read_as_is_on_deepseek() -> None:
+    # Trained on the inputs of [2, 16, 29], but the config states those ids instead of [1, 15, 28].
+    llama = llama_draft()
+    llama.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 16, 29]
+    check = check_aux_layers(llama, LLAMA_TARGET)
+    assert not check.ok and "inputs of layers [3, 17, 30]" in check.detail and "off-by-one" in check.detail
+    # DeepSeek-V3's model file adds 1 only when the first id is 1: the same slip is read as meant.
+    kimi = kimi_draft()
+    kimi.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 30, 58]
+    assert check_aux_layers(kimi, KIMI_TARGET).ok
 
 
 def test_aux_ids_off_by_one_from_training_fail() -> None:
@@ -79,9 +138,26 @@ def test_aux_ids_off_by_one_from_training_fail() -> None:
     assert not check.ok and "off-by-one" in check.detail
 
 
+def test_duplicate_aux_ids_are_refused() -> None:
+    draft = llama_draft()
+    draft.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 1, 28]
+    draft.config["datahunt"]["aux_layer_ids_input_of_layer"] = [2, 2, 29]
+    check = check_aux_layers(draft, LLAMA_TARGET)
+    assert not check.ok and "2H features instead of 3H" in check.detail
+
+
+def test_an_unknown_family_passes_only_when_every_known_rule_agrees() -> None:
+    falcon = {"architectures": ["FalconForCausalLM"], "num_hidden_layers": 32}
+    assert check_aux_layers(llama_draft(), falcon).ok  # ids [1, 15, 28]: +1 under every rule
+    draft = llama_draft()
+    draft.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 16, 29]
+    check = check_aux_layers(draft, falcon)
+    assert not check.ok and "FalconForCausalLM" in check.detail
+
+
 def test_aux_ids_beyond_the_target_fail() -> None:
     check = check_aux_layers(kimi_draft(), LLAMA_TARGET)  # a 61-layer draft on a 32-layer target
-    assert not check.ok and "beyond a 32-layer target" in check.detail
+    assert not check.ok and "outside a 32-layer target" in check.detail
 
 
 def test_max_position_embeddings_below_the_serving_context_fails() -> None:
@@ -118,9 +194,16 @@ def test_d2t_out_of_range_or_inconsistent_fails() -> None:
     assert "disagree" in check_vocab(draft, LLAMA_TARGET).detail
 
 
-def test_ids_starting_below_one_cannot_be_made_version_proof_by_renaming() -> None:
-    draft = kimi_draft()
-    draft.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 29, 57]
-    draft.config["datahunt"]["aux_layer_ids_input_of_layer"] = [1, 30, 58]
-    check = check_aux_layers(draft, KIMI_TARGET)
-    assert not check.ok and "pin the SGLang version" in check.detail
+def test_gpt_oss_ids_naming_the_last_layer_are_not_shifted() -> None:
+    draft = llama_draft()
+    draft.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 11, 24]
+    draft.config["datahunt"]["aux_layer_ids_input_of_layer"] = [1, 11, 24]
+    assert check_aux_layers(draft, GPT_OSS_TARGET).ok  # 24 = the last layer's output, captured as is
+    draft.config["datahunt"]["aux_layer_ids_input_of_layer"] = [2, 12, 25]
+    assert not check_aux_layers(draft, GPT_OSS_TARGET).ok
+    draft.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 11, 20]
+    draft.config["datahunt"]["aux_layer_ids_input_of_layer"] = [2, 12, 21]
+    assert check_aux_layers(draft, GPT_OSS_TARGET).ok
+    draft.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 15, 32]  # on llama, 33 does not exist
+    draft.config["datahunt"]["aux_layer_ids_input_of_layer"] = [2, 16, 33]
+    assert "outside a 32-layer target" in check_aux_layers(draft, LLAMA_TARGET).detail

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +16,14 @@ from typer.testing import CliRunner
 from server.cli import app
 from training.draft_model import DraftConfig, Eagle3Draft
 from training.export import export_draft
-from training.hidden_states import default_aux_layers
+from training.hidden_states import AuxLayers
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def tiny_draft(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Path:
-    """A random draft exported for the tiny Llama target (hidden 64, 4 layers, fp32)."""
+    """A random draft exported for the tiny Llama target (hidden 64, 4 layers, fp32), on three distinct layers."""
     config = json.loads((llama_dir / "config.json").read_text())
     torch.manual_seed(0)
     draft = Eagle3Draft(DraftConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
@@ -31,30 +32,30 @@ def tiny_draft(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Pat
                                     max_position_embeddings=512))
     draft.t2d.fill_(True)
     folder = tmp_path_factory.mktemp("draft")
-    return export_draft(draft, default_aux_layers(4), folder, dtype="float32")
+    return export_draft(draft, AuxLayers((1, 2, 3), "input"), folder, dtype="float32")
 
 
-def _info(llama_dir: Path, **changes: Any) -> dict[str, Any]:
+def _info(llama_dir: Path, draft: Path, **changes: Any) -> dict[str, Any]:
     info = server_info("llama31_8b_eagle3")
-    info.update({"model_path": str(llama_dir), "tokenizer_path": str(llama_dir), **changes})
+    info.update({"model_path": str(llama_dir), "tokenizer_path": str(llama_dir),
+                 "speculative_draft_model_path": str(draft), **changes})
     return info
 
 
 def _gets(info: dict[str, Any]) -> dict[str, Any]:
-    return {"/get_server_info": info, "/get_model_info": {"model_path": info["model_path"],
-                                                          "tokenizer_path": info["tokenizer_path"],
-                                                          "is_generation": True}}
+    return {"/server_info": info, "/model_info": {"model_path": info["model_path"],
+                                                  "tokenizer_path": info["tokenizer_path"], "is_generation": True}}
 
 
 def test_check_server_passes_with_the_target_config_from_model_path(llama_dir: Path, tiny_draft: Path) -> None:
-    with serve(_gets(_info(llama_dir))) as url:
+    with serve(_gets(_info(llama_dir, tiny_draft))) as url:
         result = runner.invoke(app, ["check-server", url, "--draft", str(tiny_draft), "--json"])
     assert result.exit_code == 0, result.output
     assert all(c["ok"] for c in json.loads(result.stdout))
 
 
 def test_check_server_fails_loudly_on_the_eagle_flag(llama_dir: Path, tiny_draft: Path) -> None:
-    with serve(_gets(_info(llama_dir, speculative_algorithm="EAGLE"))) as url:
+    with serve(_gets(_info(llama_dir, tiny_draft, speculative_algorithm="EAGLE"))) as url:
         result = runner.invoke(app, ["check-server", url, "--draft", str(tiny_draft)])
     assert result.exit_code == 1
     assert "FAIL" in result.output and "3x" in result.output and "Traceback" not in result.output
@@ -65,37 +66,111 @@ def test_check_server_on_a_dead_url_is_one_line(tiny_draft: Path) -> None:
     assert result.exit_code == 1 and result.output.startswith("error: ") and result.output.count("\n") == 1
 
 
-def test_eval_accept_on_a_server_reports_tokens_over_verify_rounds(llama_dir: Path, tiny_draft: Path,
-                                                                   tmp_path: Path) -> None:
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"conversations": [{"role": "user", "content": f"w{i} w2"}]}) + "\n"
-                               for i in range(3)))
-    seen: list[str] = []
+@pytest.fixture(scope="module")
+def target_without_weights(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Path:
+    """The tiny target's config.json and tokenizer files only: what eval-accept --server may read."""
+    folder = tmp_path_factory.mktemp("target-config-only")
+    for path in llama_dir.iterdir():
+        if path.suffix not in {".safetensors", ".bin"}:
+            shutil.copy(path, folder / path.name)
+    assert not list(folder.glob("*.safetensors"))
+    return folder
+
+
+def _answer(completion: int, rounds: int | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"id": "x", "finish_reason": {"type": "length"}, "prompt_tokens": 7,
+                            "completion_tokens": completion, "e2e_latency": 0.1}
+    if rounds:  # SGLang writes the counters only when the answer verified at least once
+        meta.update({"spec_verify_ct": rounds, "spec_accept_length": completion / rounds,
+                     "spec_num_correct_drafts": completion - rounds, "spec_num_proposed_drafts": 3 * rounds})
+    return {"text": "w1 w2", "meta_info": meta}
+
+
+def _chat_prompts(path: Path, n: int) -> Path:
+    path.write_text("".join(json.dumps({"conversations": [{"role": "user", "content": f"w{i} w2"}]}) + "\n"
+                            for i in range(n)))
+    return path
+
+
+def test_eval_accept_on_a_server_sends_ids_and_counts_an_answer_without_counters_as_zero_rounds(
+        target_without_weights: Path, tiny_draft: Path, tmp_path: Path) -> None:
+    prompts = _chat_prompts(tmp_path / "prompts.jsonl", 3)
+    bodies: list[dict[str, Any]] = []
+    answers = iter([_answer(30, 12), _answer(1, None), _answer(30, 12)])  # the second verified nothing
 
     def speculative(body: dict[str, Any]) -> dict[str, Any]:
-        seen.append(body["text"])
-        return {"text": "w1 w2", "meta_info": {"id": "x", "finish_reason": {"type": "length"}, "prompt_tokens": 7,
-                                               "completion_tokens": 30, "spec_verify_ct": 12, "e2e_latency": 0.1}}
+        bodies.append(body)
+        return next(answers)
 
     def plain(body: dict[str, Any]) -> dict[str, Any]:
         return {"text": "w1", "meta_info": {"id": "y", "finish_reason": {"type": "length"}, "prompt_tokens": 7,
                                             "completion_tokens": 30, "e2e_latency": 0.3}}
 
-    with serve(_gets(_info(llama_dir)), speculative) as url, serve({}, plain) as base:
+    with serve(_gets(_info(target_without_weights, tiny_draft)), speculative) as url, serve({}, plain) as base:
         result = runner.invoke(app, ["eval-accept", "--server", url, "--baseline", base, "--draft", str(tiny_draft),
-                                     "--target", str(llama_dir), "--prompts", str(prompts), "--max-new", "30"])
+                                     "--target", str(target_without_weights), "--prompts", str(prompts),
+                                     "--max-new", "30"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["accept_length"] == 2.5 and report["spec_verify_ct"] == 36
+    assert report["accept_length"] == round(61 / 24, 4) and report["spec_verify_ct"] == 24
+    assert report["answers_without_counters"] == 1 and report["prompt_format"] == "input_ids"
+    assert report["spec_num_correct_drafts"] == 36 and report["draft_accept_rate"] == 0.5
     assert "baseline_tok_s" in report and "speedup" in report
-    assert seen[0].startswith("<bos><|user|> w0 w2 <|end|>") and seen[0].endswith("<|assistant|> ")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(target_without_weights))
+    ids = bodies[0]["input_ids"]
+    assert "text" not in bodies[0] and ids.count(tokenizer.bos_token_id) == 1 and ids[0] == tokenizer.bos_token_id
+    assert tokenizer.decode(ids) == "<bos> <|user|> w0 w2 <|end|> <|assistant|>"
+
+
+def test_eval_accept_fails_only_when_no_answer_carries_the_counters(target_without_weights: Path,
+                                                                    tiny_draft: Path, tmp_path: Path) -> None:
+    prompts = _chat_prompts(tmp_path / "prompts.jsonl", 2)
+    with serve(_gets(_info(target_without_weights, tiny_draft)), lambda body: _answer(1, None)) as url:
+        result = runner.invoke(app, ["eval-accept", "--server", url, "--draft", str(tiny_draft),
+                                     "--target", str(target_without_weights), "--prompts", str(prompts)])
+    assert result.exit_code == 1 and "none of the 2 answers" in result.output and "Traceback" not in result.output
+
+
+def test_eval_accept_sends_text_only_when_asked(target_without_weights: Path, tiny_draft: Path,
+                                                tmp_path: Path) -> None:
+    prompts = _chat_prompts(tmp_path / "prompts.jsonl", 1)
+    bodies: list[dict[str, Any]] = []
+
+    def speculative(body: dict[str, Any]) -> dict[str, Any]:
+        bodies.append(body)
+        return _answer(8, 4)
+
+    with serve(_gets(_info(target_without_weights, tiny_draft)), speculative) as url:
+        result = runner.invoke(app, ["eval-accept", "--server", url, "--draft", str(tiny_draft), "--send-text",
+                                     "--target", str(target_without_weights), "--prompts", str(prompts)])
+    assert result.exit_code == 0, result.output
+    assert bodies[0]["text"].startswith("<bos><|user|> w0 w2 <|end|>") and "input_ids" not in bodies[0]
+    assert json.loads(result.stdout)["prompt_format"] == "text"
+
+
+def test_check_server_fails_when_the_server_serves_another_draft(llama_dir: Path, tiny_draft: Path,
+                                                                 tmp_path: Path) -> None:
+    other = tmp_path / "other-draft"
+    shutil.copytree(tiny_draft, other)
+    weights = next(other.glob("*.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # same config, one weight bit flipped
+    weights.write_bytes(bytes(data))
+    with serve(_gets(_info(llama_dir, other))) as url:
+        result = runner.invoke(app, ["check-server", url, "--draft", str(tiny_draft), "--json"])
+    assert result.exit_code == 1
+    draft_check = next(c for c in json.loads(result.stdout) if c["check"] == "draft")
+    assert not draft_check["ok"] and str(other) in draft_check["detail"]
+    assert str(tiny_draft.resolve()) in draft_check["detail"] and "weights differ" in draft_check["detail"]
 
 
 def test_eval_accept_refuses_to_measure_a_misconfigured_server(llama_dir: Path, tiny_draft: Path,
                                                                tmp_path: Path) -> None:
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"text": "w1 w2"}) + "\n")
-    with serve(_gets(_info(llama_dir, speculative_algorithm="EAGLE"))) as url:
+    with serve(_gets(_info(llama_dir, tiny_draft, speculative_algorithm="EAGLE"))) as url:
         result = runner.invoke(app, ["eval-accept", "--server", url, "--draft", str(tiny_draft),
                                      "--prompts", str(prompts)])
     assert result.exit_code == 1 and "preflight failed" in result.output
@@ -109,6 +184,20 @@ def test_eval_accept_locally_checks_identity(llama_dir: Path, tiny_draft: Path, 
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["identical_to_target_greedy"] is True and report["accept_length"] >= 1.0
+
+
+def test_sglang_command_checks_the_layers_against_a_local_target(tiny_draft: Path, llama_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    result = runner.invoke(app, ["sglang-command", "--target", str(llama_dir), "--draft", str(tiny_draft)])
+    assert result.exit_code == 0, result.output
+    assert "captures the inputs of [1, 2, 3]" in result.output and "+1 rule always" in result.output
+    twice = tmp_path / "twice"
+    shutil.copytree(tiny_draft, twice)
+    config = json.loads((twice / "config.json").read_text())
+    config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 0, 2]
+    (twice / "config.json").write_text(json.dumps(config))
+    refused = runner.invoke(app, ["sglang-command", "--target", "org/model", "--draft", str(twice)])
+    assert refused.exit_code == 1 and "2H features instead of 3H" in refused.output
 
 
 def test_sglang_command_derives_the_algorithm_from_the_draft(tiny_draft: Path) -> None:
