@@ -68,3 +68,14 @@ def engine(database_url: str) -> Iterator[Engine]:
     store.upgrade_database(engine)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture
+def pg_engine(pg_schema: str) -> Iterator[Engine]:
+    """A migrated, empty catalog on PostgreSQL only: for row locks and deadlocks, which SQLite does not have."""
+    from curation.catalog import store
+
+    engine = store.make_engine(PG_URL_TEMPLATE.format(schema=pg_schema))
+    store.upgrade_database(engine)
+    yield engine
+    engine.dispose()

@@ -31,7 +31,13 @@ from curation.catalog.campaigns import (
     set_campaign_status,
     start_run,
 )
-from curation.catalog.database import make_engine, open_session, upgrade_database
+from curation.catalog.database import (
+    is_retryable,
+    make_engine,
+    open_session,
+    run_transaction,
+    upgrade_database,
+)
 from curation.catalog.errors import (
     CampaignNotFoundError,
     CatalogError,
@@ -65,15 +71,18 @@ __all__ = [
     "get_campaign",
     "get_entry",
     "get_run",
+    "is_retryable",
     "list_campaigns",
     "list_entries",
     "list_runs",
     "make_engine",
     "open_session",
     "review_entry",
+    "run_transaction",
     "set_campaign_status",
     "start_run",
     "upgrade_database",
+    "upsert_entries",
     "upsert_entry",
 ]
 
@@ -184,6 +193,19 @@ def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str,
         )
     session.flush()
     return entry
+
+
+def upsert_entries(
+    session: Session, *, verified: list[tuple[CandidateRecord, str, list[dict[str, Any]]]]
+) -> list[CatalogEntry]:
+    """Upsert the entries of many `(candidate, decision, reasons)` at once, in Hub-id order; return the entries.
+
+    Each upsert locks its entry's row (or its unique-index slot) until the transaction ends. Taking those
+    locks in one global order, whatever order the candidates came in, means two transactions never each hold
+    a row the other waits for: concurrent campaigns merging the same datasets queue instead of deadlocking.
+    """
+    ordered = sorted(verified, key=lambda item: item[0].hub_id)
+    return [upsert_entry(session, candidate=c, decision=d, reasons=r) for c, d, r in ordered]
 
 
 def list_entries(
