@@ -66,5 +66,8 @@ def export_manifest(
     except ExportPathError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     manifest = _manifest(engine, options)
-    write_manifest(manifest, path)
+    try:
+        write_manifest(manifest, path, data_dir=settings.resolved_data_dir)
+    except ExportPathError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     return ManifestExported(path=str(path), manifest=manifest.model_dump(mode="json"))
