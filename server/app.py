@@ -4,7 +4,8 @@
 (unless one is given), runs the Alembic upgrade and the checkpointer's table setup once, and resumes the campaigns a previous process left
 unfinished (their LangGraph checkpoints live on the same database). Catalog errors map to HTTP answers with
 a message: unknown ids 404, refused reviews 409, bad values 422, an unreachable database 503. Request
-bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`).
+bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`); JSON bodies with NaN, Infinity, an
+overflowing number or an unpaired surrogate a 422 (`server.api.strict_json`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from graph.checkpoint import open_checkpointer
 from server.api import campaigns, catalog, manifest, pages, runs
 from server.api.body_limit import BodyLimitMiddleware
 from server.api.campaign_tasks import CampaignManager
+from server.api.strict_json import StrictJsonMiddleware
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +101,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.event_poll_s = event_poll_s
+    app.add_middleware(StrictJsonMiddleware)  # inside the body limit: buffers at most MAX_BODY_BYTES
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
     app.add_exception_handler(store.CatalogError, _catalog_error)
     app.include_router(campaigns.router)

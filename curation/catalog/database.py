@@ -28,6 +28,7 @@ from sqlmodel import Session
 from core.settings import get_settings
 from curation.catalog import models
 from curation.catalog.errors import ConcurrentUpdateError, DatabaseError
+from curation.catalog.storable import guard_session
 
 logger = logging.getLogger(__name__)
 
@@ -125,8 +126,9 @@ def open_session(engine: Engine, *, readonly: bool = False) -> Iterator[Session]
     IMMEDIATE`), so a read-then-write transaction never fails half-way because another writer committed in
     between; short sessions queue on the busy timeout instead. `readonly=True` skips the lock (plain `BEGIN`).
     Objects stay readable after the commit (`expire_on_commit=False`), so callers can print what they got.
+    A flush that would send text the database cannot take (a NUL, a lone surrogate) raises InvalidValueError.
     """
-    with Session(engine, expire_on_commit=False) as session:
+    with guard_session(Session(engine, expire_on_commit=False)) as session:
         if engine.dialect.name == "sqlite" and not readonly:
             session.connection(execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"})
         try:

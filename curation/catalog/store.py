@@ -50,6 +50,7 @@ from curation.catalog.errors import (
 )
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
 from curation.catalog.review import find_entry, review_entry
+from curation.catalog.storable import checked, storable
 
 __all__ = [
     "CAMPAIGN_STATUSES",
@@ -101,6 +102,7 @@ def add_candidate(session: Session, *, campaign_id: str, run_id: int, category: 
     if run.campaign_id != campaign_id:
         raise RunNotFoundError(f"run {run_id} belongs to campaign {run.campaign_id!r}, not {campaign_id!r}")
     candidate = to_jsonable_python(candidate)  # JSON columns: datetimes and enums become strings, as model_dump(mode="json")
+    candidate = storable(candidate)  # text from the Hub: a NUL or lone surrogate becomes U+FFFD, not a failed run
     hub_id = str(candidate.get("hub_id") or "").strip()
     if not hub_id:
         raise InvalidValueError("candidate without a hub_id")
@@ -233,9 +235,9 @@ def list_entries(
         score = col(CatalogEntry.relevance)[category_name(category)].as_float()
         stmt = stmt.where(score.is_not(None))
     if license:
-        stmt = stmt.where(func.lower(col(CatalogEntry.license)) == license.strip().lower())
+        stmt = stmt.where(func.lower(col(CatalogEntry.license)) == checked(license, "license filter").strip().lower())
     if text:
-        needle = text.strip()
+        needle = checked(text, "search text").strip()
         stmt = stmt.where(
             or_(
                 col(CatalogEntry.hub_id).icontains(needle, autoescape=True),
@@ -251,7 +253,7 @@ def list_entries(
 
 def get_entry(session: Session, *, hub_id: str) -> CatalogEntry:
     """Return the entry for `hub_id`, or raise EntryNotFoundError."""
-    entry = find_entry(session, hub_id.strip(), lock=False)
+    entry = find_entry(session, checked(hub_id, "Hub id").strip(), lock=False)
     if entry is None:
         raise EntryNotFoundError(f"no catalog entry for {hub_id.strip()!r}")
     return entry
@@ -368,7 +370,7 @@ def _decision(value: str) -> str:
 
 def _reasons(reasons: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
-    for reason in reasons:
+    for reason in storable(reasons):  # details quote what the datasets say: stored whatever they hold
         if not isinstance(reason, dict) or "code" not in reason:
             raise InvalidValueError(f"a reason must be a dict with a 'code': {reason!r}")
         out.append({**reason, "code": str(reason["code"]), "detail": str(reason.get("detail", "")),
