@@ -5,7 +5,9 @@
 unfinished (their LangGraph checkpoints live on the same database). Catalog errors map to HTTP answers with
 a message: unknown ids 404, refused reviews 409, bad values 422, an unreachable database 503. Request
 bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`); JSON bodies with NaN, Infinity, an
-overflowing number or an unpaired surrogate a 422 (`server.api.strict_json`).
+overflowing number or an unpaired surrogate a 422 (`server.api.strict_json`). Every answer carries the browser
+security headers, and a request for a host not in `DATAHUNT_ALLOWED_HOSTS` gets a 400
+(`server.api.web_defences`). Starting without an API token logs a warning.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from server.api import campaigns, catalog, manifest, pages, runs
 from server.api.body_limit import BodyLimitMiddleware
 from server.api.campaign_tasks import CampaignManager
 from server.api.strict_json import StrictJsonMiddleware
+from server.api.web_defences import AllowedHostsMiddleware, SecurityHeadersMiddleware
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +78,10 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own_engine = engine is None
+        if settings.api_token is None or not settings.api_token.get_secret_value():
+            logger.warning("DATAHUNT_API_TOKEN is not set: approvals, exports and campaign launches are refused"
+                           "%s", "; reads are open to anyone who can reach this server"
+                           if not settings.api_read_requires_token else "")
         app.state.engine = engine or store.make_engine(settings.resolved_database_url)
         await asyncio.to_thread(store.upgrade_database, app.state.engine)
         # Create the checkpoint tables once, before campaigns run side by side (concurrent first-time setups
@@ -103,6 +110,8 @@ def create_app(
     app.state.event_poll_s = event_poll_s
     app.add_middleware(StrictJsonMiddleware)  # inside the body limit: buffers at most MAX_BODY_BYTES
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(AllowedHostsMiddleware, allowed=settings.allowed_host_list)
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: refusals get the headers too
     app.add_exception_handler(store.CatalogError, _catalog_error)
     app.include_router(campaigns.router)
     app.include_router(catalog.router)

@@ -148,7 +148,8 @@ async function exportManifest() {
 
 document.addEventListener("DOMContentLoaded", () => {
   showAuth();
-  $("#save-auth").addEventListener("click", saveAuth);
+  // Save (or Enter) submits the form; it is handled here and never sent, so the token never enters a URL.
+  $("#auth").addEventListener("submit", (event) => { event.preventDefault(); saveAuth(); });
   $$("button.approve").forEach((b) => b.addEventListener("click", () => review(b, true)));
   $$("button.reject").forEach((b) => b.addEventListener("click", () => review(b, false)));
   $$("button.rerun").forEach((b) => b.addEventListener("click", () => rerun(b)));
