@@ -13,6 +13,7 @@ security headers, and a request for a host not in `DATAHUNT_ALLOWED_HOSTS` gets 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -89,13 +90,20 @@ def create_app(
         async with open_checkpointer(app.state.engine.url.render_as_string(hide_password=False)):
             pass
         app.state.campaigns = CampaignManager(app.state.engine, settings, overrides=campaign_overrides)
+        sweeper = None
         if resume_unfinished:
             resumed = await app.state.campaigns.resume_unfinished()
             if resumed:
                 logger.info("resuming %d unfinished campaign(s): %s", len(resumed), ", ".join(resumed))
+            # Another replica that dies leaves its campaigns behind: take them over once their leases expire.
+            sweeper = asyncio.create_task(app.state.campaigns.sweep(settings.lease_ttl_s), name="campaign-sweep")
         try:
             yield
         finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
             await app.state.campaigns.shutdown()
             if own_engine:
                 app.state.engine.dispose()

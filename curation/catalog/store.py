@@ -48,11 +48,25 @@ from curation.catalog.errors import (
     OverrideRequiredError,
     RunNotFoundError,
 )
+from curation.catalog.leases import (
+    acquire_lease,
+    campaign_lease,
+    lease_holder,
+    new_owner,
+    release_lease,
+    renew_lease,
+)
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
 from curation.catalog.review import find_entry, review_entry
 from curation.catalog.storable import checked, storable
 
 __all__ = [
+    "acquire_lease",
+    "campaign_lease",
+    "lease_holder",
+    "new_owner",
+    "release_lease",
+    "renew_lease",
     "CAMPAIGN_STATUSES",
     "CampaignNotFoundError",
     "CatalogError",
