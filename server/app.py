@@ -31,6 +31,7 @@ from graph.checkpoint import open_checkpointer
 from server.api import campaigns, catalog, manifest, pages, runs
 from server.api.body_limit import BodyLimitMiddleware
 from server.api.campaign_tasks import CampaignManager
+from server.api.openapi_doc import honest_openapi
 from server.api.strict_json import StrictJsonMiddleware
 from server.api.web_defences import AllowedHostsMiddleware, SecurityHeadersMiddleware
 
@@ -126,5 +127,6 @@ def create_app(
     app.include_router(manifest.router)
     app.include_router(runs.router)  # regeneration runs, owned by the inference stage
     app.include_router(pages.router)
+    app.openapi = lambda: honest_openapi(app, settings)  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

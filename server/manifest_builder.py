@@ -31,6 +31,11 @@ class ExportPathError(ConfinedPathError):
     """The requested export path is outside the data directory or otherwise unusable."""
 
 
+class ExportPathConflictError(ExportPathError):
+    """A well-formed export path that the data directory's current contents refuse (a folder there, a file
+    where a folder should be, a link leading out)."""
+
+
 def best_category(entry: CatalogEntry) -> Category | None:
     """Return the entry's most relevant known category, or None when it has none of the ten."""
     known: list[Category] = []
@@ -133,12 +138,13 @@ def resolve_export_path(data_dir: Path, requested: str | None) -> Path:
     candidate = Path(text) if pure.is_absolute() else root / pure
     resolved = candidate.resolve()  # follows symlinks, so a link pointing outside is caught below
     if not resolved.is_relative_to(root) or resolved == root:
-        raise ExportPathError(f"export path {text!r} is outside the data directory {root}")
+        error = ExportPathConflictError if candidate.absolute().is_relative_to(root) else ExportPathError
+        raise error(f"export path {text!r} is outside the data directory {root}")  # a link inside leads out
     if resolved.is_dir():
-        raise ExportPathError(f"export path {text!r} is a directory")
+        raise ExportPathConflictError(f"export path {text!r} is a directory")
     for parent in resolved.relative_to(root).parents:
         if (root / parent).exists() and not (root / parent).is_dir():
-            raise ExportPathError(f"export path {text!r}: {parent} is a file, not a folder")
+            raise ExportPathConflictError(f"export path {text!r}: {parent} is a file, not a folder")
     return resolved
 
 
@@ -151,6 +157,6 @@ def write_manifest(manifest: Manifest, path: Path, *, data_dir: Path) -> Path:
     try:
         write_confined(root, path.relative_to(root), dump_manifest(manifest))
     except ConfinedPathError as exc:
-        raise ExportPathError(f"export path {str(path.relative_to(root))[:80]!r}: {exc}") from None
+        raise ExportPathConflictError(f"export path {str(path.relative_to(root))[:80]!r}: {exc}") from None
     logger.info("manifest with %d sources written to %s", len(manifest.sources), path)
     return path

@@ -41,8 +41,9 @@ PROBES = [
     ("POST", "/manifest/export", b'{"shares": {"math": -Infinity}}', 422, "-Infinity is not a JSON number"),
     ("POST", "/manifest/export", b'{"seed": ' + b"9" * 5000 + b"}", 422, "too many digits"),
     ("POST", "/manifest/export", b'{"path": "\\ud800.json"}', 422, "path: a string contains an unpaired"),
-    ("POST", "/manifest/export", b'{"path": "afile.json/child.json"}', 422, "afile.json is a file, not a folder"),
-    ("POST", "/manifest/export", b'{"path": "' + b"a" * 251 + b'.json"}', 422, "256 bytes long; the limit is 255"),
+    ("POST", "/manifest/export", b'{"path": "afile.json/child.json"}', 409, "afile.json is a file, not a folder"),
+    ("POST", "/manifest/export", b'{"path": "' + b"a" * 251 + b'.json"}', 422, "is over 255 characters"),
+    ("POST", "/manifest/export", b'{"path": "../up.json"}', 422, "not first '.'"),
     ("POST", "/campaigns", b'{"categories": ["\\ud800"]}', 422, "categories.0: a string contains an unpaired"),
     ("POST", "/campaigns", b'{"offline": NaN}', 422, "NaN is not a JSON number"),
 ]
