@@ -28,7 +28,7 @@ from sqlalchemy import Engine
 from core.settings import Settings, get_settings
 from curation.catalog import store
 from graph.checkpoint import open_checkpointer
-from server.api import campaigns, catalog, manifest, pages, runs
+from server.api import campaigns, catalog, manifest, pages, runs, session
 from server.api.body_limit import BodyLimitMiddleware
 from server.api.campaign_tasks import CampaignManager
 from server.api.openapi_doc import honest_openapi
@@ -126,6 +126,7 @@ def create_app(
     app.include_router(catalog.router)
     app.include_router(manifest.router)
     app.include_router(runs.router)  # regeneration runs, owned by the inference stage
+    app.include_router(session.router)
     app.include_router(pages.router)
     app.openapi = lambda: honest_openapi(app, settings)  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -2,7 +2,8 @@
 
 Server-rendered with Jinja2; filters are a plain GET form so the page works without JavaScript, and a small
 script (`static/review.js`) sends approve/reject/re-run/export calls with the API token, which the page asks
-for once and keeps in the tab's sessionStorage.
+for once and keeps in the tab's sessionStorage. When reads require the token, a visitor without a session
+gets the login page instead (401), whose script (`static/login.js`) posts the token to `/session` once.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
@@ -18,7 +19,7 @@ from core.types import Category, EntryStatus
 from curation.catalog import store
 from curation.catalog.models import CatalogEntry
 from server.api.campaigns import ManagerDep, campaign_out
-from server.api.deps import EngineDep, require_read_token
+from server.api.deps import EngineDep, SettingsDep, read_authorised
 from server.manifest_builder import best_category
 
 router = APIRouter(include_in_schema=False)
@@ -52,18 +53,22 @@ def _row(session: Any, entry: CatalogEntry) -> dict[str, Any]:
     }
 
 
-@router.get("/", response_class=HTMLResponse, dependencies=[Depends(require_read_token)])
+@router.get("/", response_class=HTMLResponse)
 def review_page(
     request: Request,
     engine: EngineDep,
     manager: ManagerDep,
+    settings: SettingsDep,
     status_: Annotated[str | None, Query(alias="status", max_length=32)] = None,
     category_: Annotated[str | None, Query(alias="category", max_length=64)] = None,
     license: Annotated[str | None, Query(max_length=128)] = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
     page: Annotated[int, Query(ge=1, le=10**6)] = 1,
 ) -> HTMLResponse:
-    """Render the review page for the filters in the query string (an empty or unknown filter means any)."""
+    """Render the review page for the filters in the query string (an empty or unknown filter means any), or
+    the login page when reads need the token and the visitor has no session."""
+    if not read_authorised(settings, request):
+        return templates.TemplateResponse(request, "login.html", {}, status_code=401)
     status = EntryStatus(status_) if status_ and status_ in EntryStatus._value2member_map_ else None
     category = Category(category_) if category_ and category_ in Category._value2member_map_ else None
     order = [c.value for c in Category]

@@ -125,6 +125,13 @@ async function rerun(button) {
   }
 }
 
+// Ends the read session (the HttpOnly cookie) and forgets the token kept in this tab.
+async function logout() {
+  await fetch("session/logout", { method: "POST" });
+  store.removeItem("datahunt.token");
+  window.location.reload();
+}
+
 async function startCampaign() {
   try {
     const started = await call("POST", "campaigns", {});
@@ -154,6 +161,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $$("button.reject").forEach((b) => b.addEventListener("click", () => review(b, false)));
   $$("button.rerun").forEach((b) => b.addEventListener("click", () => rerun(b)));
   $("#start-campaign").addEventListener("click", startCampaign);
+  $("#logout").addEventListener("click", logout);
   $("#export-manifest").addEventListener("click", exportManifest);
   const current = $("#campaign-status");
   if (current && !FINAL.includes(current.textContent.trim())) follow($("#campaign-id").textContent.trim());
