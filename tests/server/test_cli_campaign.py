@@ -115,3 +115,23 @@ def test_ctrl_c_marks_the_campaign_interrupted() -> None:
     assert stopped.value.exit_code == 1
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id=campaign_id).status == "interrupted"
+
+
+def test_resuming_a_campaign_another_process_holds_is_one_error_line() -> None:
+    from core.settings import get_settings
+    from curation.catalog import store
+
+    engine = store.make_engine(get_settings().resolved_database_url)
+    store.upgrade_database(engine)
+    with store.open_session(engine) as session:
+        store.create_campaign(session, categories=["math"], offline=True, backends=["offline"], campaign_id="held")
+        store.set_campaign_status(session, campaign_id="held", status="running")
+        store.acquire_lease(session, name=store.campaign_lease("held"), owner="replica-b:7:x", ttl_s=600)
+    result = runner.invoke(app, ["campaign", "resume", "held"])
+    assert result.exit_code == 1
+    assert "campaign held is being worked on elsewhere (replica-b:7:x" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+    with store.open_session(engine) as session:
+        assert store.get_campaign(session, campaign_id="held").status == "running"  # left to its holder
+        assert store.list_runs(session, campaign_id="held") == []
+    engine.dispose()
