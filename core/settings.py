@@ -49,7 +49,8 @@ class Settings(BaseSettings):
     search_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one search call to a backend.")
     search_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed search call.")
     lease_ttl_s: float = Field(
-        default=30.0, gt=0, description="How long a campaign's lease lasts unrenewed before another replica takes it over."
+        default=30.0, gt=0,
+        description="How long a campaign's lease lasts unrenewed before another replica takes it over.",
     )
     campaign_branch_timeout_s: float = Field(
         default=600.0, gt=0, description="Longest one category's subagent may run before its run is marked failed."

@@ -4,8 +4,9 @@ These are the entry points the CLI and the service call. A campaign's LangGraph 
 killed process resumes where the checkpoint left off; a single category re-runs on a thread of its own
 (`<id>:rerun:<category>:<n>`) through the same graph, adding a new attempt without touching the other
 categories. Each holds the campaign's lease in the catalog (`graph.lease`), so one process at a time works on
-a campaign: a second gets CampaignBusyError, and a dead one's campaign is taken over when its lease expires. Subagent and backends are injectable for tests and benchmarks; by default they are the real
-agents (`agents.subagent.run_subagent`, `agents.backends.default_backends`).
+a campaign: a second gets CampaignBusyError, and a dead one's campaign is taken over when its lease expires.
+Subagent and backends are injectable for tests and benchmarks; by default they are the real agents
+(`agents.subagent.run_subagent`, `agents.backends.default_backends`).
 """
 
 from __future__ import annotations

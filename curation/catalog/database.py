@@ -164,7 +164,9 @@ def run_transaction(
                 raise
             detail = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
             if attempt == attempts:
-                raise ConcurrentUpdateError(f"{what} was aborted {attempts} times by concurrent writers ({detail}); retry it") from exc
-            logger.warning("%s aborted by a concurrent writer (%s), attempt %d of %d; retrying", what, detail, attempt, attempts)
+                raise ConcurrentUpdateError(
+                    f"{what} was aborted {attempts} times by concurrent writers ({detail}); retry it") from exc
+            logger.warning("%s aborted by a concurrent writer (%s), attempt %d of %d; retrying",
+                           what, detail, attempt, attempts)
             time.sleep(random.uniform(0.5, 1.0) * _RETRY_BASE_DELAY_S * 2**attempt)
     raise AssertionError("unreachable")  # the loop returns or raises

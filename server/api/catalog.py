@@ -51,7 +51,8 @@ def list_catalog(
     status_: Annotated[EntryStatus | None, Query(alias="status")] = None,
     category: Category | None = None,
     license: Annotated[str | None, Query(max_length=128, json_schema_extra={"pattern": NO_NUL})] = None,
-    q: Annotated[str | None, Query(max_length=200, json_schema_extra={"pattern": NO_NUL}, description="Text search in id, title, description.")] = None,
+    q: Annotated[str | None, Query(max_length=200, json_schema_extra={"pattern": NO_NUL},
+                                   description="Text search in id, title, description.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
 ) -> EntryPage:
