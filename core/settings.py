@@ -34,6 +34,10 @@ class Settings(BaseSettings):
         default=None, description="Bearer token required by mutating API routes; unset means mutations are refused."
     )
     api_read_requires_token: bool = Field(default=False, description="Also require the token for read routes.")
+    allowed_hosts: str = Field(
+        default="localhost,127.0.0.1,[::1]",
+        description="Comma-separated names the service answers to in the Host header (`*.example.org`; `*` any).",
+    )
     sglang_url: str | None = Field(default=None, description="Default SGLang server for regeneration and checks.")
     runs_dir: Path | None = Field(default=None, description="Where regeneration runs are listed. Default: `home`/runs.")
     mirror: Path | None = Field(
@@ -44,6 +48,10 @@ class Settings(BaseSettings):
     )
     search_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one search call to a backend.")
     search_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed search call.")
+    lease_ttl_s: float = Field(
+        default=30.0, gt=0,
+        description="How long a campaign's lease lasts unrenewed before another replica takes it over.",
+    )
     campaign_branch_timeout_s: float = Field(
         default=600.0, gt=0, description="Longest one category's subagent may run before its run is marked failed."
     )
@@ -54,6 +62,11 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.home / 'catalog.db').resolve()}"
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        """The allowed hosts as a list of non-empty, lower-cased names."""
+        return [h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip()]
 
     @property
     def resolved_data_dir(self) -> Path:

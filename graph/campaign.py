@@ -3,8 +3,10 @@
 These are the entry points the CLI and the service call. A campaign's LangGraph thread id is its id, so a
 killed process resumes where the checkpoint left off; a single category re-runs on a thread of its own
 (`<id>:rerun:<category>:<n>`) through the same graph, adding a new attempt without touching the other
-categories. Subagent and backends are injectable for tests and benchmarks; by default they are the real
-agents (`agents.subagent.run_subagent`, `agents.backends.default_backends`).
+categories. Each holds the campaign's lease in the catalog (`graph.lease`), so one process at a time works on
+a campaign: a second gets CampaignBusyError, and a dead one's campaign is taken over when its lease expires.
+Subagent and backends are injectable for tests and benchmarks; by default they are the real agents
+(`agents.subagent.run_subagent`, `agents.backends.default_backends`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from graph.builder import build_graph
 from graph.checkpoint import open_checkpointer
 from graph.context import CampaignContext, SubagentRunner
 from graph.events import CampaignEvent, EventCallback, emit
+from graph.lease import HeldLease, LeaseHeldElsewhere, LeaseLost
 from graph.persist import campaign_outcome
 from graph.state import CampaignState
 
@@ -45,6 +48,14 @@ class CampaignFinishedError(CampaignError):
 
 class CategoryNotInCampaignError(CampaignError):
     """Asked to re-run a category the campaign never searched."""
+
+
+class CampaignBusyError(CampaignError):
+    """Another process (a replica, a CLI run) is running, resuming or re-running the campaign now."""
+
+
+class CampaignLeaseLostError(CampaignError):
+    """This process stalled past its lease and another took the campaign over; this run stopped."""
 
 
 class CampaignRunError(CampaignError):
@@ -68,6 +79,7 @@ def make_context(
         engine=engine, subagent=subagent, backends=list(backends), llm=make_llm(settings), on_event=on_event,
         offline=settings.offline, search_retries=settings.search_retries, search_timeout_s=settings.search_timeout_s,
         branch_timeout_s=settings.campaign_branch_timeout_s, lookup_timeout_s=settings.search_timeout_s,
+        lease_ttl_s=settings.lease_ttl_s,
     )
     return context, notes
 
@@ -76,7 +88,23 @@ async def _drive(
     context: CampaignContext, *, campaign_id: str, thread_id: str, categories: list[str], notes: list[str],
     resume: bool, max_concurrency: int | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) the graph on `thread_id`; mark the campaign failed if the graph itself breaks."""
+    """Run (or resume) the graph on `thread_id` holding the campaign's lease (CampaignBusyError while another
+    process holds it); mark the campaign failed if the graph itself breaks."""
+    lease = HeldLease(context.engine, campaign_id, ttl_s=context.lease_ttl_s)
+    try:
+        async with lease.held():
+            return await _drive_held(context, campaign_id=campaign_id, thread_id=thread_id, categories=categories,
+                                     notes=notes, resume=resume, max_concurrency=max_concurrency)
+    except LeaseHeldElsewhere as exc:
+        raise CampaignBusyError(str(exc)) from None
+    except LeaseLost as exc:
+        raise CampaignLeaseLostError(str(exc)) from None
+
+
+async def _drive_held(
+    context: CampaignContext, *, campaign_id: str, thread_id: str, categories: list[str], notes: list[str],
+    resume: bool, max_concurrency: int | None,
+) -> dict[str, Any]:
     engine = context.engine
     with store.open_session(engine) as session:
         store.set_campaign_status(session, campaign_id=campaign_id, status="running")

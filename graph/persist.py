@@ -1,7 +1,9 @@
 """The `persist` node: write verified runs, candidates, verdicts and catalog entries, then the campaign status.
 
 Each run is written in its own transaction, and a run whose row is already finished is skipped, so the node
-is safe to run again after a crash (a resume re-runs it). Nothing is dropped: every candidate is stored with
+is safe to run again after a crash (a resume re-runs it). Catalog entries are upserted in Hub-id order and a
+run's transaction runs again when PostgreSQL aborts it as a deadlock victim, so campaigns persisting side by
+side never fail each other. Nothing is dropped: every candidate is stored with
 its verdict, rejected ones included; a candidate with a malformed Hub id keeps its candidate and verdict rows
 but gets no catalog entry (the catalog is keyed by valid Hub ids).
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -51,6 +54,7 @@ def persist_run(session: Session, *, campaign_id: str, run: VerifiedRun) -> dict
     if run["status"] != RunStatus.SUCCEEDED:
         store.add_verdict(session, campaign_id=campaign_id, decision=Decision.REJECT.value, reasons=run["reasons"],
                           run_id=run_id)
+    entries = []
     for verified in run["candidates"]:
         record = store.add_candidate(
             session, campaign_id=campaign_id, run_id=run_id, category=run["category"], candidate=verified["candidate"]
@@ -58,7 +62,8 @@ def persist_run(session: Session, *, campaign_id: str, run: VerifiedRun) -> dict
         store.add_verdict(session, campaign_id=campaign_id, decision=verified["decision"], reasons=verified["reasons"],
                           run_id=run_id, candidate_id=record.id, hub_id=record.hub_id)
         if is_hub_id(record.hub_id):
-            store.upsert_entry(session, candidate=record, decision=verified["decision"], reasons=verified["reasons"])
+            entries.append((record, verified["decision"], verified["reasons"]))
+    store.upsert_entries(session, verified=entries)
     return {"candidates": len(run["candidates"]), "accepted": accepted}
 
 
@@ -73,9 +78,12 @@ def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> dict[str
         if run["run_id"] is not None and run["run_id"] in done:
             logger.info("campaign %s: run %s already stored, skipped", campaign_id, run["run_id"])
             continue
-        with store.open_session(engine) as session:
-            for key, value in persist_run(session, campaign_id=campaign_id, run=run).items():
-                counts[key] += value
+        stored = store.run_transaction(
+            engine, partial(persist_run, campaign_id=campaign_id, run=run),
+            what=f"persisting the {run['category']} run of campaign {campaign_id}",
+        )
+        for key, value in stored.items():
+            counts[key] += value
     with store.open_session(engine) as session:
         status, error = campaign_outcome(store.list_runs(session, campaign_id=campaign_id, latest_only=True))
         store.set_campaign_status(session, campaign_id=campaign_id, status=status, error=error)

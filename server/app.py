@@ -4,12 +4,16 @@
 (unless one is given), runs the Alembic upgrade and the checkpointer's table setup once, and resumes the campaigns a previous process left
 unfinished (their LangGraph checkpoints live on the same database). Catalog errors map to HTTP answers with
 a message: unknown ids 404, refused reviews 409, bad values 422, an unreachable database 503. Request
-bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`).
+bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`); JSON bodies with NaN, Infinity, an
+overflowing number or an unpaired surrogate a 422 (`server.api.strict_json`). Every answer carries the browser
+security headers, and a request for a host not in `DATAHUNT_ALLOWED_HOSTS` gets a 400
+(`server.api.web_defences`). Starting without an API token logs a warning.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,9 +28,12 @@ from sqlalchemy import Engine
 from core.settings import Settings, get_settings
 from curation.catalog import store
 from graph.checkpoint import open_checkpointer
-from server.api import campaigns, catalog, dataset_page, manifest, pages, runs
+from server.api import campaigns, catalog, dataset_page, manifest, pages, runs, session
 from server.api.body_limit import BodyLimitMiddleware
 from server.api.campaign_tasks import CampaignManager
+from server.api.openapi_doc import honest_openapi
+from server.api.strict_json import StrictJsonMiddleware
+from server.api.web_defences import AllowedHostsMiddleware, SecurityHeadersMiddleware
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +80,10 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own_engine = engine is None
+        if settings.api_token is None or not settings.api_token.get_secret_value():
+            logger.warning("DATAHUNT_API_TOKEN is not set: approvals, exports and campaign launches are refused"
+                           "%s", "; reads are open to anyone who can reach this server"
+                           if not settings.api_read_requires_token else "")
         app.state.engine = engine or store.make_engine(settings.resolved_database_url)
         await asyncio.to_thread(store.upgrade_database, app.state.engine)
         # Create the checkpoint tables once, before campaigns run side by side (concurrent first-time setups
@@ -80,13 +91,20 @@ def create_app(
         async with open_checkpointer(app.state.engine.url.render_as_string(hide_password=False)):
             pass
         app.state.campaigns = CampaignManager(app.state.engine, settings, overrides=campaign_overrides)
+        sweeper = None
         if resume_unfinished:
             resumed = await app.state.campaigns.resume_unfinished()
             if resumed:
                 logger.info("resuming %d unfinished campaign(s): %s", len(resumed), ", ".join(resumed))
+            # Another replica that dies leaves its campaigns behind: take them over once their leases expire.
+            sweeper = asyncio.create_task(app.state.campaigns.sweep(settings.lease_ttl_s), name="campaign-sweep")
         try:
             yield
         finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
             await app.state.campaigns.shutdown()
             if own_engine:
                 app.state.engine.dispose()
@@ -99,13 +117,18 @@ def create_app(
     )
     app.state.settings = settings
     app.state.event_poll_s = event_poll_s
+    app.add_middleware(StrictJsonMiddleware)  # inside the body limit: buffers at most MAX_BODY_BYTES
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(AllowedHostsMiddleware, allowed=settings.allowed_host_list)
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: refusals get the headers too
     app.add_exception_handler(store.CatalogError, _catalog_error)
     app.include_router(campaigns.router)
     app.include_router(catalog.router)
     app.include_router(manifest.router)
     app.include_router(runs.router)  # regeneration runs, owned by the inference stage
+    app.include_router(session.router)
     app.include_router(pages.router)
     app.include_router(dataset_page.router)
+    app.openapi = lambda: honest_openapi(app, settings)  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -4,7 +4,8 @@ One builder serves `GET /manifest`, `POST /manifest/export` and `datahunt manife
 always agree. Each approved entry becomes one `Source` (pinned revision, config, split, field mapping,
 format, license) filed under its best category; the budget and target come from the caller. Exports are
 confined to `settings.resolved_data_dir`: absolute paths elsewhere, `..` segments and symlinks that lead
-out of it are refused with `ExportPathError`.
+out of it are refused with `ExportPathError`, and the file is written by `server.confined_file`, which
+never follows a link planted after that check (at a folder or at its temporary name).
 """
 
 from __future__ import annotations
@@ -19,14 +20,20 @@ from pydantic import ValidationError
 from core.types import Category, UnknownCategoryError, parse_category
 from curation.catalog.models import CatalogEntry
 from curation.manifest import Budget, Manifest, Source, TargetModel, dump_manifest
+from server.confined_file import ConfinedPathError, check_name, write_confined
 
 logger = logging.getLogger(__name__)
 
 MANIFEST_FOLDER = "manifests"
 
 
-class ExportPathError(ValueError):
+class ExportPathError(ConfinedPathError):
     """The requested export path is outside the data directory or otherwise unusable."""
+
+
+class ExportPathConflictError(ExportPathError):
+    """A well-formed export path that the data directory's current contents refuse (a folder there, a file
+    where a folder should be, a link leading out)."""
 
 
 def best_category(entry: CatalogEntry) -> Category | None:
@@ -125,20 +132,33 @@ def resolve_export_path(data_dir: Path, requested: str | None) -> Path:
         raise ExportPathError(f"export path {text!r} may not contain '..'")
     if pure.suffix != ".json":
         raise ExportPathError(f"export path {text!r} must end in .json")
+    try:
+        for part in pure.parts[1:] if pure.is_absolute() else pure.parts:
+            check_name(part)
+    except ConfinedPathError as exc:
+        raise ExportPathError(f"export path {text[:80]!r}: {exc}") from None
     candidate = Path(text) if pure.is_absolute() else root / pure
     resolved = candidate.resolve()  # follows symlinks, so a link pointing outside is caught below
-    if not resolved.is_relative_to(root):
-        raise ExportPathError(f"export path {text!r} is outside the data directory {root}")
-    if resolved.exists() and resolved.is_dir():
-        raise ExportPathError(f"export path {text!r} is a directory")
+    if not resolved.is_relative_to(root) or resolved == root:
+        error = ExportPathConflictError if candidate.absolute().is_relative_to(root) else ExportPathError
+        raise error(f"export path {text!r} is outside the data directory {root}")  # a link inside leads out
+    if resolved.is_dir():
+        raise ExportPathConflictError(f"export path {text!r} is a directory")
+    for parent in resolved.relative_to(root).parents:
+        if (root / parent).exists() and not (root / parent).is_dir():
+            raise ExportPathConflictError(f"export path {text!r}: {parent} is a file, not a folder")
     return resolved
 
 
-def write_manifest(manifest: Manifest, path: Path) -> Path:
-    """Write `manifest` to `path` atomically (temp file then rename) and return the path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(dump_manifest(manifest), encoding="utf-8")
-    tmp.replace(path)
+def write_manifest(manifest: Manifest, path: Path, *, data_dir: Path) -> Path:
+    """Write `manifest` to `path` (resolved inside `data_dir`) atomically, following no link; return the path.
+
+    Raise ExportPathError when the file system refuses it there (a folder turned into a link or a file since
+    the path was checked, a name it does not accept)."""
+    root = data_dir.resolve()
+    try:
+        write_confined(root, path.relative_to(root), dump_manifest(manifest))
+    except ConfinedPathError as exc:
+        raise ExportPathConflictError(f"export path {str(path.relative_to(root))[:80]!r}: {exc}") from None
     logger.info("manifest with %d sources written to %s", len(manifest.sources), path)
     return path

@@ -30,6 +30,8 @@ def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     monkeypatch.setenv("DATAHUNT_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DATAHUNT_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # The Host fastapi's TestClient sends, beside the loopback names the service allows by default.
+    monkeypatch.setenv("DATAHUNT_ALLOWED_HOSTS", "testserver,localhost,127.0.0.1,[::1]")
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
@@ -65,6 +67,17 @@ def engine(database_url: str) -> Iterator[Engine]:
     from curation.catalog import store
 
     engine = store.make_engine(database_url)
+    store.upgrade_database(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def pg_engine(pg_schema: str) -> Iterator[Engine]:
+    """A migrated, empty catalog on PostgreSQL only: for row locks and deadlocks, which SQLite does not have."""
+    from curation.catalog import store
+
+    engine = store.make_engine(PG_URL_TEMPLATE.format(schema=pg_schema))
     store.upgrade_database(engine)
     yield engine
     engine.dispose()

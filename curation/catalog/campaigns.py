@@ -22,6 +22,7 @@ from curation.catalog.errors import (
     RunNotFoundError,
 )
 from curation.catalog.models import Campaign, SubagentRun, utcnow
+from curation.catalog.storable import checked, storable
 
 CAMPAIGN_STATUSES = ("pending", "running", "succeeded", "partial", "failed", "interrupted")
 FINAL_CAMPAIGN_STATUSES = frozenset({"succeeded", "partial", "failed", "interrupted"})
@@ -36,7 +37,7 @@ def create_campaign(
     names = [category_name(c) for c in categories]
     if not names:
         raise InvalidValueError("a campaign needs at least one category")
-    campaign_id = campaign_id or uuid.uuid4().hex[:16]
+    campaign_id = checked(campaign_id, "campaign id") if campaign_id else uuid.uuid4().hex[:16]
     if session.get(Campaign, campaign_id) is not None:
         raise InvalidValueError(f"campaign {campaign_id!r} already exists")
     campaign = Campaign(
@@ -62,6 +63,7 @@ def set_campaign_status(
     campaign = get_campaign(session, campaign_id=campaign_id)
     previous = campaign.status
     now = utcnow()
+    error = storable(error)  # often an exception's message: stored, whatever characters it holds
     campaign.error = error
     campaign.updated_at = now
     if status in FINAL_CAMPAIGN_STATUSES:
@@ -80,8 +82,8 @@ def set_campaign_status(
 
 
 def get_campaign(session: Session, *, campaign_id: str) -> Campaign:
-    """Return the campaign, or raise CampaignNotFoundError."""
-    campaign = session.get(Campaign, campaign_id)
+    """Return the campaign, or raise CampaignNotFoundError (InvalidValueError for an id no row can have)."""
+    campaign = session.get(Campaign, checked(campaign_id, "campaign id"))
     if campaign is None:
         raise CampaignNotFoundError(f"no campaign {campaign_id!r}")
     return campaign
@@ -143,6 +145,9 @@ def finish_run(
     run = get_run(session, run_id=run_id)
     previous = run.status
     now = utcnow()
+    # What a run reports comes from search backends and exception messages: stored whatever it holds.
+    queries, results_per_backend, error = storable(queries), storable(results_per_backend), storable(error)
+    notes, reasons = storable(notes), storable(reasons)
     run.status = status
     run.planner = planner
     run.queries = list(queries)

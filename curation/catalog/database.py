@@ -4,26 +4,31 @@ SQLite is the default (a file under `DATAHUNT_HOME`), PostgreSQL is chosen by UR
 runs in WAL mode with foreign keys on and a busy timeout, and transactions are begun by us (`BEGIN`, or
 `BEGIN IMMEDIATE` when a writer asks for it) so savepoints and write locks behave as on a server database.
 Migrations ship as package data and Alembic is configured in code, so an installed datahunt can upgrade.
+`run_transaction` runs a unit of work again when PostgreSQL aborted it as a deadlock victim or a serialization
+failure: those transactions were rolled back whole, so running them again is safe.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import random
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlmodel import Session
 
 from core.settings import get_settings
 from curation.catalog import models
-from curation.catalog.errors import DatabaseError
+from curation.catalog.errors import ConcurrentUpdateError, DatabaseError
+from curation.catalog.storable import guard_session
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +36,12 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_BEGIN_OPTION = "datahunt_sqlite_begin"  # execution option: "IMMEDIATE" takes the write lock at BEGIN
 _PG_MIGRATION_LOCK = 0x64617461  # advisory lock key: one migrating process at a time
+# SQLSTATEs of a transaction PostgreSQL rolled back to break a conflict: deadlock_detected, serialization_failure.
+RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
+TRANSACTION_ATTEMPTS = 6
+_RETRY_BASE_DELAY_S = 0.02
+
+T = TypeVar("T")
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -115,8 +126,9 @@ def open_session(engine: Engine, *, readonly: bool = False) -> Iterator[Session]
     IMMEDIATE`), so a read-then-write transaction never fails half-way because another writer committed in
     between; short sessions queue on the busy timeout instead. `readonly=True` skips the lock (plain `BEGIN`).
     Objects stay readable after the commit (`expire_on_commit=False`), so callers can print what they got.
+    A flush that would send text the database cannot take (a NUL, a lone surrogate) raises InvalidValueError.
     """
-    with Session(engine, expire_on_commit=False) as session:
+    with guard_session(Session(engine, expire_on_commit=False)) as session:
         if engine.dialect.name == "sqlite" and not readonly:
             session.connection(execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"})
         try:
@@ -125,3 +137,36 @@ def open_session(engine: Engine, *, readonly: bool = False) -> Iterator[Session]
         except BaseException:
             session.rollback()
             raise
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True when `exc` is a deadlock or serialization failure: the database rolled the whole transaction back."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    return getattr(exc.orig, "sqlstate", None) in RETRYABLE_SQLSTATES
+
+
+def run_transaction(
+    engine: Engine, work: Callable[[Session], T], *, what: str = "transaction", attempts: int = TRANSACTION_ATTEMPTS
+) -> T:
+    """Run `work(session)` in one transaction and return its result, again (up to `attempts` times, with a
+    short jittered backoff) when the database aborted it as a deadlock victim or a serialization failure.
+
+    `work` must only touch the database through its session, so a rolled-back try leaves nothing behind.
+    When every attempt is aborted, raise ConcurrentUpdateError.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            with open_session(engine) as session:
+                return work(session)
+        except DBAPIError as exc:
+            if not is_retryable(exc):
+                raise
+            detail = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__
+            if attempt == attempts:
+                raise ConcurrentUpdateError(
+                    f"{what} was aborted {attempts} times by concurrent writers ({detail}); retry it") from exc
+            logger.warning("%s aborted by a concurrent writer (%s), attempt %d of %d; retrying",
+                           what, detail, attempt, attempts)
+            time.sleep(random.uniform(0.5, 1.0) * _RETRY_BASE_DELAY_S * 2**attempt)
+    raise AssertionError("unreachable")  # the loop returns or raises

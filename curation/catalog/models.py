@@ -1,4 +1,4 @@
-"""SQLModel tables of the catalog: campaigns, subagent runs, candidates, verdicts, catalog entries, audit.
+"""SQLModel tables of the catalog: campaigns, subagent runs, candidates, verdicts, catalog entries, audit, leases.
 
 Lists and nested objects are JSON columns so SQLite and PostgreSQL store them alike. Every status change of a
 campaign, run or entry writes an `AuditEvent` row (the store does it; nothing writes status directly).
@@ -157,3 +157,17 @@ class AuditEvent(SQLModel, table=True):
     note: str | None = Field(default=None, sa_column=Column(Text))
     detail: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
+
+
+class Lease(SQLModel, table=True):
+    """Who works on something now (a campaign's run, resume or re-run): one owner until `expires_at`.
+
+    The owner renews it (`heartbeat_at`, `expires_at`) while it works; another replica may take it over only
+    once it has expired, so a dead replica's work is picked up and a live one's is never touched.
+    """
+
+    name: str = Field(primary_key=True, max_length=160)  # e.g. "campaign:<id>"
+    owner: str = Field(max_length=200)  # host:pid:random of the process holding it
+    acquired_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    heartbeat_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime, index=True)

@@ -21,6 +21,7 @@ from curation.catalog.audit import record_audit
 from curation.catalog.database import SQLITE_BEGIN_OPTION
 from curation.catalog.errors import ConcurrentUpdateError, EntryNotFoundError, OverrideRequiredError
 from curation.catalog.models import CatalogEntry, utcnow
+from curation.catalog.storable import checked, checked_optional
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,9 @@ def review_entry(
     decision keeps the state; every call writes one audit row. Concurrent reviews are serialised: a row lock on
     PostgreSQL, a write lock taken at BEGIN plus a version check and retry on SQLite.
     """
+    checked(hub_id, "Hub id")
+    checked(reviewer, "reviewer")
+    checked_optional(note, "note")
     target = EntryStatus.APPROVED.value if approve else EntryStatus.REJECTED.value
     owns_transaction = not session.in_transaction()
     for attempt in range(1, REVIEW_ATTEMPTS + 1):

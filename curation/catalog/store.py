@@ -31,7 +31,13 @@ from curation.catalog.campaigns import (
     set_campaign_status,
     start_run,
 )
-from curation.catalog.database import make_engine, open_session, upgrade_database
+from curation.catalog.database import (
+    is_retryable,
+    make_engine,
+    open_session,
+    run_transaction,
+    upgrade_database,
+)
 from curation.catalog.errors import (
     CampaignNotFoundError,
     CatalogError,
@@ -42,10 +48,25 @@ from curation.catalog.errors import (
     OverrideRequiredError,
     RunNotFoundError,
 )
+from curation.catalog.leases import (
+    acquire_lease,
+    campaign_lease,
+    lease_holder,
+    new_owner,
+    release_lease,
+    renew_lease,
+)
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
 from curation.catalog.review import find_entry, review_entry
+from curation.catalog.storable import checked, storable
 
 __all__ = [
+    "acquire_lease",
+    "campaign_lease",
+    "lease_holder",
+    "new_owner",
+    "release_lease",
+    "renew_lease",
     "CAMPAIGN_STATUSES",
     "CampaignNotFoundError",
     "CatalogError",
@@ -65,15 +86,18 @@ __all__ = [
     "get_campaign",
     "get_entry",
     "get_run",
+    "is_retryable",
     "list_campaigns",
     "list_entries",
     "list_runs",
     "make_engine",
     "open_session",
     "review_entry",
+    "run_transaction",
     "set_campaign_status",
     "start_run",
     "upgrade_database",
+    "upsert_entries",
     "upsert_entry",
 ]
 
@@ -92,6 +116,7 @@ def add_candidate(session: Session, *, campaign_id: str, run_id: int, category: 
     if run.campaign_id != campaign_id:
         raise RunNotFoundError(f"run {run_id} belongs to campaign {run.campaign_id!r}, not {campaign_id!r}")
     candidate = to_jsonable_python(candidate)  # JSON columns: datetimes and enums become strings, as model_dump(mode="json")
+    candidate = storable(candidate)  # text from the Hub: a NUL or lone surrogate becomes U+FFFD, not a failed run
     hub_id = str(candidate.get("hub_id") or "").strip()
     if not hub_id:
         raise InvalidValueError("candidate without a hub_id")
@@ -186,6 +211,19 @@ def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str,
     return entry
 
 
+def upsert_entries(
+    session: Session, *, verified: list[tuple[CandidateRecord, str, list[dict[str, Any]]]]
+) -> list[CatalogEntry]:
+    """Upsert the entries of many `(candidate, decision, reasons)` at once, in Hub-id order; return the entries.
+
+    Each upsert locks its entry's row (or its unique-index slot) until the transaction ends. Taking those
+    locks in one global order, whatever order the candidates came in, means two transactions never each hold
+    a row the other waits for: concurrent campaigns merging the same datasets queue instead of deadlocking.
+    """
+    ordered = sorted(verified, key=lambda item: item[0].hub_id)
+    return [upsert_entry(session, candidate=c, decision=d, reasons=r) for c, d, r in ordered]
+
+
 def list_entries(
     session: Session,
     *,
@@ -211,9 +249,9 @@ def list_entries(
         score = col(CatalogEntry.relevance)[category_name(category)].as_float()
         stmt = stmt.where(score.is_not(None))
     if license:
-        stmt = stmt.where(func.lower(col(CatalogEntry.license)) == license.strip().lower())
+        stmt = stmt.where(func.lower(col(CatalogEntry.license)) == checked(license, "license filter").strip().lower())
     if text:
-        needle = text.strip()
+        needle = checked(text, "search text").strip()
         stmt = stmt.where(
             or_(
                 col(CatalogEntry.hub_id).icontains(needle, autoescape=True),
@@ -229,7 +267,7 @@ def list_entries(
 
 def get_entry(session: Session, *, hub_id: str) -> CatalogEntry:
     """Return the entry for `hub_id`, or raise EntryNotFoundError."""
-    entry = find_entry(session, hub_id.strip(), lock=False)
+    entry = find_entry(session, checked(hub_id, "Hub id").strip(), lock=False)
     if entry is None:
         raise EntryNotFoundError(f"no catalog entry for {hub_id.strip()!r}")
     return entry
@@ -346,7 +384,7 @@ def _decision(value: str) -> str:
 
 def _reasons(reasons: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
-    for reason in reasons:
+    for reason in storable(reasons):  # details quote what the datasets say: stored whatever they hold
         if not isinstance(reason, dict) or "code" not in reason:
             raise InvalidValueError(f"a reason must be a dict with a 'code': {reason!r}")
         out.append({**reason, "code": str(reason["code"]), "detail": str(reason.get("detail", "")),

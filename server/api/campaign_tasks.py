@@ -8,6 +8,9 @@ It fans the graph's `CampaignEvent`s out to per-campaign subscriber queues (the 
 and on start-up resumes campaigns a previous process left unfinished from their LangGraph checkpoint; a
 campaign whose resume fails is marked `interrupted` so its failed categories can be re-run. On shutdown the
 tasks are cancelled and their campaigns stay `running` in the catalog, which is what the next start resumes.
+Replicas sharing one database coordinate through each campaign's lease (`graph.lease`): a campaign another
+replica holds is neither resumed nor re-run here (a re-run answers 409), and `sweep` resumes, every lease
+period, the unfinished campaigns whose holder stopped renewing, so a dead replica's work is taken over.
 Each graph runs on an event loop of its own in a daemon thread, so its blocking catalog calls never stall the
 HTTP loop. Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
 """
@@ -165,6 +168,11 @@ class CampaignManager:
                 await asyncio.wait_for(asyncio.shield(finished), timeout=SHUTDOWN_WAIT_S)
             raise
 
+    def _held_elsewhere(self, campaign_id: str) -> str | None:
+        with store.open_session(self.engine) as session:
+            lease = store.lease_holder(session, name=store.campaign_lease(campaign_id))
+        return None if lease is None else f"{lease.owner}, until {lease.expires_at:%H:%M:%S} UTC"
+
     def _mark(self, campaign_id: str, status: str, error: str) -> None:
         try:
             with store.open_session(self.engine) as session:
@@ -201,7 +209,13 @@ class CampaignManager:
             return campaign.id
 
     async def rerun(self, *, campaign_id: str, category: Category) -> None:
-        """Re-run one category of a campaign in the background; raise CampaignBusyError while it runs."""
+        """Re-run one category of a campaign in the background; raise CampaignBusyError while it runs here or
+        in another process (its lease is held)."""
+        if self.is_active(campaign_id):
+            raise CampaignBusyError(f"campaign {campaign_id} is already running in this server")
+        holder = await asyncio.to_thread(self._held_elsewhere, campaign_id)
+        if holder is not None:
+            raise CampaignBusyError(f"campaign {campaign_id} is being worked on by another process ({holder})")
         coro = campaign_graph.rerun_category(
             engine=self.engine, campaign_id=campaign_id, category=category, on_event=self.publish, **self.overrides
         )
@@ -211,13 +225,31 @@ class CampaignManager:
     async def resume_unfinished(self) -> list[str]:
         """Resume every campaign a previous process left pending/running; return their ids."""
         ids = await asyncio.to_thread(campaign_graph.unfinished_campaigns, engine=self.engine)
+        resumed = []
         for campaign_id in ids:
             if self.is_active(campaign_id):
+                continue
+            holder = await asyncio.to_thread(self._held_elsewhere, campaign_id)
+            if holder is not None:
+                logger.info("campaign %s is unfinished but held by %s: left to it", campaign_id, holder)
                 continue
             logger.info("resuming unfinished campaign %s from its checkpoint", campaign_id)
             coro = self._resume_or_interrupt(campaign_id)
             self._spawn(campaign_id, coro, what="resume")
-        return list(ids)
+            resumed.append(campaign_id)
+        return resumed
+
+    async def sweep(self, every_s: float) -> None:
+        """Resume, every `every_s` seconds until cancelled, unfinished campaigns nobody holds a lease on."""
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                taken = await self.resume_unfinished()
+            except Exception:  # the database may be briefly away; the next sweep tries again
+                logger.warning("sweep for abandoned campaigns failed", exc_info=True)
+                continue
+            if taken:
+                logger.warning("took over %d abandoned campaign(s): %s", len(taken), ", ".join(taken))
 
     async def _resume_or_interrupt(self, campaign_id: str) -> None:
         try:
@@ -226,6 +258,8 @@ class CampaignManager:
             )
         except asyncio.CancelledError:
             raise
+        except (campaign_graph.CampaignBusyError, campaign_graph.CampaignLeaseLostError) as exc:
+            logger.info("resume of campaign %s left to another process: %s", campaign_id, exc)
         except Exception as exc:  # the campaign stays re-runnable category by category
             logger.exception("resume of campaign %s failed; marking it interrupted", campaign_id)
             await asyncio.to_thread(self._mark, campaign_id, "interrupted", f"resume failed: {exc}")

@@ -1,7 +1,7 @@
 """Catalog routes: the filtered, paginated list; one entry with its evidence and history; approve and reject.
 
-Hub ids keep their slash in paths (`/catalog/owner/name/approve`): the decision routes are declared before
-the catch-all `{hub_id:path}` detail route, and every id is validated with `core.types.parse_hub_id` (422 on a
+Hub ids keep their slash in paths (`/catalog/owner/name/approve`): owner and name are two path parameters,
+documented with the Hub's pattern, and every id is validated with `core.types.parse_hub_id` (422 naming a
 malformed one). Reviews go through `store.review_entry`, which audits every call and is safe under concurrent
 calls; approving what the verifier rejected answers 409 unless the body says `override: true`.
 """
@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 from sqlalchemy import Engine
 
-from core.types import Category, EntryStatus, MalformedHubIdError, parse_hub_id
+from core.types import HUB_PART_SCHEMA_PATTERN, Category, EntryStatus, MalformedHubIdError, parse_hub_id
 from curation.catalog import store
 from server.api.deps import EngineDep, SettingsDep, require_read_token, require_token
 from server.api.preview import sample_preview
 from server.api.schemas import EntryDetail, EntryOut, EntryPage, ReviewRequest
 
 router = APIRouter(prefix="/catalog", tags=["catalog"])
+NO_NUL = r"^[^\x00]*$"  # documents the store's refusal (a 422 naming the field): it cannot search a NUL
+# Checked by `valid_hub_id` (a 422 that names the value); the pattern documents the same rules.
+Owner = Annotated[str, Path(description="The Hub id's owner.", json_schema_extra={"pattern": HUB_PART_SCHEMA_PATTERN})]
+Name = Annotated[str, Path(description="The Hub id's name.", json_schema_extra={"pattern": HUB_PART_SCHEMA_PATTERN})]
 
 
 def valid_hub_id(hub_id: str) -> str:
@@ -46,8 +50,9 @@ def list_catalog(
     engine: EngineDep,
     status_: Annotated[EntryStatus | None, Query(alias="status")] = None,
     category: Category | None = None,
-    license: Annotated[str | None, Query(max_length=128)] = None,
-    q: Annotated[str | None, Query(max_length=200, description="Text search in id, title, description.")] = None,
+    license: Annotated[str | None, Query(max_length=128, json_schema_extra={"pattern": NO_NUL})] = None,
+    q: Annotated[str | None, Query(max_length=200, json_schema_extra={"pattern": NO_NUL},
+                                   description="Text search in id, title, description.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
 ) -> EntryPage:
@@ -76,22 +81,22 @@ def _review(engine: Engine, hub_id: str, body: ReviewRequest, *, approve: bool) 
     return EntryOut.model_validate(entry)
 
 
-@router.post("/{hub_id:path}/approve", dependencies=[Depends(require_token)])
-def approve_entry(hub_id: str, body: ReviewRequest, engine: EngineDep) -> EntryOut:
+@router.post("/{owner}/{name}/approve", dependencies=[Depends(require_token)])
+def approve_entry(owner: Owner, name: Name, body: ReviewRequest, engine: EngineDep) -> EntryOut:
     """Approve an entry for the manifest (`override: true` needed when the verifier rejected it)."""
-    return _review(engine, hub_id, body, approve=True)
+    return _review(engine, f"{owner}/{name}", body, approve=True)
 
 
-@router.post("/{hub_id:path}/reject", dependencies=[Depends(require_token)])
-def reject_entry(hub_id: str, body: ReviewRequest, engine: EngineDep) -> EntryOut:
+@router.post("/{owner}/{name}/reject", dependencies=[Depends(require_token)])
+def reject_entry(owner: Owner, name: Name, body: ReviewRequest, engine: EngineDep) -> EntryOut:
     """Reject an entry; it stays in the catalog with the reviewer's note."""
-    return _review(engine, hub_id, body, approve=False)
+    return _review(engine, f"{owner}/{name}", body, approve=False)
 
 
-@router.get("/{hub_id:path}", dependencies=[Depends(require_read_token)])
-def get_catalog_entry(hub_id: str, engine: EngineDep, settings: SettingsDep) -> EntryDetail:
+@router.get("/{owner}/{name}", dependencies=[Depends(require_read_token)])
+def get_catalog_entry(owner: Owner, name: Name, engine: EngineDep, settings: SettingsDep) -> EntryDetail:
     """Return an entry with its evidence (candidates), verdict history, audit trail and a sample preview."""
-    valid = valid_hub_id(hub_id)
+    valid = valid_hub_id(f"{owner}/{name}")
     with store.open_session(engine) as session:
         history = store.entry_history(session, hub_id=valid)
         detail = EntryDetail(

@@ -2,7 +2,8 @@
 
 Mutating routes depend on `require_token`: with no `DATAHUNT_API_TOKEN` configured they are refused (403),
 never open; a missing or wrong token is a 401. Read routes depend on `require_read_token`, which checks the
-token only when `api_read_requires_token` is set. Tokens are compared with `hmac.compare_digest`.
+token only when `api_read_requires_token` is set, and then also accepts the review page's session cookie
+(`server.api.session`). Tokens are compared with `hmac.compare_digest`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 
 from core.settings import Settings
+from server.api.session_cookie import COOKIE, token_matches, valid_cookie
 
 _bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer $DATAHUNT_API_TOKEN`")
 
@@ -51,13 +53,28 @@ def require_token(
     _check(settings, credentials)
 
 
+def read_allowed(settings: Settings, request: Request) -> bool:
+    """True when reads are open, or the request carries a valid session cookie (the bearer is checked apart)."""
+    return not settings.api_read_requires_token or valid_cookie(settings, request.cookies.get(COOKIE))
+
+
+def read_authorised(settings: Settings, request: Request) -> bool:
+    """True when this request may read: reads open, a valid session cookie, or the right bearer token."""
+    if read_allowed(settings, request):
+        return True
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and token_matches(settings, given.strip())
+
+
 def require_read_token(
+    request: Request,
     settings: Annotated[Settings, Depends(get_app_settings)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:
-    """Allow the request when reads are open, else only with the bearer token."""
-    if settings.api_read_requires_token:
-        _check(settings, credentials)
+    """Allow the request when reads are open, else with the bearer token or a valid session cookie."""
+    if read_allowed(settings, request):
+        return
+    _check(settings, credentials)
 
 
 # Routes open their session with `store.open_session(engine)` inside their (threadpool) body, so a request

@@ -9,13 +9,15 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, status
+from pydantic import StringConstraints
 from sqlalchemy import Engine
 
 from curation.catalog import store
 from curation.manifest import Manifest, TargetModel
 from server.api.deps import EngineDep, SettingsDep, require_read_token, require_token
-from server.api.schemas import ManifestExported, ManifestOptions
+from server.api.schemas import SHARE_PATTERN, ManifestExported, ManifestOptions
 from server.manifest_builder import (
+    ExportPathConflictError,
     ExportPathError,
     build_manifest,
     make_budget,
@@ -44,7 +46,10 @@ def get_manifest(
     target_model: Annotated[str | None, Query(max_length=256)] = None,
     tokenizer: Annotated[str | None, Query(max_length=256)] = None,
     budget_total: Annotated[int | None, Query(gt=0, le=10**12)] = None,
-    share: Annotated[list[str], Query(max_length=10, description="category=fraction, repeatable")] = [],  # noqa: B006
+    share: Annotated[
+        list[Annotated[str, StringConstraints(pattern=SHARE_PATTERN)]],
+        Query(max_length=10, description="category=fraction, repeatable; the fractions sum to at most 1"),
+    ] = [],  # noqa: B006
 ) -> dict[str, Any]:
     """Return the manifest of the currently approved set (nothing is written)."""
     try:
@@ -63,8 +68,10 @@ def export_manifest(
     options = options or ManifestOptions()
     try:
         path = resolve_export_path(settings.resolved_data_dir, options.path)
+        manifest = _manifest(engine, options)
+        write_manifest(manifest, path, data_dir=settings.resolved_data_dir)
+    except ExportPathConflictError as exc:  # well-formed, but what is in the data directory refuses it
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     except ExportPathError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    manifest = _manifest(engine, options)
-    write_manifest(manifest, path)
     return ManifestExported(path=str(path), manifest=manifest.model_dump(mode="json"))

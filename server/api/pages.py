@@ -3,7 +3,8 @@
 Server-rendered with Jinja2; filters and the campaign picker are plain GET forms so the page works without
 JavaScript, and a small script (`static/review.js`) sends approve/reject/re-run/export calls with the API
 token, which the page asks for once and keeps in the tab's sessionStorage. Each dataset has its own page
-(`server.api.dataset_page`); a badge marks the datasets a local mirror holds.
+(`server.api.dataset_page`); a badge marks the datasets a local mirror holds. When reads require the token, a visitor without a
+session gets the login page instead (401), whose script (`static/login.js`) posts the token to `/session` once.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
@@ -19,7 +20,7 @@ from core.types import Category, EntryStatus, UnknownCategoryError, parse_catego
 from curation.catalog import store
 from curation.catalog.models import CatalogEntry
 from server.api.campaigns import ManagerDep, campaign_out
-from server.api.deps import EngineDep, SettingsDep, require_read_token
+from server.api.deps import EngineDep, SettingsDep, read_authorised
 from server.api.preview import mirrored_ids
 from server.manifest_builder import best_category
 
@@ -69,7 +70,7 @@ def _filters(status_: str | None, category_: str | None) -> tuple[EntryStatus | 
     return status, category, None
 
 
-@router.get("/", response_class=HTMLResponse, dependencies=[Depends(require_read_token)])
+@router.get("/", response_class=HTMLResponse)
 def review_page(
     request: Request,
     engine: EngineDep,
@@ -82,7 +83,10 @@ def review_page(
     page: Annotated[int, Query(ge=1, le=10**6)] = 1,
     campaign_id: Annotated[str | None, Query(alias="campaign", max_length=64)] = None,
 ) -> HTMLResponse:
-    """Render the review page for the filters in the query string; an unknown filter is a 400 saying so."""
+    """Render the review page for the filters in the query string (an unknown filter is a 400 saying so), or
+    the login page when reads need the token and the visitor has no session."""
+    if not read_authorised(settings, request):
+        return templates.TemplateResponse(request, "login.html", {}, status_code=401)
     status, category, error = _filters(status_, category_)
     order = [c.value for c in Category]
     groups: dict[str, list[dict[str, Any]]] = {}

@@ -6,12 +6,19 @@ from catalog rows with `from_attributes`, so a column added to a table never lea
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.types import Category
+
+# Relative, portable and unable to climb: no part starts with '.', so neither '..' nor hidden names; each part
+# fits a file system's 255-byte name limit, temporary names included.
+EXPORT_PATH_PATTERN = r"^(?!.*\n)(?:[A-Za-z0-9_][A-Za-z0-9._-]{0,254}/){0,16}[A-Za-z0-9_][A-Za-z0-9._-]{0,249}\.json$"
+_EXPORT_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+SHARE_PATTERN = rf"^(?:{'|'.join(c.value for c in Category)})=(?:0(?:\.[0-9]{{1,12}})?|1(?:\.0{{1,12}})?)$"
 
 
 class _Request(BaseModel):
@@ -121,8 +128,10 @@ class EntryDetail(BaseModel):
 class ReviewRequest(_Request):
     """A reviewer's decision. `override` is required to approve what the verifier rejected."""
 
-    reviewer: str = Field(min_length=1, max_length=128, pattern=r"\S")
-    note: str | None = Field(default=None, max_length=4000)
+    # The documented patterns add "no NUL", which the store refuses with a 422 naming the field.
+    reviewer: str = Field(min_length=1, max_length=128, pattern=r"\S",
+                          json_schema_extra={"pattern": r"^[^\x00]*\S[^\x00]*$"})
+    note: str | None = Field(default=None, max_length=4000, json_schema_extra={"pattern": r"^[^\x00]*$"})
     override: bool = False
 
 
@@ -130,13 +139,35 @@ class ManifestOptions(_Request):
     """Budget and target written into the manifest, and where to export it (inside the data directory)."""
 
     path: str | None = Field(
-        default=None, max_length=1024, description="File under the data directory; default manifests/manifest-<time>.json."
+        default=None, max_length=1024, json_schema_extra={"pattern": EXPORT_PATH_PATTERN},
+        description="A file under the data directory, relative to it: folders and a name of letters, digits, '.', "
+        "'_' and '-' (none starting with '.'), ending in .json. Default: manifests/manifest-<time>.json.",
     )
     target_model: str | None = Field(default=None, max_length=256)
     tokenizer: str | None = Field(default=None, max_length=256)
     budget_total: int | None = Field(default=None, gt=0, le=10**12)
     shares: dict[Category, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+    @field_validator("path")
+    @classmethod
+    def _portable_relative_path(cls, value: str | None) -> str | None:
+        # Exactly EXPORT_PATH_PATTERN, with a message saying which rule the path broke.
+        if value is None or re.fullmatch(EXPORT_PATH_PATTERN, value):
+            return value
+        if value.startswith("/"):
+            raise ValueError("the export path is relative to the data directory; it may not start with '/'")
+        if not value.endswith(".json"):
+            raise ValueError("the export path must end in .json")
+        parts = value.split("/")
+        if len(parts) > 17:
+            raise ValueError("the export path may have at most 16 folders")
+        for part in parts:
+            if not _EXPORT_PART.fullmatch(part):
+                raise ValueError(f"export path part {part[:40]!r}: use letters, digits, '.', '_' and '-', not first '.'")
+            if len(part) > 255:
+                raise ValueError(f"export path part {part[:40]!r}… is over 255 characters")
+        raise ValueError(f"the file name may be at most 255 characters, .json included: {parts[-1][:40]!r}…")
 
 
 class ManifestExported(BaseModel):

@@ -60,7 +60,7 @@ def export(
                 )
         finally:
             engine.dispose()
-        write_manifest(manifest, path)
+        write_manifest(manifest, path, data_dir=settings.resolved_data_dir)
     except (ExportPathError, ValueError, store.CatalogError, OSError) as exc:
         _fail(str(exc))
         return

@@ -35,6 +35,12 @@ def serve(
         raise typer.Exit(1) from None
     if settings.api_token is None:
         print("note: DATAHUNT_API_TOKEN is not set, so approvals, exports and campaign launches are refused")
+    bound = f"[{host}]" if ":" in host else host
+    if host in ("0.0.0.0", "::"):
+        print(f"note: answering only to the hosts {settings.allowed_hosts} (DATAHUNT_ALLOWED_HOSTS): add the name"
+              " or address your team opens the page with")
+    elif bound.lower() not in settings.allowed_host_list:  # the address it listens on always works
+        settings = settings.model_copy(update={"allowed_hosts": f"{settings.allowed_hosts},{bound}"})
     print(f"datahunt review page: http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
     config = uvicorn.Config(create_app(settings, resume_unfinished=resume), log_level=log_level)
     with sock:

@@ -127,6 +127,13 @@ async function rerun(button) {
   }
 }
 
+// Ends the read session (the HttpOnly cookie) and forgets the token kept in this tab.
+async function logout() {
+  await fetch("session/logout", { method: "POST" });
+  store.removeItem("datahunt.token");
+  window.location.reload();
+}
+
 async function startCampaign() {
   try {
     const started = await call("POST", "campaigns", {});
@@ -150,13 +157,14 @@ async function exportManifest() {
 
 document.addEventListener("DOMContentLoaded", () => {
   showAuth();
-  $("#save-auth").addEventListener("click", saveAuth);
+  // Save (or Enter) submits the form; it is handled here and never sent, so the token never enters a URL.
   $("#auth").addEventListener("submit", (event) => { event.preventDefault(); saveAuth(); });
   $$("button.approve").forEach((b) => b.addEventListener("click", () => review(b, true)));
   $$("button.reject").forEach((b) => b.addEventListener("click", () => review(b, false)));
   $$("button.rerun").forEach((b) => b.addEventListener("click", () => rerun(b)));
   // The dataset page has no campaign or export section.
   if ($("#start-campaign")) $("#start-campaign").addEventListener("click", startCampaign);
+  if ($("#logout")) $("#logout").addEventListener("click", logout);
   if ($("#export-manifest")) $("#export-manifest").addEventListener("click", exportManifest);
   const current = $("#campaign-status");
   if (current && !FINAL.includes(current.textContent.trim())) follow($("#campaign-id").textContent.trim());

@@ -81,7 +81,7 @@ def client(engine: Engine, tmp_path: Path) -> Iterator[TestClient]:
 
 def test_list_filters_and_pages(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/catalog", "/catalog/{hub_id}", "/campaigns", "/manifest/export", "/runs"} <= set(paths)
+    assert {"/catalog", "/catalog/{owner}/{name}", "/campaigns", "/manifest/export", "/runs"} <= set(paths)
     everything = client.get("/catalog").json()
     assert everything["total"] == 4
     assert [e["hub_id"] for e in everything["items"]][0] == "openai/gsm8k"  # best relevance first
@@ -161,7 +161,7 @@ def test_mutations_need_the_token(engine: Engine, tmp_path: Path, client: TestCl
 
 
 def test_bad_input_gets_a_message(client: TestClient) -> None:
-    malformed = client.post("/catalog/not-a-hub-id/approve", json={"reviewer": "a"}, headers=AUTH)
+    malformed = client.post("/catalog/not--valid/x/approve", json={"reviewer": "a"}, headers=AUTH)
     assert malformed.status_code == 422 and "malformed Hub dataset id" in malformed.json()["detail"]
     assert client.get("/catalog/owner/na..me").status_code == 422
     missing = client.get("/catalog/nobody/nothing")

@@ -99,6 +99,8 @@ def test_review_approve_export(filled_engine: Engine, tmp_path: Path) -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            console: list[str] = []
+            page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
             page.goto(server.url + "/")
             expect(page.locator("#campaign-status")).to_have_text("partial")
             expect(page.locator("table.runs tbody tr")).to_have_count(3)
@@ -107,8 +109,9 @@ def test_review_approve_export(filled_engine: Engine, tmp_path: Path) -> None:
 
             page.fill("#reviewer", "alice")
             page.fill("#token", TOKEN)
-            page.click("#save-auth")
+            page.press("#token", "Enter")  # submitting the form saves it in the tab; the token never enters a URL
             expect(page.locator("#auth-state")).to_have_text("token set for this tab")
+            assert "token" not in page.url and TOKEN not in page.url
 
             failed.locator("button.rerun").click()  # the backend is fixed: re-run only that subagent
             expect(page.locator("#flash")).to_contain_text("re-running tool_use")
@@ -141,6 +144,8 @@ def test_review_approve_export(filled_engine: Engine, tmp_path: Path) -> None:
             expect(page.locator("#export-path")).to_contain_text("1 sources")
             page.screenshot(path=str(ARTIFACTS / "review_approve_export.png"), full_page=True)
             shown = json.loads(page.locator("#manifest-output").inner_text())
+            # The page runs under a Content-Security-Policy without inline script: nothing of it was blocked.
+            assert [line for line in console if "Content Security Policy" in line] == []
             # One dataset's own page: its evidence and verdict, and a review sent from there.
             page.goto(server.url + "/")
             page.click('a.hub-id[href="datasets/acme/math-2"]')
@@ -165,3 +170,50 @@ def test_review_approve_export(filled_engine: Engine, tmp_path: Path) -> None:
     assert [s["hub_id"] for s in written["sources"]] == ["acme/math-1"]
     assert written["target"]["model"] == "Qwen/Qwen3-8B"
     assert (ARTIFACTS / "review_approve_export.png").stat().st_size > 10_000
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_login_when_reads_require_the_token(filled_engine: Engine, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    settings = Settings(home=tmp_path / "home", offline=True, api_token=SecretStr(TOKEN), api_read_requires_token=True)
+    app = create_app(settings, engine=filled_engine, resume_unfinished=False,
+                     campaign_overrides={"subagent": fake_subagent, "backends": [KnowsAcme()]})
+    with BackgroundServer(app) as server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context()
+            page = context.new_page()
+            console: list[str] = []
+            page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+            page.goto(server.url + "/")
+            expect(page.locator("#login")).to_be_visible()
+            expect(page.locator("#catalog")).to_have_count(0)
+            page.fill("#login-token", "not-the-token")
+            page.click("#login-submit")
+            expect(page.locator("#flash")).to_contain_text("401: wrong token")
+
+            page.fill("#login-token", TOKEN)
+            page.click("#login-submit")
+            expect(page.locator("#catalog")).to_be_visible()
+            [cookie] = context.cookies()
+            assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"]) == ("datahunt_session", True, "Strict")
+            assert cookie["secure"] is False  # plain HTTP on loopback; Secure over TLS
+            assert page.evaluate("document.cookie") == ""  # the page's scripts cannot read it
+
+            # The event stream is a read: EventSource carries the cookie. A re-run (a write, with the token
+            # the login kept for this tab) updates the row live over it.
+            page.fill("#reviewer", "alice")
+            page.click("#save-auth")
+            failed = page.locator('table.runs tr[data-category="tool_use"]')
+            failed.locator("button.rerun").click()
+            expect(failed.locator(".status")).to_have_text("succeeded", timeout=30_000)
+            wait_for_rerun(filled_engine, "tool_use")
+
+            page.click("#logout")
+            expect(page.locator("#login")).to_be_visible()
+            assert context.cookies() == []
+            assert page.evaluate("fetch('catalog').then(r => r.status)") == 401
+            assert [line for line in console if "Content Security Policy" in line] == []
+        finally:
+            browser.close()

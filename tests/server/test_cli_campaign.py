@@ -123,3 +123,23 @@ def test_campaign_list_never_cuts_an_id_on_a_narrow_terminal() -> None:
     table = runner.invoke(app, ["campaign", "list"], env={"COLUMNS": "80"}).stdout
     assert all(campaign_id in table for campaign_id in ids), table
     assert "…" not in table.split("\n", 3)[-1].split("│")[1]
+
+
+def test_resuming_a_campaign_another_process_holds_is_one_error_line() -> None:
+    from core.settings import get_settings
+    from curation.catalog import store
+
+    engine = store.make_engine(get_settings().resolved_database_url)
+    store.upgrade_database(engine)
+    with store.open_session(engine) as session:
+        store.create_campaign(session, categories=["math"], offline=True, backends=["offline"], campaign_id="held")
+        store.set_campaign_status(session, campaign_id="held", status="running")
+        store.acquire_lease(session, name=store.campaign_lease("held"), owner="replica-b:7:x", ttl_s=600)
+    result = runner.invoke(app, ["campaign", "resume", "held"])
+    assert result.exit_code == 1
+    assert "campaign held is being worked on elsewhere (replica-b:7:x" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+    with store.open_session(engine) as session:
+        assert store.get_campaign(session, campaign_id="held").status == "running"  # left to its holder
+        assert store.list_runs(session, campaign_id="held") == []
+    engine.dispose()

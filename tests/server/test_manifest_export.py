@@ -26,6 +26,7 @@ from server.manifest_builder import (
     make_budget,
     parse_shares,
     resolve_export_path,
+    write_manifest,
 )
 
 AUTH = {"Authorization": "Bearer tok"}
@@ -112,7 +113,7 @@ def test_api_export_writes_what_it_returns(approved_engine: Engine, tmp_path: Pa
         assert written.model_dump(mode="json") == exported.json()["manifest"]
         assert written.sources[0].revision == "0123abcd" and written.budget.total == 5000
         outside = client.post("/manifest/export", json={"path": str(tmp_path / "evil.json")}, headers=AUTH)
-        assert outside.status_code == 422 and "outside the data directory" in outside.json()["detail"]
+        assert outside.status_code == 422 and "may not start with '/'" in outside.json()["detail"][0]["msg"]
         assert not (tmp_path / "evil.json").exists()
         assert client.post("/manifest/export", json={"shares": {"math": 0.9, "reasoning": 0.9}},
                            headers=AUTH).status_code == 422
@@ -135,3 +136,64 @@ def test_cli_export(approved_engine: Engine, database_url: str, tmp_path: Path, 
     assert "Traceback" not in refused.output
     bad_share = runner.invoke(cli, ["manifest", "export", "--share", "maths=0.5"])
     assert bad_share.exit_code == 2 and "did you mean `math`?" in bad_share.output
+    bad_share = runner.invoke(cli, ["manifest", "export", "--share", "cooking=0.5"])
+    assert bad_share.exit_code == 2 and "category=fraction" in bad_share.output
+
+
+def test_export_never_writes_through_a_link_planted_at_the_temporary_name(tmp_path: Path) -> None:
+    data, outside = tmp_path / "data", tmp_path / "outside"
+    data.mkdir()
+    outside.mkdir()
+    (data / ".m.json.tmp").symlink_to(outside / "stolen.json")  # the old, predictable temporary name
+    manifest = build_manifest([entry("openai/gsm8k", ["math"], {"math": 0.9})])
+    path = write_manifest(manifest, resolve_export_path(data, "m.json"), data_dir=data)
+    assert load_manifest(path).sources[0].hub_id == "openai/gsm8k"
+    assert list(outside.iterdir()) == []
+    assert sorted(p.name for p in data.iterdir()) == [".m.json.tmp", "m.json"]  # no temporary file left behind
+
+
+def test_export_refuses_a_folder_swapped_for_a_link_after_the_check(tmp_path: Path) -> None:
+    data, outside = tmp_path / "data", tmp_path / "outside"
+    (data / "team").mkdir(parents=True)
+    outside.mkdir()
+    path = resolve_export_path(data, "team/m.json")  # checked while team/ is a real folder
+    (data / "team").rmdir()
+    (data / "team").symlink_to(outside)
+    manifest = build_manifest([])
+    with pytest.raises(ExportPathError, match="symbolic link"):
+        write_manifest(manifest, path, data_dir=data)
+    assert list(outside.iterdir()) == []
+    (data / "team").unlink()
+    (data / "team").write_text("a file now")
+    with pytest.raises(ExportPathError, match="is a file, not a folder"):
+        write_manifest(manifest, path, data_dir=data)
+
+
+def test_export_target_that_is_a_link_inside_is_replaced_not_followed(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    path = resolve_export_path(data, "m.json")
+    (data / "other.json").write_text("keep me")
+    (data / "m.json").symlink_to(data / "other.json")  # planted after the check
+    write_manifest(build_manifest([]), path, data_dir=data)
+    assert not (data / "m.json").is_symlink() and (data / "other.json").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("length", [246, 251, 255])
+def test_long_export_names_that_fit_are_written(tmp_path: Path, length: int) -> None:
+    data = tmp_path / "data"
+    name = "a" * (length - len(".json")) + ".json"
+    path = write_manifest(build_manifest([]), resolve_export_path(data, name), data_dir=data)
+    assert path.name == name and load_manifest(path).sources == []
+    assert [p.name for p in data.iterdir()] == [name]
+
+
+def test_unusable_export_paths_are_named(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "afile.json").write_text("{}")
+    for bad, reason in [("a" * 251 + ".json", "256 bytes long; the limit is 255"),
+                        ("afile.json/child.json", "afile.json is a file, not a folder"),
+                        ("é" * 126 + ".json", "257 bytes")]:
+        with pytest.raises(ExportPathError, match=reason):
+            resolve_export_path(data, bad)

@@ -1,0 +1,112 @@
+"""Two service replicas on one catalog: they never work on one campaign at once, and a dead one's is taken over.
+
+Each replica is its own app (campaign manager, event loops, leases) on the same database, as two `datahunt
+serve` processes behind a load balancer are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from sqlalchemy import Engine
+from test_api_campaigns import AUTH, TOKEN, FakeBackend, FakeSubagent
+
+from core.settings import Settings, get_settings
+from core.types import Category
+from curation.catalog import store
+from curation.catalog.models import utcnow
+from graph.branch import INTERRUPTED
+from graph.campaign import run_campaign
+from server.app import create_app
+
+LEASE_S = 0.4
+
+
+class SlowSubagent(FakeSubagent):
+    async def __call__(self, category: Category, *, backends: Any, llm: Any = None, **kw: Any) -> Any:
+        await asyncio.sleep(1.0)
+        return await super().__call__(category, backends=backends, llm=llm, **kw)
+
+
+@pytest.fixture(autouse=True)
+def short_leases(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATAHUNT_LEASE_TTL_S", str(LEASE_S))
+    get_settings.cache_clear()
+
+
+def replica(engine: Engine, tmp_path: Path, subagent: FakeSubagent, *, resume: bool) -> Any:
+    settings = Settings(home=tmp_path / "home", offline=True, api_token=SecretStr(TOKEN), lease_ttl_s=LEASE_S)
+    return create_app(settings, engine=engine, resume_unfinished=resume, event_poll_s=0.1,
+                      campaign_overrides={"subagent": subagent, "backends": [FakeBackend()]})
+
+
+def wait_for(predicate: Any, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_the_same_category_re_run_on_two_replicas_at_once_runs_once(engine: Engine, tmp_path: Path) -> None:
+    campaign_id = asyncio.run(run_campaign(engine=engine, categories=[Category.MATH, Category.TOOL_USE],
+                                           subagent=FakeSubagent(failing={"tool_use"}), backends=[FakeBackend()]))
+    subagent = SlowSubagent()
+    answers: list[int] = []
+    go = threading.Barrier(2)
+    with TestClient(replica(engine, tmp_path, subagent, resume=False)) as a, \
+            TestClient(replica(engine, tmp_path, subagent, resume=False)) as b:
+
+        def rerun(client: TestClient) -> None:
+            go.wait()
+            answers.append(client.post(f"/campaigns/{campaign_id}/subagents/tool_use/rerun", headers=AUTH).status_code)
+            time.sleep(0.3)  # the second asks while the first's attempt runs
+            answers.append(client.post(f"/campaigns/{campaign_id}/subagents/tool_use/rerun", headers=AUTH).status_code)
+
+        threads = [threading.Thread(target=rerun, args=(c,)) for c in (a, b)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        def settled() -> bool:
+            with store.open_session(engine) as session:
+                free = store.lease_holder(session, name=store.campaign_lease(campaign_id)) is None
+                return free and store.get_campaign(session, campaign_id=campaign_id).status == "succeeded"
+
+        wait_for(settled)
+    assert sorted(answers).count(202) >= 1 and set(answers) <= {202, 409} and 409 in answers
+    with store.open_session(engine) as session:
+        runs = [r for r in store.list_runs(session, campaign_id=campaign_id, latest_only=False)
+                if r.category == "tool_use"]
+    assert [(r.attempt, r.status) for r in runs] == [(1, "failed"), (2, "succeeded")]
+    assert all(r.error != INTERRUPTED for r in runs)
+    assert subagent.calls == ["tool_use"]
+
+
+def test_a_starting_replica_leaves_a_live_campaign_alone_and_takes_over_a_dead_ones(
+    engine: Engine, tmp_path: Path
+) -> None:
+    with store.open_session(engine) as session:
+        campaign = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"])
+        store.set_campaign_status(session, campaign_id=campaign.id, status="running")
+        # Replica A runs it and renews its lease; it will die without releasing it.
+        store.acquire_lease(session, name=store.campaign_lease(campaign.id), owner="host-a:77:dead", ttl_s=60)
+    subagent = FakeSubagent()
+    with TestClient(replica(engine, tmp_path, subagent, resume=True)) as client:
+        time.sleep(3 * LEASE_S)  # several sweeps while A's lease is live
+        assert subagent.calls == [] and client.get(f"/campaigns/{campaign.id}").json()["status"] == "running"
+        with store.open_session(engine) as session:  # A dies: its lease is no longer renewed and runs out
+            store.acquire_lease(session, name=store.campaign_lease(campaign.id), owner="host-a:77:dead",
+                                ttl_s=0.0, now=utcnow() - timedelta(seconds=1))
+        wait_for(lambda: client.get(f"/campaigns/{campaign.id}").json()["status"] == "succeeded")
+    assert subagent.calls == ["math"]
