@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     )
     search_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one search call to a backend.")
     search_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed search call.")
+    target_language: str = Field(
+        default="en", min_length=2, description="Language of the target model (ISO 639-1); other-language sets are flagged."
+    )
     campaign_branch_timeout_s: float = Field(
         default=600.0, gt=0, description="Longest one category's subagent may run before its run is marked failed."
     )

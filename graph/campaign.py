@@ -68,6 +68,7 @@ def make_context(
         engine=engine, subagent=subagent, backends=list(backends), llm=make_llm(settings), on_event=on_event,
         offline=settings.offline, search_retries=settings.search_retries, search_timeout_s=settings.search_timeout_s,
         branch_timeout_s=settings.campaign_branch_timeout_s, lookup_timeout_s=settings.search_timeout_s,
+        target_language=settings.target_language,
     )
     return context, notes
 

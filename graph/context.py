@@ -50,3 +50,4 @@ class CampaignContext:
     search_timeout_s: float = 20.0
     branch_timeout_s: float = 600.0
     lookup_timeout_s: float = 10.0
+    target_language: str = "en"
