@@ -273,13 +273,22 @@ def summary_command(
             typer.echo(json.dumps(summary, indent=2))
             return
         table = Table(title=f"catalog: {summary['total']} entries · {summary['by_status']}", title_justify="left")
-        columns = ("total", "pending_review", "approved", "rejected", "verifier_rejected")
+        columns = ("total", "pending_review", "approved", "rejected")
+        verifier = ("accepted", "unverified", "flagged", "eval_sets", "rejected")
         table.add_column("category")
         for column in columns:
             table.add_column(column, justify="right")
+        for column in verifier:
+            table.add_column(f"verifier {column}", justify="right")
         for category, counts in summary["by_category"].items():
-            table.add_row(category, *(str(counts.get(c, 0)) for c in columns))
-        Console().print(table)
+            table.add_row(category, *(str(counts.get(c, 0)) for c in columns),
+                          *(str(counts.get(f"verifier_{c}", 0)) for c in verifier))
+        console = Console()
+        console.print(table)
+        console.print(
+            "review status (pending_review/approved/rejected) is the reviewers'; the verifier columns count each "
+            "entry's verdict for the category as `campaign run` does (unverified: only offline unknowns open; "
+            "eval_sets: benchmarks, offered for decontamination).", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
