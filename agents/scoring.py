@@ -6,8 +6,9 @@ the category's anchors (description and exemplars, `agents/semantic.py`), which 
 `SEMANTIC_FLOOR` (unrelated text sits below it) up to a full keyword's worth at `SEMANTIC_FULL`, so an
 issue-to-patch set is bug fixing even when it never says "bug". Being found by several queries or backends
 adds a little, but never lifts a candidate with no evidence at all. The sum is squashed into [0, 1] with a
-one-line reason. An evaluation-only benchmark (`agents/benchmarks.py`) keeps `BENCHMARK_DISCOUNT` of its
-relevance: it is still delivered (the verifier offers it as an eval set) but ranks below training data. The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic. `guess_format`
+one-line reason. An evaluation-only benchmark or a raw corpus (`agents/dataset_kind.py`) keeps `BENCHMARK_DISCOUNT` of its
+relevance: it is still delivered (the verifier offers a benchmark as an eval set and flags a corpus) but ranks
+below training data. The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic. `guess_format`
 names the row layout (sharegpt, openai_messages, alpaca, …) from features, tags and description.
 """
 
@@ -16,8 +17,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from agents.benchmarks import is_eval_only
 from agents.categories import CategoryDefinition
+from agents.dataset_kind import is_eval_only, raw_corpus_evidence
 from agents.models import Candidate
 from agents.search.terms import light_stem, split_terms
 
@@ -68,7 +69,8 @@ def score_candidate(
         raw += EVIDENCE_WEIGHT * min(len(sources) - 1, EVIDENCE_CAP) if sources else 0.0
     relevance = 1.0 - math.exp(-raw)
     benchmark = raw > 0 and is_eval_only(candidate)
-    relevance = round(relevance * (BENCHMARK_DISCOUNT if benchmark else 1.0), 3)
+    corpus = raw > 0 and not benchmark and raw_corpus_evidence(candidate) is not None
+    relevance = round(relevance * (BENCHMARK_DISCOUNT if benchmark or corpus else 1.0), 3)
     if raw == 0:
         unlike = "" if similarity is None else f" and it reads unlike the category (similarity {similarity:.2f})"
         return 0.0, f"no {definition.category.value} keyword in id, tags or description{unlike}"
@@ -84,6 +86,8 @@ def score_candidate(
     parts.append(f"found by {len(sources)} search(es)")
     if benchmark:
         parts.append("an evaluation benchmark: ranked below training data")
+    if corpus:
+        parts.append("a raw corpus: ranked below conversation and instruction data")
     return relevance, "; ".join(parts)
 
 

@@ -5,7 +5,7 @@ candidate's id, description and metadata (tags, task categories, languages, colu
 sections that name it).
 
 * **benchmark** — an evaluation set must never become training data: training a draft on the prompts it is
-  evaluated on inflates the very acceptance numbers datahunt reports. The evidence (`agents/benchmarks.py`)
+  evaluated on inflates the very acceptance numbers datahunt reports. The evidence (`agents/dataset_kind.py`)
   is a known evaluation family in the id (HumanEval, MBPP, MATH-500, GSM8K, SWE-bench Verified/Lite,
   MT-Bench, IFEval, GPQA, AIME, …), a `benchmark`/`evaluation` tag, a listing under evaluation/benchmark
   sections or lm-eval tasks, or a description that calls it a benchmark. An eval-only set is blocked (a reviewer needs `--override` to train
@@ -14,7 +14,7 @@ sections that name it).
   train split, decontaminate against its test split.
 * **raw_corpus** — pretraining dumps (raw source files, web text) hold no conversations or instructions to
   regenerate answers for. Known columns without any prompt/answer-like field block; a record that only says
-  "pre-training corpus" is flagged.
+  "pre-training corpus" (or is listed under pretraining corpora) is flagged.
 * **language_mismatch** — a dataset whose stated languages exclude the target's (a Chinese-only set for an
   English target) blocks; one that merely looks like it from its id or description is flagged.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from agents.benchmarks import benchmark_evidence, is_eval_only
+from agents.dataset_kind import benchmark_evidence, is_eval_only, raw_corpus_evidence
 from agents.models import Candidate
 from core.types import ReasonCode
 
@@ -57,45 +57,16 @@ def check_benchmark(candidate: Candidate, context: VerifyContext) -> list[dict[s
 
 # ---- raw corpora ---------------------------------------------------------------------------------------------
 
-# Column names (parts) that carry a prompt/answer structure; a dataset with none of them is raw text.
-PAIR_FIELD_HINTS = (
-    "prompt", "response", "instruction", "output", "message", "conversation", "question", "answer", "chosen",
-    "diff", "patch", "commit", "solution", "problem", "comment", "review", "completion", "input", "target",
-    "summary", "docstring", "turns", "dialog", "chat", "trajectory", "query", "label", "explanation",
-)
-RAW_TEXT_FIELDS = {"text", "content", "code", "raw", "document", "html", "source"}
-_RAW_SECTION = re.compile(r"pre-?training corpora|pre-?training data|pretraining", re.IGNORECASE)
-_RAW_TEXT = re.compile(
-    r"\bpre-?training (corpus|corpora|data(set)?)\b|\braw (source code|code|text|web)\b|\bweb ?crawl\b|"
-    r"\bsource code files\b|\bpermissively licensed source code\b",
-    re.IGNORECASE,
-)
-_STRUCTURED_TEXT = re.compile(
-    r"instruction|conversation|dialog|chat|question|answer|q&a|pairs?\b|commit message|review comment|"
-    r"trajector|function call|tool call|solution",
-    re.IGNORECASE,
-)
-
-_STRUCTURED_NAME = re.compile(r"instruct|chat|sft|qa|conversation|dialog", re.IGNORECASE)
-
 
 def check_raw_corpus(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
     """Block known columns with only raw text; flag a record that describes itself as a pretraining corpus."""
-    features = [f.lower() for f in candidate.metadata.features or []]
-    if features:
-        if any(hint in name for name in features for hint in PAIR_FIELD_HINTS):
-            return []
-        if any(name in RAW_TEXT_FIELDS for name in features):
-            detail = f"raw corpus: columns {sorted(features)} hold text but no prompt/answer or conversation"
-            return [_reason(ReasonCode.RAW_CORPUS, detail, blocking=True)]
+    found = raw_corpus_evidence(candidate)
+    if found is None:
         return []
-    sections = [s for s in candidate.metadata.sections if _RAW_SECTION.search(s)]
-    said = _RAW_TEXT.search(candidate.description)
-    name = candidate.hub_id.split("/", 1)[-1]
-    if not (sections or said) or _STRUCTURED_TEXT.search(candidate.description) or _STRUCTURED_NAME.search(name):
-        return []
-    where = f"listed under {sections[0]!r}" if sections else f"its description says {said.group(0)!r}"  # type: ignore[union-attr]
-    detail = f"looks like a raw corpus ({where}): no conversations or instructions to regenerate answers for"
+    why, certain = found
+    if certain:
+        return [_reason(ReasonCode.RAW_CORPUS, f"raw corpus: {why}", blocking=True)]
+    detail = f"looks like a raw corpus ({why}): no conversations or instructions to regenerate answers for"
     return [_reason(ReasonCode.RAW_CORPUS, detail, blocking=False)]
 
 

@@ -106,3 +106,11 @@ def test_an_eval_only_benchmark_ranks_below_the_same_record_as_training_data() -
     train, _ = score_candidate(candidate("org/bugfix-pairs", "Real bug fixes for training."), bugs)
     assert 0 < bench < train
     assert "evaluation benchmark" in reason
+
+
+def test_a_raw_corpus_ranks_below_the_same_topic_as_instruction_data() -> None:
+    math = load_category(Category.MATH)
+    dump, reason = score_candidate(candidate("org/math-web-text", sections=["Pre-training Corpora > Math"]), math)
+    pairs, _ = score_candidate(candidate("org/math-word-problems"), math)
+    assert 0 < dump < pairs
+    assert "raw corpus" in reason

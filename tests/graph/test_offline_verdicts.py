@@ -8,7 +8,7 @@ import asyncio
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from agents.benchmarks import is_eval_only
+from agents.dataset_kind import is_eval_only
 from agents.models import Candidate, DatasetMetadata
 from agents.search.offline import OfflineIndex
 from core.types import Category, Decision, ReasonCode

@@ -1,4 +1,5 @@
-"""Recognising evaluation benchmarks from what a dataset's record says: id, tags, curated-list sections, description.
+"""What kind of dataset a record describes: an evaluation benchmark or a raw corpus, from its id, tags, columns,
+curated-list sections and description.
 
 Training a draft on the prompts it is evaluated on inflates the very acceptance numbers datahunt reports, so
 benchmarks must be told apart from training data before anything is approved. `benchmark_evidence` returns
@@ -6,7 +7,9 @@ the evidence for "this is an evaluation set" (a known evaluation family in the i
 MATH-500, GSM8K, SWE-bench Verified/Lite, MT-Bench, IFEval, GPQA, AIME; a `benchmark`/`evaluation` tag; a
 listing under evaluation/benchmark sections or lm-eval tasks; a description that calls it a benchmark) and
 for "it is meant for training" (a family with a real training split, a name or description saying so).
-The scorer discounts eval-only sets; the verifier (`graph/suitability.py`) turns the evidence into verdicts.
+`raw_corpus_evidence` recognises pretraining dumps (raw source files, web text) that hold no conversations or
+instructions. The scorer ranks both below training data; the verifier (`graph/suitability.py`) turns the
+evidence into verdicts.
 """
 
 from __future__ import annotations
@@ -96,3 +99,51 @@ def is_eval_only(candidate: Candidate) -> bool:
     if not evidence:
         return False
     return (eval_only_family and "its name says training data" not in training) or not training
+
+
+# Column names (parts) that carry a prompt/answer structure; a dataset with none of them is raw text.
+PAIR_FIELD_HINTS = (
+    "prompt", "response", "instruction", "output", "message", "conversation", "question", "answer", "chosen",
+    "diff", "patch", "commit", "solution", "problem", "comment", "review", "completion", "input", "target",
+    "summary", "docstring", "turns", "dialog", "chat", "trajectory", "query", "label", "explanation",
+)
+RAW_TEXT_FIELDS = {"text", "content", "code", "raw", "document", "html", "source"}
+_RAW_SECTION = re.compile(r"pre-?training corpora|pre-?training data|pretraining", re.IGNORECASE)
+_RAW_TEXT = re.compile(
+    r"\bpre-?training (corpus|corpora|data(set)?)\b|\braw (source code|code|text|web)\b|\bweb ?crawl\b|"
+    r"\bsource code files\b|\bpermissively licensed source code\b",
+    re.IGNORECASE,
+)
+_STRUCTURED_TEXT = re.compile(
+    r"instruction|conversation|dialog|chat|question|answer|q&a|pairs?\b|commit message|review comment|"
+    r"trajector|function call|tool call|solution",
+    re.IGNORECASE,
+)
+
+_STRUCTURED_NAME = re.compile(r"instruct|chat|sft|qa|conversation|dialog", re.IGNORECASE)
+
+
+def raw_corpus_evidence(candidate: Candidate) -> tuple[str, bool] | None:
+    """Return `(why, certain)` when the record looks like a raw corpus, else None.
+
+    Certain when its known columns hold text but nothing prompt/answer-like; otherwise a listing under
+    pretraining corpora or a description saying so, unless the id or description names a structure
+    (instructions, chat, Q&A, pairs, trajectories).
+    """
+    features = [f.lower() for f in candidate.metadata.features or []]
+    if features:
+        if any(hint in name for name in features for hint in PAIR_FIELD_HINTS):
+            return None
+        if any(name in RAW_TEXT_FIELDS for name in features):
+            return f"columns {sorted(features)} hold text but no prompt/answer or conversation", True
+        return None
+    sections = [s for s in candidate.metadata.sections if _RAW_SECTION.search(s)]
+    said = _RAW_TEXT.search(candidate.description)
+    name = candidate.hub_id.split("/", 1)[-1]
+    if _STRUCTURED_TEXT.search(candidate.description) or _STRUCTURED_NAME.search(name):
+        return None
+    if sections:
+        return f"listed under {sections[0]!r}", False
+    if said:
+        return f"its description says {said.group(0)!r}", False
+    return None
