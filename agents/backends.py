@@ -50,17 +50,19 @@ def default_backends(
 ) -> tuple[list[SearchBackend], list[str]]:
     """Return the backends to search with and notes to record in every deliverable."""
     offline = OfflineIndex.default()
+    offline.encoder()  # load the query encoder now, so the notes say which retrieval the index really uses
+    retrieval = f"offline index retrieval: {offline.retrieval}"
     if settings.offline:
-        return [offline], ["offline mode (DATAHUNT_OFFLINE): searched the embedded offline index alone"]
+        return [offline], ["offline mode (DATAHUNT_OFFLINE): searched the embedded offline index alone", retrieval]
     if hub_offline_mode():
         return [offline], [
-            "huggingface_hub offline mode (HF_HUB_OFFLINE): searched the embedded offline index alone"
+            "huggingface_hub offline mode (HF_HUB_OFFLINE): searched the embedded offline index alone", retrieval
         ]
     problem = probe()
     if problem is not None:
         logger.warning("Hub unreachable (%s); using the offline index alone", problem)
-        return [offline], [f"Hub unreachable ({problem}): searched the embedded offline index alone"]
+        return [offline], [f"Hub unreachable ({problem}): searched the embedded offline index alone", retrieval]
     token = settings.hf_token.get_secret_value() if settings.hf_token else None
     hub = HubSearch(timeout_s=settings.search_timeout_s, token=token)
     web = WebSearch(timeout_s=min(settings.search_timeout_s, 10.0))
-    return [hub, web, offline], []
+    return [hub, web, offline], [retrieval]

@@ -1,7 +1,8 @@
 """Category definitions: what each of the ten categories means and how to search for it.
 
 A definition is data, not code: `prompts/categories/<name>.md` holds a description, what a good dataset looks
-like, seed queries, ranking keywords and optional Hub task filters, in fixed Markdown sections. This module
+like, exemplar descriptions of good datasets (semantic anchors for retrieval and scoring; never dataset ids),
+seed queries, ranking keywords and optional Hub task filters, in fixed Markdown sections. This module
 parses one file into a `CategoryDefinition` and fails with a message naming the file and the section when a
 file is missing or malformed, so a new category is one new file.
 """
@@ -19,12 +20,13 @@ from prompts import PromptError, load_prompt
 _SECTIONS = {
     "description": "Description",
     "good_dataset": "A good dataset",
+    "exemplars": "Exemplars",
     "seed_queries": "Seed queries",
     "keywords": "Keywords",
     "hub_task_filters": "Hub task filters",
 }
-_REQUIRED = ("description", "good_dataset", "seed_queries", "keywords")
-_LIST_FIELDS = {"seed_queries", "keywords", "hub_task_filters"}
+_REQUIRED = ("description", "good_dataset", "exemplars", "seed_queries", "keywords")
+_LIST_FIELDS = {"exemplars", "seed_queries", "keywords", "hub_task_filters"}
 
 
 class CategoryDefinitionError(ValueError):
@@ -37,6 +39,9 @@ class CategoryDefinition(BaseModel):
     category: Category
     description: str = Field(description="What data of this category is.")
     good_dataset: str = Field(description="What a dataset worth keeping looks like.")
+    exemplars: list[str] = Field(
+        description="Descriptions of datasets a careful engineer would keep: the category's semantic anchors."
+    )
     seed_queries: list[str] = Field(description="Queries every search for this category starts from.")
     keywords: list[str] = Field(description="Words whose presence marks a dataset as on-topic.")
     hub_task_filters: list[str] = Field(
@@ -105,3 +110,8 @@ def load_category(category: Category) -> CategoryDefinition:
     except PromptError:
         raise CategoryDefinitionError(f"no definition file prompts/categories/{category.value}.md") from None
     return parse_category_definition(category, text)
+
+
+def semantic_anchors(definition: CategoryDefinition) -> list[str]:
+    """Return the texts that say what the category means: its description, then each exemplar."""
+    return [definition.description, *definition.exemplars]

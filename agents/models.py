@@ -32,6 +32,7 @@ class DatasetMetadata(BaseModel):
     last_modified: datetime | None = None
     features: list[str] | None = None  # column names where known
     sha: str | None = None  # pinned revision where known
+    sections: list[str] = Field(default_factory=list)  # curated-list sections naming the dataset (offline index)
 
 
 class SearchHit(BaseModel):

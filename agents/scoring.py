@@ -1,9 +1,14 @@
 """The deterministic scorer: how relevant a candidate is to its category, and what format its rows are in.
 
-Relevance comes from the category's keywords: a keyword in the dataset's id counts most, one in its tags or
-task categories next, one in its description least; being found by several queries or backends adds a
-little, but never lifts a candidate that matches no keyword at all. The result is squashed into [0, 1] with
-a one-line reason. The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic. `guess_format`
+Relevance combines keyword evidence with meaning. Keywords: one in the dataset's id counts most, one in its
+tags or task categories next, one in its description least. Meaning: the candidate's embedding similarity to
+the category's anchors (description and exemplars, `agents/semantic.py`), which counts from
+`SEMANTIC_FLOOR` (unrelated text sits below it) up to a full keyword's worth at `SEMANTIC_FULL`, so an
+issue-to-patch set is bug fixing even when it never says "bug". Being found by several queries or backends
+adds a little, but never lifts a candidate with no evidence at all. The sum is squashed into [0, 1] with a
+one-line reason. An evaluation-only benchmark or a raw corpus (`agents/dataset_kind.py`) keeps `BENCHMARK_DISCOUNT` of its
+relevance: it is still delivered (the verifier offers a benchmark as an eval set and flags a corpus) but ranks
+below training data. The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic. `guess_format`
 names the row layout (sharegpt, openai_messages, alpaca, …) from features, tags and description.
 """
 
@@ -13,6 +18,7 @@ import math
 from functools import lru_cache
 
 from agents.categories import CategoryDefinition
+from agents.dataset_kind import is_eval_only, raw_corpus_evidence
 from agents.models import Candidate
 from agents.search.terms import light_stem, split_terms
 
@@ -22,6 +28,10 @@ TAG_WEIGHT = 0.6
 TEXT_WEIGHT = 0.35
 EVIDENCE_WEIGHT = 0.08
 EVIDENCE_CAP = 5
+SEMANTIC_FLOOR = 0.25  # cosine to the nearest anchor below which the meaning adds nothing
+SEMANTIC_FULL = 0.55  # cosine at which the meaning counts SEMANTIC_WEIGHT
+SEMANTIC_WEIGHT = 1.2
+BENCHMARK_DISCOUNT = 0.8
 
 
 @lru_cache(maxsize=65_536)
@@ -31,8 +41,19 @@ def _stems(text: str) -> frozenset[str]:
     return frozenset(light_stem(term) for term in split_terms(text))
 
 
-def score_candidate(candidate: Candidate, definition: CategoryDefinition) -> tuple[float, str]:
-    """Return `(relevance in [0, 1], reason)` for `candidate` judged against `definition`'s keywords."""
+def semantic_evidence(similarity: float | None) -> float:
+    """Return what a cosine similarity to the category's anchors adds to the raw score (0 when unknown)."""
+    if similarity is None:
+        return 0.0
+    share = (similarity - SEMANTIC_FLOOR) / (SEMANTIC_FULL - SEMANTIC_FLOOR)
+    return SEMANTIC_WEIGHT * min(1.0, max(0.0, share))
+
+
+def score_candidate(
+    candidate: Candidate, definition: CategoryDefinition, similarity: float | None = None
+) -> tuple[float, str]:
+    """Return `(relevance in [0, 1], reason)` for `candidate` from `definition`'s keywords and, when given, the
+    candidate's embedding `similarity` to the category's anchors."""
     keywords = [(k, _stems(k)) for k in definition.keywords if _stems(k)]
     meta = candidate.metadata
     id_stems = _stems(candidate.hub_id.split("/", 1)[-1])
@@ -41,13 +62,18 @@ def score_candidate(candidate: Candidate, definition: CategoryDefinition) -> tup
     in_id = [k for k, stems in keywords if stems <= id_stems]
     in_tags = [k for k, stems in keywords if stems <= tag_stems and k not in in_id]
     in_text = [k for k, stems in keywords if stems <= text_stems and k not in in_id and k not in in_tags]
-    raw = ID_WEIGHT * len(in_id) + TAG_WEIGHT * len(in_tags) + TEXT_WEIGHT * len(in_text)
+    semantic = semantic_evidence(similarity)
+    raw = ID_WEIGHT * len(in_id) + TAG_WEIGHT * len(in_tags) + TEXT_WEIGHT * len(in_text) + semantic
     sources = {(e.backend, e.query) for e in candidate.evidence}
     if raw > 0:
         raw += EVIDENCE_WEIGHT * min(len(sources) - 1, EVIDENCE_CAP) if sources else 0.0
-    relevance = round(1.0 - math.exp(-raw), 3)
+    relevance = 1.0 - math.exp(-raw)
+    benchmark = raw > 0 and is_eval_only(candidate)
+    corpus = raw > 0 and not benchmark and raw_corpus_evidence(candidate) is not None
+    relevance = round(relevance * (BENCHMARK_DISCOUNT if benchmark or corpus else 1.0), 3)
     if raw == 0:
-        return 0.0, f"no {definition.category.value} keyword in id, tags or description"
+        unlike = "" if similarity is None else f" and it reads unlike the category (similarity {similarity:.2f})"
+        return 0.0, f"no {definition.category.value} keyword in id, tags or description{unlike}"
     parts = []
     if in_id:
         parts.append(f"id matches {', '.join(in_id)}")
@@ -55,7 +81,13 @@ def score_candidate(candidate: Candidate, definition: CategoryDefinition) -> tup
         parts.append(f"tags match {', '.join(in_tags)}")
     if in_text:
         parts.append(f"description mentions {', '.join(in_text)}")
+    if semantic > 0 and similarity is not None:
+        parts.append(f"reads like the category (similarity {similarity:.2f})")
     parts.append(f"found by {len(sources)} search(es)")
+    if benchmark:
+        parts.append("an evaluation benchmark: ranked below training data")
+    if corpus:
+        parts.append("a raw corpus: ranked below conversation and instruction data")
     return relevance, "; ".join(parts)
 
 

@@ -5,7 +5,8 @@ call runs concurrently under a per-call timeout, with bounded, capped-backoff re
 only. Each call leaves one `QueryRecord` (ok, empty or failed, with attempts and error text), so a failure is
 always visible and never costs the hits of other calls. Hits are merged by Hub id into one `Candidate` each,
 keeping all evidence; malformed ids are dropped with a note. Relevance comes from the LLM when one is given
-and answers sensibly, otherwise (and for anything it skipped) from the deterministic scorer.
+and answers sensibly, otherwise (and for anything it skipped) from the deterministic scorer, which weighs
+keywords and the embedding similarity to the category's anchors (`agents/semantic.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from agents.llm import LLMError, RelevanceLLM
 from agents.models import Candidate, Deliverable, Evidence, QueryRecord, SearchHit
 from agents.planning import plan_queries_deterministic
 from agents.scoring import guess_format, score_candidate
-from agents.search.base import SearchBackend, TransientSearchError
+from agents.search.base import SearchBackend, TransientSearchError, is_semantic
+from agents.semantic import CategorySimilarity
 from core.types import Category, is_hub_id, parse_category
 
 logger = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ async def run_subagent(
     *,
     backends: Sequence[SearchBackend],
     llm: RelevanceLLM | None = None,
+    similarity: CategorySimilarity | None = None,
     max_queries: int = 8,
     per_query_limit: int = 20,
     retries: int = 2,
@@ -43,6 +46,7 @@ async def run_subagent(
 ) -> Deliverable:
     """Return the deliverable of one category: candidates best first, every query run, and notes.
 
+    `similarity` defaults to the shipped offline index's embeddings (keywords alone without the model).
     Raises UnknownCategoryError for a name that is not a category and CategoryDefinitionError for a malformed
     definition file; search failures never raise, they are recorded on the queries.
     """
@@ -52,12 +56,18 @@ async def run_subagent(
     with_hub = any(b.name == "hub" for b in backends)
     queries, planner = await _plan(definition, llm, max_queries, notes, with_hub)
     calls = [(query, backend) for query in queries for backend in backends]
+    # The exemplars describe good datasets in plain sentences: a semantic index finds their look-alikes, while
+    # the Hub's and the web's keyword searches would only waste calls on them.
+    calls += [(e, backend) for e in definition.exemplars for backend in backends if is_semantic(backend)]
     results = await asyncio.gather(
         *(_search_once(b, q, per_query_limit, retries, timeout_s, retry_base_delay_s) for q, b in calls)
     )
     records = [record for record, _ in results]
     candidates = _merge(category, [hit for _, hits in results for hit in hits], notes)
-    await _score(definition, candidates, llm, notes)
+    similarity = similarity if similarity is not None else CategorySimilarity.default()
+    if not similarity.enabled:
+        notes.append("semantic scoring off (embedding model not installed): relevance from keywords alone")
+    await _score(definition, candidates, llm, notes, similarity)
     failed = sum(r.status == "failed" for r in records)
     if failed:
         notes.append(f"{failed} of {len(records)} searches failed; see queries for reasons")
@@ -177,11 +187,18 @@ def _fill_metadata(candidate: Candidate, hit: SearchHit) -> None:
 
 
 async def _score(
-    definition: CategoryDefinition, candidates: list[Candidate], llm: RelevanceLLM | None, notes: list[str]
+    definition: CategoryDefinition,
+    candidates: list[Candidate],
+    llm: RelevanceLLM | None,
+    notes: list[str],
+    similarity: CategorySimilarity,
 ) -> None:
     """Set relevance, reason and format on every candidate, then sort them best first (in place)."""
+    similarities = similarity.similarities(definition, candidates)
     for candidate in candidates:
-        candidate.relevance, candidate.relevance_reason = score_candidate(candidate, definition)
+        candidate.relevance, candidate.relevance_reason = score_candidate(
+            candidate, definition, similarities.get(candidate.hub_id)
+        )
         candidate.format_guess = guess_format(candidate)
     candidates.sort(key=_order)
     if llm is not None and candidates:

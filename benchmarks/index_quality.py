@@ -1,16 +1,25 @@
-"""How well the offline index answers category queries: kept-in-top-20 and recall@20 against a judged set.
+"""How well the offline index answers category queries: recall@20 and precision@20 against a judged set.
 
-For each of the ten categories, the hand-labelled set `tests/data/index_judgments.json` lists the snapshot
-datasets a careful engineer would keep. Three rankers answer the same category and are scored side by side:
+`tests/data/index_judgments.json` holds (category, dataset, relevant?) judgments over the snapshot, labelled
+from the records' descriptions: `judgements` lists the datasets a careful engineer would keep for a category,
+`not_relevant` the ones judged and not kept. Four rankers answer each category and are scored side by side:
 
 * `substring` — the baseline: a record matches a query word when the word is a case-insensitive substring of
   its id or description; records are ranked by how many query words they match (ties: snapshot order).
-* `fts5` — the offline index (SQLite FTS5, BM25 with id/tag weights, split ids) on the same query text.
-* `subagent` — the full deterministic subagent on the offline index (its planned queries, merged and scored).
+* `bm25` — the offline index's SQLite FTS5 BM25 ranking alone (split ids, id/tag weights).
+* `hybrid` — BM25 fused with all-MiniLM-L6-v2 embeddings by reciprocal rank fusion (`OfflineIndex.rank`).
+* `subagent` — the full deterministic subagent on the hybrid index: its planned queries and the exemplar
+  queries, merged, scored on keywords plus semantic similarity to the category's anchors; this is the
+  campaign's own top 20.
 
-Both single-query rankers get the category's seed queries and keywords joined into one query; a second table
-gives them the first seed query alone (a short, human-style query). Run:
-`.venv/bin/python benchmarks/index_quality.py`; results go to `benchmarks/results/index_quality.{json,md}`.
+The three single-query rankers get the category's seed queries and keywords joined into one query (a long
+keyword list, BM25's best case), and, in a second table, each seed query alone (short, human-style queries;
+the mean over the category's seed queries).
+recall@20 = kept ids in the top 20 / min(20, kept ids judged): a category with more than 20 relevant datasets
+can at best fill its 20 slots, so that counts as full recall (the JSON also has the uncapped kept / judged);
+precision@20 = kept ids in the top 20 / 20 (an unjudged id counts as not relevant, so it is a lower bound);
+`judged` says how many of the 20 were judged at all. Run `.venv/bin/python benchmarks/index_quality.py`; results go to
+`benchmarks/results/index_quality.{json,md}`.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from pathlib import Path
 
 from agents.categories import load_category
@@ -29,7 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 JUDGMENTS = ROOT / "tests" / "data" / "index_judgments.json"
 RESULTS = ROOT / "benchmarks" / "results"
 K = 20
-RANKERS = ("substring", "fts5", "subagent", "substring_seed", "fts5_seed")
+RANKERS = ("substring", "bm25", "hybrid", "subagent")
+SEED_RANKERS = ("substring", "bm25", "hybrid")
 
 
 def substring_rank(records: list[dict], query: str, k: int) -> list[str]:
@@ -45,91 +56,135 @@ def substring_rank(records: list[dict], query: str, k: int) -> list[str]:
 
 
 def category_query(category: Category) -> str:
+    """Return the one query the single-query rankers get: seed queries and keywords joined."""
     definition = load_category(category)
     return " ".join([*definition.seed_queries, *definition.keywords])
+
+
+def load_judgments(path: Path = JUDGMENTS) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Return `(relevant, not_relevant)` id sets per category from the judged set."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    relevant = {c: set(ids) for c, ids in data["judgements"].items()}
+    rejected = {c: set(ids) for c, ids in data.get("not_relevant", {}).items()}
+    return relevant, rejected
+
+
+def score(top: list[str], keep: set[str], judged: set[str]) -> dict[str, float]:
+    """Return kept-in-top-k, recall@k, precision@k and judged@k of one ranking."""
+    kept = sum(hub_id in keep for hub_id in top)
+    return {
+        "kept": kept,
+        "recall": round(kept / min(K, len(keep)), 3) if keep else 0.0,
+        "recall_uncapped": round(kept / len(keep), 3) if keep else 0.0,
+        "precision": round(kept / K, 3),
+        "judged": sum(hub_id in judged for hub_id in top),
+    }
 
 
 def measure() -> dict:
     index = OfflineIndex.default()
     records = index.records()
-    judged = json.loads(JUDGMENTS.read_text(encoding="utf-8"))["judgements"]
+    relevant, rejected = load_judgments()
     rows = []
+    subagent_s = 0.0
     for category in Category:
-        keep = set(judged[category.value])
+        keep = relevant[category.value]
+        judged = keep | rejected.get(category.value, set())
         query = category_query(category)
+        started = time.perf_counter()
         deliverable = asyncio.run(run_subagent(category, backends=[index]))
+        subagent_s += time.perf_counter() - started
         ranked = {
             "substring": substring_rank(records, query, K),
-            "fts5": [hub_id for hub_id, _ in index.rank(query, limit=K)],
+            "bm25": [hub_id for hub_id, _ in index.rank_bm25(query, limit=K)],
+            "hybrid": [hub_id for hub_id, _ in index.rank(query, limit=K)],
             "subagent": [c.hub_id for c in deliverable.candidates[:K]],
         }
-        seed = load_category(category).seed_queries[0]
-        ranked["substring_seed"] = substring_rank(records, seed, K)
-        ranked["fts5_seed"] = [hub_id for hub_id, _ in index.rank(seed, limit=K)]
-        row: dict = {"category": category.value, "judged": len(keep), "query": query, "seed_query": seed}
-        for name, top in ranked.items():
-            kept = sum(hub_id in keep for hub_id in top)
-            row[name] = {"kept_in_top20": kept, "recall_at_20": round(kept / len(keep), 3)}
+        row: dict = {
+            "category": category.value, "relevant": len(keep), "not_relevant": len(judged - keep), "query": query,
+        }
+        row.update({name: score(top, keep, judged) for name, top in ranked.items()})
+        seeds = load_category(category).seed_queries
+        per_seed = {
+            "substring": [substring_rank(records, q, K) for q in seeds],
+            "bm25": [[h for h, _ in index.rank_bm25(q, limit=K)] for q in seeds],
+            "hybrid": [[h for h, _ in index.rank(q, limit=K)] for q in seeds],
+        }
+        row["seed_queries"] = {
+            name: {metric: round(sum(score(top, keep, judged)[metric] for top in tops) / len(tops), 3)
+                   for metric in ("recall", "precision")}
+            for name, tops in per_seed.items()
+        }
         rows.append(row)
     means = {
-        name: {
-            "kept_in_top20": round(sum(r[name]["kept_in_top20"] for r in rows) / len(rows), 2),
-            "recall_at_20": round(sum(r[name]["recall_at_20"] for r in rows) / len(rows), 3),
-        }
+        name: {metric: round(sum(r[name][metric] for r in rows) / len(rows), 3) for metric in ("recall", "precision")}
         for name in RANKERS
     }
-    return {"k": K, "snapshot_records": len(records), "rows": rows, "mean": means}
+    means["seed_queries"] = {
+        name: {metric: round(sum(r["seed_queries"][name][metric] for r in rows) / len(rows), 3)
+               for metric in ("recall", "precision")}
+        for name in SEED_RANKERS
+    }
+    judgments = sum(r["relevant"] + r["not_relevant"] for r in rows)
+    return {
+        "k": K, "snapshot_records": len(records), "judgments": judgments, "retrieval": index.retrieval,
+        "subagent_seconds_all_categories": round(subagent_s, 2), "rows": rows, "mean": means,
+    }
 
 
 def markdown(result: dict) -> str:
     lines = [
         f"# Offline index quality (top {result['k']} of {result['snapshot_records']} snapshot records)",
         "",
-        "Kept = judged-relevant ids in the top 20; recall@20 = kept / judged. Same query text for substring and fts5.",
+        f"{result['judgments']} judgments (category, dataset, relevant?) over all ten categories. "
+        f"R = recall@20 (kept in top 20 / min(20, kept judged)); P = precision@20 (kept in top 20 / 20, unjudged counted "
+        f"as not relevant). Retrieval: {result['retrieval']}.",
         "",
-        "| category | judged | substring kept | fts5 kept | subagent kept | substring R@20 | fts5 R@20 | subagent R@20 |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| category | kept / judged | substring R | BM25 R | hybrid R | subagent R | substring P | BM25 P | "
+        "hybrid P | subagent P |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
-        lines.append(
-            f"| {r['category']} | {r['judged']} | {r['substring']['kept_in_top20']} | {r['fts5']['kept_in_top20']} | "
-            f"{r['subagent']['kept_in_top20']} | {r['substring']['recall_at_20']:.2f} | {r['fts5']['recall_at_20']:.2f} | "
-            f"{r['subagent']['recall_at_20']:.2f} |"
-        )
+        recall = " | ".join(f"{r[n]['recall']:.2f}" for n in RANKERS)
+        precision = " | ".join(f"{r[n]['precision']:.2f}" for n in RANKERS)
+        lines.append(f"| {r['category']} | {r['relevant']} / {r['relevant'] + r['not_relevant']} | {recall} | {precision} |")
     m = result["mean"]
-    lines.append(
-        f"| **mean** | | {m['substring']['kept_in_top20']} | {m['fts5']['kept_in_top20']} | {m['subagent']['kept_in_top20']} | "
-        f"{m['substring']['recall_at_20']:.3f} | {m['fts5']['recall_at_20']:.3f} | {m['subagent']['recall_at_20']:.3f} |"
-    )
+    recall = " | ".join(f"**{m[n]['recall']:.3f}**" for n in RANKERS)
+    precision = " | ".join(f"**{m[n]['precision']:.3f}**" for n in RANKERS)
+    lines.append(f"| **mean** | | {recall} | {precision} |")
     lines += [
         "",
-        "First seed query alone:",
+        "Each seed query alone (mean over the category's seed queries):",
         "",
-        "| category | seed query | substring kept | fts5 kept | substring R@20 | fts5 R@20 |",
-        "|---|---|---:|---:|---:|---:|",
+        "| category | substring R | BM25 R | hybrid R | substring P | BM25 P | hybrid P |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
-        lines.append(
-            f"| {r['category']} | {r['seed_query']} | {r['substring_seed']['kept_in_top20']} | "
-            f"{r['fts5_seed']['kept_in_top20']} | {r['substring_seed']['recall_at_20']:.2f} | "
-            f"{r['fts5_seed']['recall_at_20']:.2f} |"
-        )
-    lines.append(
-        f"| **mean** | | {m['substring_seed']['kept_in_top20']} | {m['fts5_seed']['kept_in_top20']} | "
-        f"{m['substring_seed']['recall_at_20']:.3f} | {m['fts5_seed']['recall_at_20']:.3f} |"
-    )
+        seed = r["seed_queries"]
+        recall = " | ".join(f"{seed[n]['recall']:.2f}" for n in SEED_RANKERS)
+        precision = " | ".join(f"{seed[n]['precision']:.2f}" for n in SEED_RANKERS)
+        lines.append(f"| {r['category']} | {recall} | {precision} |")
+    seed_mean = m["seed_queries"]
+    recall = " | ".join(f"**{seed_mean[n]['recall']:.3f}**" for n in SEED_RANKERS)
+    precision = " | ".join(f"**{seed_mean[n]['precision']:.3f}**" for n in SEED_RANKERS)
+    lines.append(f"| **mean** | {recall} | {precision} |")
+    worst = {n: min(r[n]["recall"] for r in result["rows"]) for n in RANKERS}
     lines += [
         "",
-        f"fts5 / substring mean recall@20: **{_ratio(m, 'fts5', 'substring'):.2f}×** (category query), "
-        f"**{_ratio(m, 'fts5_seed', 'substring_seed'):.2f}×** (first seed query)",
+        "Lowest per-category recall@20: " + ", ".join(f"{n} {worst[n]:.2f}" for n in RANKERS) + ".",
+        f"hybrid / BM25 mean recall@20: **{_ratio(m, 'hybrid', 'bm25'):.2f}×** on the joined keyword query, "
+        f"**{_ratio(seed_mean, 'hybrid', 'bm25'):.2f}×** on single seed queries; "
+        f"hybrid / substring: **{_ratio(m, 'hybrid', 'substring'):.2f}×**. "
+        f"All ten subagents (the campaign's ranking) took {result['subagent_seconds_all_categories']:.1f} s here, "
+        "one after another, embedding model load included.",
         "",
     ]
     return "\n".join(lines)
 
 
 def _ratio(means: dict, ours: str, baseline: str) -> float:
-    base = means[baseline]["recall_at_20"]
-    return means[ours]["recall_at_20"] / base if base else float("inf")
+    base = means[baseline]["recall"]
+    return means[ours]["recall"] / base if base else float("inf")
 
 
 def main() -> None:

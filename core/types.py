@@ -86,6 +86,38 @@ class ReasonCode(StrEnum):
     EXISTENCE_UNVERIFIED = "existence_unverified"
     MALFORMED_ID = "malformed_id"
     BACKEND_FAILED = "backend_failed"
+    BENCHMARK = "benchmark"  # an evaluation set: kept out of training, offered as a decontamination eval set
+    RAW_CORPUS = "raw_corpus"  # raw text or code with no conversations or instructions
+    LANGUAGE_MISMATCH = "language_mismatch"  # not in the target model's language
+
+
+# Reasons that only say "nobody could check this" (typical offline): an accepted candidate with nothing else is
+# "accepted, unverified", not flagged. `duplicate` only says another category found it too.
+UNVERIFIED_CODES = frozenset(
+    {ReasonCode.EXISTENCE_UNVERIFIED, ReasonCode.LICENSE_UNKNOWN, ReasonCode.SIZE_UNKNOWN, ReasonCode.FIELDS_UNKNOWN}
+)
+INFORMATIONAL_CODES = frozenset({ReasonCode.DUPLICATE})
+
+
+class VerdictLabel(StrEnum):
+    """How a verdict reads to a reviewer; the campaign table and `catalog summary` both count these."""
+
+    ACCEPTED = "accepted"  # accepted with no objection
+    UNVERIFIED = "unverified"  # accepted; only things nobody could check (offline) are open
+    FLAGGED = "flagged"  # accepted with a real flag for the reviewer (non-commercial license, benchmark split, …)
+    EVAL_SET = "eval_set"  # blocked as an evaluation benchmark: offered for decontamination, not for training
+    REJECTED = "rejected"  # blocked for any other reason
+
+
+def label_verdict(reasons: list[dict[str, object]]) -> VerdictLabel:
+    """Return the label of a verdict from its reasons (`{"code", "blocking", …}`); blocking reasons reject."""
+    blocking = [str(r.get("code")) for r in reasons if r.get("blocking")]
+    if blocking:
+        return VerdictLabel.EVAL_SET if blocking == [ReasonCode.BENCHMARK] * len(blocking) else VerdictLabel.REJECTED
+    codes = {str(r.get("code")) for r in reasons} - INFORMATIONAL_CODES
+    if not codes:
+        return VerdictLabel.ACCEPTED
+    return VerdictLabel.UNVERIFIED if codes <= UNVERIFIED_CODES else VerdictLabel.FLAGGED
 
 
 # Hub repo ids: `owner/name`, each part letters, digits, '-', '_', '.', not starting or ending with '-'/'.',

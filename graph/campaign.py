@@ -80,6 +80,7 @@ def make_context(
         offline=settings.offline, search_retries=settings.search_retries, search_timeout_s=settings.search_timeout_s,
         branch_timeout_s=settings.campaign_branch_timeout_s, lookup_timeout_s=settings.search_timeout_s,
         lease_ttl_s=settings.lease_ttl_s,
+        target_language=settings.target_language,
     )
     return context, notes
 

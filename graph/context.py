@@ -51,3 +51,4 @@ class CampaignContext:
     branch_timeout_s: float = 600.0
     lookup_timeout_s: float = 10.0
     lease_ttl_s: float = 30.0  # the campaign's lease in the catalog: renewed every third of it while running
+    target_language: str = "en"

@@ -11,6 +11,7 @@ but gets no catalog entry (the catalog is keyed by valid Hub ids).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -18,7 +19,15 @@ from typing import Any
 from langgraph.runtime import Runtime
 from sqlmodel import Session
 
-from core.types import Decision, RunStatus, is_hub_id
+from core.types import (
+    INFORMATIONAL_CODES,
+    UNVERIFIED_CODES,
+    Decision,
+    RunStatus,
+    VerdictLabel,
+    is_hub_id,
+    label_verdict,
+)
 from curation.catalog import store
 from curation.catalog.models import SubagentRun
 from graph.context import CampaignContext
@@ -94,10 +103,20 @@ def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> dict[str
 
 
 def run_counts(run: VerifiedRun) -> dict[str, Any]:
-    """Return a run's status and candidate counts: accepted (flagged ones included), flagged, rejected."""
-    accepted = [c for c in run["candidates"] if c["decision"] == Decision.ACCEPT]
+    """Return a run's status and candidate counts, as `catalog summary` counts them per category.
+
+    `accepted` (every candidate the verifier let through) splits into `unverified` (only unknowns open, as
+    offline), `flagged` (a real flag) and the clean rest; `rejected` includes the `eval_sets` (benchmarks
+    blocked from training). `reasons` counts each flag or rejection code once per candidate.
+    """
+    labels = Counter(label_verdict(c["reasons"]) for c in run["candidates"])
+    accepted = sum(c["decision"] == Decision.ACCEPT for c in run["candidates"])
+    reasons: Counter[str] = Counter()
+    for candidate in run["candidates"]:
+        reasons.update({str(r["code"]) for r in candidate["reasons"]} - set(UNVERIFIED_CODES) - set(INFORMATIONAL_CODES))
     return {
         "status": run["status"], "error": run["error"], "candidates": len(run["candidates"]),
-        "accepted": len(accepted), "flagged": sum(bool(c["reasons"]) for c in accepted),
-        "rejected": len(run["candidates"]) - len(accepted),
+        "accepted": accepted, "unverified": labels[VerdictLabel.UNVERIFIED], "flagged": labels[VerdictLabel.FLAGGED],
+        "eval_sets": labels[VerdictLabel.EVAL_SET], "rejected": len(run["candidates"]) - accepted,
+        "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
     }

@@ -5,6 +5,8 @@ A check is a function `(candidate, context) -> list[reason]`; a reason is
 ones are flags for the human reviewer. Unknown is not bad: a check that cannot be answered (offline, a record
 without license, size or columns) flags instead of rejecting. The only I/O is the existence lookup, done once
 per Hub id by `lookup_existence` before the checks run, so every check stays a pure function of its inputs.
+What a dataset *is* (an evaluation benchmark, a raw corpus, the wrong language) is judged by the checks in
+`graph/suitability.py`, run here with the others.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from agents.search.base import SearchBackend
 from core.types import Category, Decision, ReasonCode, RunStatus, is_hub_id
 from graph.context import CampaignContext
 from graph.state import BranchResult, CampaignState, VerifiedCandidate, VerifiedRun
+from graph.suitability import check_benchmark, check_language, check_raw_corpus
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ class VerifyContext:
     off_topic_below: float = 0.3
     min_rows: int = MIN_ROWS
     gated_manual_blocks: bool = True  # policy: manual-approval datasets are rejected (else only flagged)
+    target_language: str = "en"  # the target model's language (ISO 639-1)
 
 
 Check = Callable[[Candidate, VerifyContext], list[dict[str, Any]]]
@@ -161,7 +165,7 @@ def check_on_topic(candidate: Candidate, context: VerifyContext) -> list[dict[st
 
 CHECKS: tuple[Check, ...] = (
     check_hub_id, check_exists, check_gated, check_license, check_size, check_text_fields, check_duplicate,
-    check_on_topic,
+    check_on_topic, check_benchmark, check_raw_corpus, check_language,
 )
 
 
@@ -295,7 +299,8 @@ async def verify(state: CampaignState, runtime: Runtime[CampaignContext]) -> dic
     everything = [c for d in deliverables.values() for c in d.candidates]
     existence, looked_up = await lookup_existence(everything, context.backends, timeout_s=context.lookup_timeout_s)
     checks = VerifyContext(
-        existence=existence, first_found_by=first_found_by(deliverables.values()), off_topic_below=OFF_TOPIC_BELOW
+        existence=existence, first_found_by=first_found_by(deliverables.values()), off_topic_below=OFF_TOPIC_BELOW,
+        target_language=context.target_language,
     )
     verified = [verify_run(r, deliverables.get(r["category"]), checks, looked_up) for r in results]
     rejected = sum(c["decision"] == Decision.REJECT for run in verified for c in run["candidates"])

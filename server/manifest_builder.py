@@ -2,7 +2,9 @@
 
 One builder serves `GET /manifest`, `POST /manifest/export` and `datahunt manifest export`, so the three
 always agree. Each approved entry becomes one `Source` (pinned revision, config, split, field mapping,
-format, license) filed under its best category; the budget and target come from the caller. Exports are
+format, license) filed under its best category; every entry the verifier recognised as an evaluation
+benchmark (and no reviewer rejected) becomes an `EvalSet` on its test split, so curation decontaminates
+against it instead of training on it; the budget and target come from the caller. Exports are
 confined to `settings.resolved_data_dir`: absolute paths elsewhere, `..` segments and symlinks that lead
 out of it are refused with `ExportPathError`, and the file is written by `server.confined_file`, which
 never follows a link planted after that check (at a folder or at its temporary name).
@@ -19,7 +21,7 @@ from pydantic import ValidationError
 
 from core.types import Category, UnknownCategoryError, parse_category
 from curation.catalog.models import CatalogEntry
-from curation.manifest import Budget, Manifest, Source, TargetModel, dump_manifest
+from curation.manifest import Budget, EvalSet, Manifest, Source, TargetModel, dump_manifest
 from server.confined_file import ConfinedPathError, check_name, write_confined
 
 logger = logging.getLogger(__name__)
@@ -68,13 +70,22 @@ def source_for(entry: CatalogEntry) -> Source | None:
     )
 
 
+def eval_set_for(entry: CatalogEntry) -> EvalSet:
+    """Return the decontamination set of a benchmark entry: its test split at the pinned revision."""
+    revision = entry.revision or entry.dataset_metadata.get("sha")
+    return EvalSet(name=entry.hub_id, hub_id=entry.hub_id, revision=str(revision) if revision else None,
+                   config=entry.config, split="test")
+
+
 def build_manifest(
     entries: Iterable[CatalogEntry],
     *,
     budget: Budget | None = None,
     target: TargetModel | None = None,
+    eval_entries: Iterable[CatalogEntry] = (),
 ) -> Manifest:
-    """Return the manifest of `entries` (the approved ones), sorted by category then Hub id."""
+    """Return the manifest of `entries` (the approved ones), sorted by category then Hub id, with
+    `eval_entries` (the benchmarks, `store.benchmark_entries`) as its eval sets."""
     sources: list[Source] = []
     notes: list[str] = []
     for entry in entries:
@@ -85,7 +96,8 @@ def build_manifest(
             continue
         sources.append(source)
     sources.sort(key=lambda s: (s.category.value, s.hub_id, s.config or ""))
-    return Manifest(sources=sources, budget=budget or Budget(), target=target, notes=notes)
+    eval_sets = [eval_set_for(entry) for entry in sorted(eval_entries, key=lambda e: e.hub_id)]
+    return Manifest(sources=sources, eval_sets=eval_sets, budget=budget or Budget(), target=target, notes=notes)
 
 
 def parse_shares(items: Iterable[str]) -> dict[Category, float]:

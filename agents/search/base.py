@@ -1,7 +1,8 @@
 """The one protocol every search backend implements, and the errors backends raise.
 
 A backend answers a text query with ranked `SearchHit`s and can look one Hub id up (for the verifier's
-existence check). Backends raise `SearchError` subclasses; the subagent records them per query and retries
+existence check). A backend that ranks by meaning sets a true `semantic` attribute (the offline index with
+its embeddings); the subagent also sends it the category's exemplar descriptions as queries. Backends raise `SearchError` subclasses; the subagent records them per query and retries
 only the transient ones.
 """
 
@@ -37,3 +38,8 @@ class SearchBackend(Protocol):
     async def lookup(self, hub_id: str) -> DatasetMetadata | None:
         """Return what the backend knows of `hub_id`, or None when it does not know the dataset."""
         ...
+
+
+def is_semantic(backend: SearchBackend) -> bool:
+    """True when `backend` ranks by meaning (its `semantic` attribute), so plain-sentence queries suit it."""
+    return bool(getattr(backend, "semantic", False))

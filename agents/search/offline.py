@@ -1,4 +1,4 @@
-"""The embedded offline index: a snapshot of real Hub dataset metadata searched with SQLite FTS5 and BM25.
+"""The embedded offline index: a snapshot of real Hub dataset metadata, searched with BM25 fused with embeddings.
 
 The snapshot (`data/hf_datasets_snapshot.jsonl`, shipped as package data) is loaded once per process into an
 in-memory FTS5 table. Ids are indexed twice: as written and split into words (`CodeReviewer` → `code
@@ -7,6 +7,12 @@ the curated-list section names, above free description text. Queries are split t
 is quoted (user text never reaches FTS5 syntax); each term is scored with BM25, weighted by its repeats in
 the query, and documents covering more of the terms get a bonus, so "code review" prefers review datasets
 over anything that merely mentions code.
+
+Hybrid retrieval: each record also has a shipped all-MiniLM-L6-v2 embedding (`agents/search/vectors.py`);
+the query is embedded at run time and the records closest in meaning form a second ranking. The two rankings
+are merged by reciprocal rank fusion (score = sum of 1 / (RRF_K + rank) over the rankings a record is in),
+so an issue-to-patch set whose text never says "bug fix" can still surface for "bug fix". Without the model
+package (or with stale vectors) the index falls back to BM25 alone and `retrieval` says so.
 """
 
 from __future__ import annotations
@@ -16,15 +22,19 @@ import math
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import SearchError
+from agents.search.embedding import EncoderUnavailableError, SentenceEncoder, default_encoder
 from agents.search.terms import query_terms_repeated, split_filters, split_terms
+from agents.search.vectors import DocumentVectors
 from core.jsonl import parse_jsonl
 from core.types import is_hub_id
 
@@ -37,6 +47,9 @@ PREFIX_WEIGHT = 0.5  # a term matching only as a word prefix (`commit` in `commi
 MIN_PREFIX_LEN = 4
 COVERAGE_BONUS = 0.6  # a document matching every query term scores up to 1.6× one matching a single term
 EVAL_ONLY_PENALTY = 0.7  # records only ever listed as evaluation benchmarks are rarely training data
+RRF_K = 60  # reciprocal rank fusion constant: rank 1 scores 1/61, rank 20 scores 1/80
+DENSE_DEPTH = 50  # how many of the nearest records the dense ranking contributes
+DENSE_MIN_SIMILARITY = 0.2  # records less similar than this to the query are not semantic matches at all
 _BENCHMARK_SECTION = re.compile(r"lm-eval task|evaluation datasets|benchmarks?\b", re.IGNORECASE)
 
 
@@ -45,7 +58,14 @@ class OfflineIndex:
 
     name: BackendName = "offline"
 
-    def __init__(self, records: Iterable[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        records: Iterable[dict[str, Any]],
+        *,
+        vectors: DocumentVectors | None = None,
+        encoder: SentenceEncoder | Callable[[], SentenceEncoder] | None = None,
+    ) -> None:
+        """Index `records`; with `vectors` (matching the records) and an `encoder` (or a loader), rank hybrid."""
         self._lock = threading.Lock()
         self._db = sqlite3.connect(":memory:", check_same_thread=False)
         self._db.execute(
@@ -68,6 +88,50 @@ class OfflineIndex:
             )
         if skipped:
             logger.warning("offline index skipped %d records with a malformed or repeated id", skipped)
+        self._matrix: np.ndarray | None = None
+        self._encoder_source = encoder
+        self._encoder: SentenceEncoder | None = None
+        self.retrieval = "bm25 (no document embeddings given)"
+        if vectors is not None and encoder is not None:
+            self._attach(vectors)
+
+    def _attach(self, vectors: DocumentVectors) -> None:
+        stale = vectors.mismatches(self._records)
+        if stale:
+            self.retrieval = f"bm25 (document embeddings are stale for {len(stale)} records, e.g. {stale[0]})"
+            logger.warning("offline index: %s; rebuild with python -m agents.search.build_vectors", self.retrieval)
+            return
+        row = {hub_id.lower(): i for i, hub_id in enumerate(vectors.ids)}
+        self._dense_weight = np.array(
+            [EVAL_ONLY_PENALTY if _benchmark_only(r) else 1.0 for r in self._records], dtype=np.float32
+        )
+        self._matrix = vectors.matrix[[row[r["id"].lower()] for r in self._records]]
+        self.retrieval = f"hybrid (BM25 + {vectors.model} embeddings, reciprocal rank fusion)"
+
+    def encoder(self) -> SentenceEncoder | None:
+        """Return the query encoder (loaded on first use), or None when semantic search is off."""
+        if self._matrix is None or self._encoder_source is None:
+            return None
+        if self._encoder is None:
+            source = self._encoder_source
+            try:
+                self._encoder = source() if callable(source) and not isinstance(source, SentenceEncoder) else source
+            except EncoderUnavailableError as exc:
+                self.retrieval = f"bm25 ({exc})"
+                logger.warning("offline index: %s", self.retrieval)
+                self._matrix = self._encoder_source = None
+                return None
+        return self._encoder
+
+    @property
+    def semantic(self) -> bool:
+        """True when queries are ranked hybrid (document embeddings attached and an encoder available)."""
+        return self.encoder() is not None
+
+    def vector(self, hub_id: str) -> np.ndarray | None:
+        """Return the record's unit embedding, or None when the id is unknown or semantic search is off."""
+        index = self._by_id.get(hub_id.strip().lower())
+        return None if index is None or self._matrix is None else self._matrix[index]
 
     @classmethod
     def from_jsonl(cls, path: Path) -> OfflineIndex:
@@ -76,14 +140,42 @@ class OfflineIndex:
 
     @classmethod
     def default(cls) -> OfflineIndex:
-        """Return the index of the shipped snapshot, built once per process."""
+        """Return the index of the shipped snapshot (hybrid when the model is installed), built once per process."""
         return _default_index()
 
     def __len__(self) -> int:
         return len(self._records)
 
     def rank(self, query: str, *, limit: int = 20) -> list[tuple[str, float]]:
-        """Return up to `limit` `(hub_id, score)` pairs for `query`, best first (score > 0).
+        """Return up to `limit` `(hub_id, score)` pairs for `query`, best first: hybrid when it can, else BM25.
+
+        The hybrid score is the reciprocal-rank-fusion sum of the record's BM25 rank and its embedding rank.
+        """
+        text = split_filters(query)[0]
+        encoder = self.encoder()
+        if encoder is None or self._matrix is None or limit <= 0 or not text.strip():
+            return self.rank_bm25(query, limit=limit)
+        depth = max(limit, DENSE_DEPTH)
+        fused: dict[str, float] = {}
+        for position, (hub_id, _) in enumerate(self.rank_bm25(query, limit=depth), start=1):
+            fused[hub_id] = 1.0 / (RRF_K + position)
+        for position, (hub_id, _) in enumerate(self.rank_dense(encoder.encode([text])[0], limit=depth), start=1):
+            fused[hub_id] = fused.get(hub_id, 0.0) + 1.0 / (RRF_K + position)
+        ranked = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0].lower()))
+        return [(hub_id, round(score * RRF_K, 4)) for hub_id, score in ranked[:limit]]
+
+    def rank_dense(self, query_vector: np.ndarray, *, limit: int = 20) -> list[tuple[str, float]]:
+        """Return up to `limit` `(hub_id, cosine)` pairs nearest to `query_vector` (cosine >= the floor)."""
+        if self._matrix is None:
+            return []
+        similarity = (self._matrix @ query_vector.astype(np.float32)) * self._dense_weight
+        order = np.argsort(-similarity, kind="stable")[:limit]
+        return [
+            (self._records[i]["id"], float(similarity[i])) for i in order if similarity[i] >= DENSE_MIN_SIMILARITY
+        ]
+
+    def rank_bm25(self, query: str, *, limit: int = 20) -> list[tuple[str, float]]:
+        """Return up to `limit` `(hub_id, score)` pairs for `query` by BM25 alone, best first (score > 0).
 
         Each distinct query term is scored with BM25 on its own and weighted by how often the query repeats
         it (a term in several seed queries matters more); documents covering more of the query's terms get a
@@ -172,6 +264,7 @@ def record_metadata(record: dict[str, Any]) -> DatasetMetadata:
         languages=[str(lang) for lang in languages],
         downloads=record.get("downloads"),
         likes=record.get("likes"),
+        sections=[str(s) for s in record.get("source_sections") or []],
     )
 
 
@@ -205,4 +298,4 @@ def _read_jsonl(text: str, where: str) -> list[dict[str, Any]]:
 @lru_cache(maxsize=1)
 def _default_index() -> OfflineIndex:
     text = resources.files("agents.search").joinpath("data", SNAPSHOT_NAME).read_text(encoding="utf-8")
-    return OfflineIndex(_read_jsonl(text, SNAPSHOT_NAME))
+    return OfflineIndex(_read_jsonl(text, SNAPSHOT_NAME), vectors=DocumentVectors.shipped(), encoder=default_encoder)

@@ -17,7 +17,7 @@ from sqlalchemy import func, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from core.types import Category, Decision, EntryStatus
+from core.types import Category, Decision, EntryStatus, ReasonCode, VerdictLabel, label_verdict
 from curation.catalog.audit import record_audit
 from curation.catalog.campaigns import (
     CAMPAIGN_STATUSES,
@@ -296,9 +296,18 @@ def approved_entries(session: Session) -> list[CatalogEntry]:
     return list(session.exec(stmt).all())
 
 
+def benchmark_entries(session: Session) -> list[CatalogEntry]:
+    """Return the entries the verifier recognised as evaluation benchmarks (reason `benchmark`) that no reviewer
+    rejected, by Hub id: the manifest offers them as decontamination `eval_sets`."""
+    stmt = select(CatalogEntry).where(CatalogEntry.status != EntryStatus.REJECTED.value).order_by(col(CatalogEntry.hub_id))
+    return [e for e in session.exec(stmt).all() if any(r.get("code") == ReasonCode.BENCHMARK for r in e.reasons)]
+
+
 def catalog_summary(session: Session, *, campaign_id: str | None = None) -> dict[str, Any]:
     """Return counts: `{"total", "by_status", "by_category": {category: {total, pending_review, approved,
-    rejected, verifier_rejected}}}`, over the whole catalog or the entries one campaign found."""
+    rejected, verifier_accepted, verifier_unverified, verifier_flagged, verifier_eval_sets, verifier_rejected}}}`,
+    over the whole catalog or the entries one campaign found. The verifier counts use each entry's verdict for
+    that category, labelled by `core.types.label_verdict` exactly as the campaign table labels candidates."""
     stmt = select(CatalogEntry)
     if campaign_id is not None:
         get_campaign(session, campaign_id=campaign_id)
@@ -313,8 +322,10 @@ def catalog_summary(session: Session, *, campaign_id: str | None = None) -> dict
             counts = by_category.setdefault(category, _empty_counts())
             counts["total"] += 1
             counts[entry.status] = counts.get(entry.status, 0) + 1
-            if entry.verifier_decision == Decision.REJECT.value:
-                counts["verifier_rejected"] += 1
+            # The verifier's view for this category, counted as the campaign table counts its candidates.
+            label = label_verdict([r for r in entry.reasons if r.get("category") == category])
+            for key in _VERIFIER_COUNTS[label]:
+                counts[key] += 1
     return {"total": len(entries), "by_status": dict(by_status), "by_category": by_category}
 
 
@@ -365,8 +376,20 @@ def _merged_decision(entry: CatalogEntry, category: str, decision: str) -> str:
     return Decision.ACCEPT.value if others_ok and entry.verifier_decision == Decision.ACCEPT.value else decision
 
 
+# Which verifier counts of `catalog_summary` a verdict label adds to (the campaign table's accepted / unverified /
+# flagged / eval_sets / rejected columns).
+_VERIFIER_COUNTS = {
+    VerdictLabel.ACCEPTED: ("verifier_accepted",),
+    VerdictLabel.UNVERIFIED: ("verifier_accepted", "verifier_unverified"),
+    VerdictLabel.FLAGGED: ("verifier_accepted", "verifier_flagged"),
+    VerdictLabel.EVAL_SET: ("verifier_rejected", "verifier_eval_sets"),
+    VerdictLabel.REJECTED: ("verifier_rejected",),
+}
+
+
 def _empty_counts() -> dict[str, int]:
-    return {"total": 0, **{s.value: 0 for s in EntryStatus}, "verifier_rejected": 0}
+    verifier = ("verifier_accepted", "verifier_unverified", "verifier_flagged", "verifier_eval_sets", "verifier_rejected")
+    return {"total": 0, **{s.value: 0 for s in EntryStatus}, **dict.fromkeys(verifier, 0)}
 
 
 

@@ -37,7 +37,8 @@ def _manifest(engine: Engine, options: ManifestOptions) -> Manifest:
     target = TargetModel(model=options.target_model, tokenizer=options.tokenizer) if options.target_model else None
     with store.open_session(engine) as session:
         approved = store.approved_entries(session)
-    return build_manifest(approved, budget=budget, target=target)
+        benchmarks = store.benchmark_entries(session)
+    return build_manifest(approved, budget=budget, target=target, eval_entries=benchmarks)
 
 
 @router.get("", dependencies=[Depends(require_read_token)])

@@ -14,6 +14,7 @@ import time
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -94,14 +95,35 @@ def parse_categories(values: list[str] | None) -> list[Any] | None:
     return [parse_category(n) for n in names] or None
 
 
+SUMMARY_COLUMNS = ("candidates", "accepted", "unverified", "flagged", "eval_sets", "rejected")
+SUMMARY_HEADERS = {"candidates": "found", "eval_sets": "eval"}
+SUMMARY_LEGEND = (
+    "found: candidates; accepted: let through by the verifier, of which unverified: only what nobody could check offline is open "
+    "(existence, license, size, columns), flagged: a real flag for the reviewer; eval: benchmarks kept out "
+    "of training and offered for decontamination (counted in rejected). `datahunt catalog summary` counts the same."
+)
+
+
 def summary_table(by_category: dict[str, dict[str, Any]]) -> Table:
     """Return the end-of-run table: per category, status and candidate counts."""
-    table = Table(title="catalog summary of this campaign", title_justify="left")
-    for column in ("category", "status", "candidates", "accepted", "flagged", "rejected"):
-        table.add_column(column, justify="left" if column in ("category", "status") else "right")
+    table = Table(title="catalog summary of this campaign", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 1), collapse_padding=True)
+    table.add_column("category", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    for column in SUMMARY_COLUMNS:
+        table.add_column(SUMMARY_HEADERS.get(column, column), justify="right")
     for category, row in by_category.items():
-        table.add_row(category, row["status"], *(str(row[k]) for k in ("candidates", "accepted", "flagged", "rejected")))
+        table.add_row(category, row["status"], *(str(row.get(k, 0)) for k in SUMMARY_COLUMNS))
     return table
+
+
+def reason_lines(by_category: dict[str, dict[str, Any]]) -> list[str]:
+    """Return one line per category with flags or rejections: the category, then each reason code once."""
+    lines = []
+    for category, row in by_category.items():
+        if row.get("reasons"):
+            lines.append(f"{category}: " + ", ".join(f"{code} {n}" for code, n in row["reasons"].items()))
+    return lines
 
 
 def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
@@ -141,6 +163,9 @@ def report(board: ProgressBoard, *, as_json: bool) -> None:
     for note in board.notes:
         console.print(f"note: {note}", highlight=False)
     console.print(summary_table(by_category))
+    console.print(SUMMARY_LEGEND, highlight=False, soft_wrap=True)
+    for line in reason_lines(by_category):
+        console.print(f"  reasons · {line}", highlight=False, soft_wrap=True)
     console.print(f"campaign {board.campaign_id}: [bold]{board.summary.get('status')}[/bold]", highlight=False)
     if board.summary.get("error"):
         console.print(f"problems: {board.summary['error']}", highlight=False, soft_wrap=True)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -274,15 +275,25 @@ def summary_command(
             return
         by_status = " · ".join(f"{n} {status}" for status, n in summary["by_status"].items())
         table = Table(title=f"catalog: {summary['total']} entries · {by_status}", title_justify="left",
-                      show_footer=True)
-        columns = ("total", "pending_review", "approved", "rejected", "verifier_rejected")
-        table.add_column("category", footer="all entries")
-        footers = {**summary["by_status"], "total": summary["total"]}
+                      box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+        columns = ("total", "pending_review", "approved", "rejected")
+        verifier = ("accepted", "unverified", "flagged", "eval_sets", "rejected")
+        headers = {"pending_review": "pending", "eval_sets": "eval"}
+        table.add_column("category", no_wrap=True)
         for column in columns:
-            table.add_column(column, justify="right", footer=str(footers.get(column, "")))
+            table.add_column(headers.get(column, column), justify="right")
+        for column in verifier:
+            table.add_column(f"v.{headers.get(column, column)}", justify="right")
         for category, counts in summary["by_category"].items():
-            table.add_row(category, *(str(counts.get(c, 0)) for c in columns))
-        Console().print(table)
+            table.add_row(category, *(str(counts.get(c, 0)) for c in columns),
+                          *(str(counts.get(f"verifier_{c}", 0)) for c in verifier))
+        console = Console()
+        console.print(table)
+        console.print(
+            "pending/approved/rejected: the reviewers' status; v.*: each entry's verifier verdict for the category, "
+            "counted as `campaign run` counts it (v.unverified: accepted with only offline unknowns open; v.eval: "
+            "benchmarks, offered for decontamination; both inside v.accepted / v.rejected).",
+            highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -57,6 +57,7 @@ def export(
                     store.approved_entries(session),
                     budget=budget,
                     target=TargetModel(model=target, tokenizer=tokenizer) if target else None,
+                    eval_entries=store.benchmark_entries(session),
                 )
         finally:
             engine.dispose()

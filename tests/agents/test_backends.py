@@ -37,15 +37,17 @@ def test_an_unreachable_hub_falls_back_to_the_offline_index_with_the_reason(
     )
     assert [b.name for b in backends] == ["offline"]
     assert notes == [
-        "Hub unreachable (ConnectError: connection refused): searched the embedded offline index alone"
+        "Hub unreachable (ConnectError: connection refused): searched the embedded offline index alone",
+        f"offline index retrieval: {OfflineIndex.default().retrieval}",
     ]
+    assert notes[1].startswith("offline index retrieval: hybrid (BM25 + sentence-transformers/all-MiniLM-L6-v2")
 
 
 def test_a_reachable_hub_enables_all_three_backends(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     backends, notes = default_backends(Settings(offline=False, hf_token="hf_x"), probe=lambda: None)
     assert [type(b) for b in backends] == [HubSearch, WebSearch, OfflineIndex]
-    assert notes == []
+    assert notes == [f"offline index retrieval: {OfflineIndex.default().retrieval}"]
 
 
 def test_probe_reports_why_the_hub_cannot_be_reached() -> None:

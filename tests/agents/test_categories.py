@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agents.categories import CategoryDefinitionError, load_category, parse_category_definition
@@ -14,6 +16,9 @@ Math problems.
 
 ## A good dataset
 Worked solutions.
+
+## Exemplars
+- Grade-school word problems with worked solutions.
 
 ## Seed queries
 - gsm8k
@@ -30,6 +35,8 @@ def test_every_category_has_a_usable_definition(category: Category) -> None:
     assert definition.category is category
     assert len(definition.description) > 40 and len(definition.good_dataset) > 40
     assert len(definition.seed_queries) >= 3
+    assert len(definition.exemplars) >= 3 and all(len(e) > 40 for e in definition.exemplars)
+    assert not any(re.search(r"\b[\w.-]+/[\w.-]+\b", e) for e in definition.exemplars), "exemplars name no dataset ids"
     assert len(definition.keywords) >= 3
     assert all(f.startswith("task_categories:") for f in definition.hub_task_filters)
 
@@ -46,6 +53,8 @@ def test_a_minimal_file_parses_and_task_filters_are_optional() -> None:
     [
         (GOOD.replace("# math", "# maths"), "first line must be '# math'"),
         (GOOD.replace("## Keywords\n- math\n", ""), "missing section '## Keywords'"),
+        (GOOD.replace("## Exemplars\n- Grade-school word problems with worked solutions.\n", ""),
+         "missing section '## Exemplars'"),
         (GOOD.replace("- gsm8k\n- math word problems", "gsm8k, math"), "must be a bullet list"),
         (GOOD.replace("Math problems.", ""), "section '## Description' is empty"),
         (GOOD + "\n## Keywords\n- again\n", "appears twice"),

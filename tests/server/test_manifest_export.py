@@ -197,3 +197,27 @@ def test_unusable_export_paths_are_named(tmp_path: Path) -> None:
                         ("é" * 126 + ".json", "257 bytes")]:
         with pytest.raises(ExportPathError, match=reason):
             resolve_export_path(data, bad)
+
+
+def test_benchmarks_become_eval_sets_on_their_test_split() -> None:
+    benchmark = {"code": "benchmark", "detail": "evaluation benchmark", "blocking": True, "category": "bug_fixing"}
+    verified = CatalogEntry(hub_id="princeton-nlp/SWE-bench_Verified", categories=["bug_fixing"],
+                            relevance={"bug_fixing": 0.8}, verifier_decision="reject", reasons=[benchmark],
+                            revision="abc123")
+    manifest = build_manifest([entry("org/train", ["math"], {"math": 0.9})], eval_entries=[verified])
+    assert [s.hub_id for s in manifest.sources] == ["org/train"]
+    assert [(e.name, e.hub_id, e.split, e.revision) for e in manifest.eval_sets] == [
+        ("princeton-nlp/SWE-bench_Verified", "princeton-nlp/SWE-bench_Verified", "test", "abc123")]
+
+
+def test_benchmark_entries_are_the_ones_with_a_benchmark_reason_no_reviewer_rejected(engine: Engine) -> None:
+    benchmark = {"code": "benchmark", "detail": "evaluation benchmark", "blocking": True, "category": "math"}
+    with store.open_session(engine) as session:
+        session.add(CatalogEntry(hub_id="HuggingFaceH4/MATH-500", categories=["math"], relevance={"math": 0.9},
+                                 verifier_decision="reject", reasons=[benchmark]))
+        session.add(CatalogEntry(hub_id="org/dropped-bench", categories=["math"], relevance={"math": 0.9},
+                                 status="rejected", verifier_decision="reject", reasons=[benchmark]))
+        session.add(CatalogEntry(hub_id="org/train", categories=["math"], relevance={"math": 0.9}))
+        session.commit()
+    with store.open_session(engine) as session:
+        assert [e.hub_id for e in store.benchmark_entries(session)] == ["HuggingFaceH4/MATH-500"]

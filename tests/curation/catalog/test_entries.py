@@ -136,6 +136,10 @@ def test_summary_and_approved_entries(engine: Engine, seed: Seeder) -> None:
         "pending_review": 1,
         "approved": 1,
         "rejected": 0,
+        "verifier_accepted": 1,
+        "verifier_unverified": 0,
+        "verifier_flagged": 0,
+        "verifier_eval_sets": 0,
         "verifier_rejected": 1,
     }
     assert summary["by_category"]["tool_use"]["rejected"] == 1

@@ -1,0 +1,149 @@
+"""What kind of dataset a record describes: an evaluation benchmark or a raw corpus, from its id, tags, columns,
+curated-list sections and description.
+
+Training a draft on the prompts it is evaluated on inflates the very acceptance numbers datahunt reports, so
+benchmarks must be told apart from training data before anything is approved. `benchmark_evidence` returns
+the evidence for "this is an evaluation set" (a known evaluation family in the id such as HumanEval, MBPP,
+MATH-500, GSM8K, SWE-bench Verified/Lite, MT-Bench, IFEval, GPQA, AIME; a `benchmark`/`evaluation` tag; a
+listing under evaluation/benchmark sections or lm-eval tasks; a description that calls it a benchmark) and
+for "it is meant for training" (a family with a real training split, a name or description saying so).
+`raw_corpus_evidence` recognises pretraining dumps (raw source files, web text) that hold no conversations or
+instructions. The scorer ranks both below training data; the verifier (`graph/suitability.py`) turns the
+evidence into verdicts.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agents.models import Candidate
+
+# (family, pattern on the lower-cased dataset name, has a real training split people train on)
+EVAL_FAMILIES: tuple[tuple[str, str, bool], ...] = (
+    ("HumanEval", r"human[-_]?eval", False),
+    ("MBPP", r"(^|[^a-z])mbpp", False),
+    ("MATH-500", r"math[-_]?500", False),
+    ("AIME", r"(^|[^a-z])aime([^a-z]|$)", False),
+    ("GPQA", r"gpqa", False),
+    ("IFEval", r"(^|[^a-z])ifeval", False),
+    ("MT-Bench", r"mt[-_]?bench", False),
+    ("SWE-bench Verified/Lite/Multimodal", r"swe[-_]?bench[-_]?(verified|lite|multimodal|pro|multilingual)", False),
+    ("SWE-bench", r"^swe[-_]?bench$", True),
+    ("GSM8K", r"gsm[-_]?8k", True),
+    ("MATH", r"^(competition[-_]?math|math|hendrycks[-_]?math|math[-_]?lighteval)$", True),
+    ("APPS", r"^apps$", True),
+    ("MMLU", r"mmlu", False),
+    ("BIG-Bench", r"big[-_]?bench|^bbh$", False),
+    ("HellaSwag / ARC / TruthfulQA / WinoGrande",
+     r"hellaswag|^ai2[-_]arc$|truthful[-_]?qa|winogrande", False),
+    ("AlpacaEval / Arena-Hard / WildBench", r"alpaca[-_]?eval|arena[-_]?hard|wild[-_]?bench", False),
+    ("LiveCodeBench / BigCodeBench / CRUXEval / DS-1000", r"livecodebench|bigcodebench|cruxeval|ds[-_]?1000", False),
+)
+# The name announces an evaluation set: `…bench`, `…-eval(s)` (but not `rebench`, `eval-like`).
+_NAME_EVAL = re.compile(r"(?<!re)bench(mark)?s?([^a-z]|$)|(^|[-_])evals?([-_]|$)|eval$|^eval")
+_NAME_TRAINING = re.compile(r"(?<!no[-_])train|sft|traject|traces?([^a-z]|$)|[-_]like([-_]|$)|distill|synthetic")
+_EVAL_TAGS = {"benchmark", "evaluation", "eval", "leaderboard", "llm-evaluation", "benchmarking"}
+_EVAL_SECTION = re.compile(r"lm-eval task|evaluation datasets|(^|> ?|\d\.\d )benchmarks?\b", re.IGNORECASE)
+_EVAL_TEXT = re.compile(
+    r"\bbenchmark\b(?! (results|scores))|\bevaluation (set|suite|benchmark|data|dataset|only|split)\b|"
+    r"\bleaderboard\b|\bfor (evaluating|evaluation)\b|\bto evaluate\b|\bevaluation only\b",
+    re.IGNORECASE,
+)
+_TRAIN_TEXT = re.compile(
+    r"\bfor training\b|\b(a|as|the) training (data|set|split)\b|\bfor training coding agents\b|\bfine-?tun|\bsft\b|"
+    r"\binstruction[- ]tuning\b|\bsplits? train\b|\btrain \d",
+    re.IGNORECASE,
+)
+_TRAIN_SECTION = re.compile(r"instruction|fine-?tuning|alignment|training|pre-?training|sft", re.IGNORECASE)
+
+
+def benchmark_evidence(candidate: Candidate) -> tuple[list[str], list[str], bool]:
+    """Return `(eval evidence, training evidence, eval-only family)` found in the candidate's record."""
+    name = candidate.hub_id.split("/", 1)[-1].lower()
+    meta = candidate.metadata
+    evidence: list[str] = []
+    training: list[str] = []
+    eval_only_family = False
+    for family, pattern, has_train in EVAL_FAMILIES:
+        if re.search(pattern, name):
+            evidence.append(f"{family} evaluation family")
+            eval_only_family = eval_only_family or not has_train
+            if has_train:
+                training.append(f"{family} has a training split")
+            break
+    else:
+        if _NAME_EVAL.search(name):
+            evidence.append("its name says benchmark/eval")
+    tags = {t.lower() for t in [*meta.tags, *meta.task_categories]}
+    if tags & _EVAL_TAGS:
+        evidence.append(f"tagged {', '.join(sorted(tags & _EVAL_TAGS))}")
+    eval_sections = [s for s in meta.sections if _EVAL_SECTION.search(s)]
+    if eval_sections:
+        evidence.append(f"listed under {eval_sections[0]!r}")
+    if _EVAL_TEXT.search(candidate.description):
+        evidence.append("its description calls it a benchmark or evaluation set")
+    if _NAME_TRAINING.search(name):
+        training.append("its name says training data")
+    if _TRAIN_TEXT.search(candidate.description):
+        training.append("its description says it is for training")
+    if tags & {"sft", "training", "instruction-tuning", "fine-tuning"}:
+        training.append("tagged for training")
+    if any(_TRAIN_SECTION.search(s) and not _EVAL_SECTION.search(s) for s in meta.sections):
+        training.append("listed among training datasets")
+    return evidence, training, eval_only_family
+
+
+def is_eval_only(candidate: Candidate) -> bool:
+    """True when the record says evaluation benchmark and nothing says it is meant for training."""
+    evidence, training, eval_only_family = benchmark_evidence(candidate)
+    if not evidence:
+        return False
+    return (eval_only_family and "its name says training data" not in training) or not training
+
+
+# Column names (parts) that carry a prompt/answer structure; a dataset with none of them is raw text.
+PAIR_FIELD_HINTS = (
+    "prompt", "response", "instruction", "output", "message", "conversation", "question", "answer", "chosen",
+    "diff", "patch", "commit", "solution", "problem", "comment", "review", "completion", "input", "target",
+    "summary", "docstring", "turns", "dialog", "chat", "trajectory", "query", "label", "explanation",
+)
+RAW_TEXT_FIELDS = {"text", "content", "code", "raw", "document", "html", "source"}
+_RAW_SECTION = re.compile(r"pre-?training corpora|pre-?training data|pretraining", re.IGNORECASE)
+_RAW_TEXT = re.compile(
+    r"\bpre-?training (corpus|corpora|data(set)?)\b|\braw (source code|code|text|web)\b|\bweb ?crawl\b|"
+    r"\bsource code files\b|\bpermissively licensed source code\b",
+    re.IGNORECASE,
+)
+_STRUCTURED_TEXT = re.compile(
+    r"instruction|conversation|dialog|chat|question|answer|q&a|pairs?\b|commit message|review comment|"
+    r"trajector|function call|tool call|solution",
+    re.IGNORECASE,
+)
+
+_STRUCTURED_NAME = re.compile(r"instruct|chat|sft|qa|conversation|dialog", re.IGNORECASE)
+
+
+def raw_corpus_evidence(candidate: Candidate) -> tuple[str, bool] | None:
+    """Return `(why, certain)` when the record looks like a raw corpus, else None.
+
+    Certain when its known columns hold text but nothing prompt/answer-like; otherwise a listing under
+    pretraining corpora or a description saying so, unless the id or description names a structure
+    (instructions, chat, Q&A, pairs, trajectories).
+    """
+    features = [f.lower() for f in candidate.metadata.features or []]
+    if features:
+        if any(hint in name for name in features for hint in PAIR_FIELD_HINTS):
+            return None
+        if any(name in RAW_TEXT_FIELDS for name in features):
+            return f"columns {sorted(features)} hold text but no prompt/answer or conversation", True
+        return None
+    sections = [s for s in candidate.metadata.sections if _RAW_SECTION.search(s)]
+    said = _RAW_TEXT.search(candidate.description)
+    name = candidate.hub_id.split("/", 1)[-1]
+    if _STRUCTURED_TEXT.search(candidate.description) or _STRUCTURED_NAME.search(name):
+        return None
+    if sections:
+        return f"listed under {sections[0]!r}", False
+    if said:
+        return f"its description says {said.group(0)!r}", False
+    return None

@@ -1,0 +1,62 @@
+"""The NumPy all-MiniLM-L6-v2 encoder: same vectors as `transformers`' BertModel, meaning-preserving, offline."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.search.embedding import EncoderUnavailableError, SentenceEncoder, default_encoder, model_zip_path
+
+TEXTS = [
+    "GitHub issues paired with the patch that resolved them.",
+    "Grade-school math word problems with step-by-step solutions.",
+    "a",
+    "Multi-turn conversations between users and a helpful assistant. " * 40,  # longer than 256 tokens: truncated
+]
+
+
+@pytest.fixture(scope="module")
+def encoder() -> SentenceEncoder:
+    try:
+        return default_encoder()
+    except EncoderUnavailableError as exc:
+        pytest.fail(f"the test install must carry the embedding model: {exc}")
+
+
+def test_the_model_comes_from_the_installed_package_zip(encoder: SentenceEncoder) -> None:
+    path = model_zip_path()
+    assert path.name == "model.zip" and path.is_file()
+    assert {"model.safetensors", "tokenizer.json", "1_Pooling/config.json"} <= set(zipfile.ZipFile(path).namelist())
+    assert encoder.dim == 384
+
+
+def test_vectors_match_transformers_bert_with_mean_pooling(encoder: SentenceEncoder, tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from transformers import AutoTokenizer, BertModel
+
+    zipfile.ZipFile(model_zip_path()).extractall(tmp_path)
+    model = BertModel.from_pretrained(str(tmp_path)).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path))
+    batch = tokenizer(TEXTS, padding=True, truncation=True, max_length=256, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    reference = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=1).numpy()
+    ours = encoder.encode(TEXTS)
+    assert ours.shape == (4, 384) and ours.dtype == np.float32
+    assert np.abs(ours - reference).max() < 1e-4
+
+
+def test_similar_meaning_is_closer_than_unrelated_text(encoder: SentenceEncoder) -> None:
+    issue, math, _, chat = encoder.encode(TEXTS)
+    fix = encoder.encode(["bug fix"])[0]
+    assert fix @ issue > fix @ math and fix @ issue > fix @ chat
+    assert np.allclose(np.linalg.norm(encoder.encode(TEXTS), axis=1), 1.0, atol=1e-5)
+
+
+def test_empty_text_gives_a_zero_row(encoder: SentenceEncoder) -> None:
+    rows = encoder.encode(["", "  ", "code review"])
+    assert not rows[0].any() and not rows[1].any() and rows[2].any()
