@@ -107,6 +107,9 @@ def forecast(runs: list[dict[str, Any]], *, target_accept: float, boot: int = 40
         "ceiling": round(fit.a, 3), "grid": [round(n) for n in grid],
         "band_10_90": [[round(lo, 4), round(hi, 4)] for lo, hi in band],
         "bootstrap_fits": len(curves),
+        # An exponent at the grid's edge means the points cannot tell saturation from growth in log(n): the
+        # ceiling is then not measured, and the samples needed are a log-linear extrapolation.
+        "saturation_identified": EXPONENTS[0] < fit.c < EXPONENTS[-1],
         "at_10x_top": round(fit.predict(sizes[-1] * 10), 3),
     }
 

@@ -275,13 +275,14 @@ def summary_command(
             return
         by_status = " · ".join(f"{n} {status}" for status, n in summary["by_status"].items())
         table = Table(title=f"catalog: {summary['total']} entries · {by_status}", title_justify="left",
-                      box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+                      box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True, show_footer=True)
         columns = ("total", "pending_review", "approved", "rejected")
         verifier = ("accepted", "unverified", "flagged", "eval_sets", "rejected")
         headers = {"pending_review": "pending", "eval_sets": "eval"}
-        table.add_column("category", no_wrap=True)
+        table.add_column("category", no_wrap=True, footer="all entries")
+        footers = {**summary["by_status"], "total": summary["total"]}
         for column in columns:
-            table.add_column(headers.get(column, column), justify="right")
+            table.add_column(headers.get(column, column), justify="right", footer=str(footers.get(column, "")))
         for column in verifier:
             table.add_column(f"v.{headers.get(column, column)}", justify="right")
         for category, counts in summary["by_category"].items():

@@ -258,6 +258,9 @@ def forecast(
                f"({', '.join(fc['eval_sets'])})")
     for n, al in fc["points"]:
         typer.echo(f"  {int(n):>8} samples: mean AL {al:.3f} (fit {fit['a'] - fit['b'] * n ** -fit['c']:.3f})")
+    if not fc["saturation_identified"]:
+        typer.echo("note: these points do not show saturation (the exponent sits at the fit's edge); the numbers "
+                   "below extrapolate growth in log(data), and more data sizes would pin the ceiling down")
     need, band = fc["samples_needed"], fc["samples_needed_band_10_90"]
     if need is None:
         typer.echo(f"AL {target_accept} lies above the fitted ceiling {fc['ceiling']:.2f}: more data of this kind "
