@@ -22,9 +22,11 @@ import json
 import logging
 import os
 import shutil
+import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +93,30 @@ class CurationTask(PipelineStep):
         return iter(())
 
 
+@contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Send datatrove's console log (loguru on stderr, in this process and forked workers) to `path`."""
+    from loguru import logger as loguru_logger
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved_fd, saved_stream = os.dup(2), sys.stderr
+    with path.open("a", encoding="utf-8") as handle:
+        os.dup2(handle.fileno(), 2)
+        sys.stderr = handle
+        loguru_logger.remove()
+        loguru_logger.add(handle)
+        try:
+            yield
+        finally:
+            handle.flush()
+            sys.stderr = saved_stream
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+            loguru_logger.remove()  # datatrove re-adds its default sink on whatever stderr was current
+            loguru_logger.add(sys.stderr, level="WARNING")
+
+
 def _run_job(plan: EnginePlan, job: str, tasks: int, workers: int, progress: Progress,
              extra: dict[str, Any] | None = None) -> None:
     logs = plan.work / "logs" / job
@@ -104,7 +130,8 @@ def _run_job(plan: EnginePlan, job: str, tasks: int, workers: int, progress: Pro
         logging_dir=str(logs),
         start_method="fork",
     )
-    executor.run()
+    with _stderr_to(logs / "console.log"):  # datatrove's console log joins its task logs; progress stays short
+        executor.run()
     progress(f"{job}: done in {time.monotonic() - started:.1f} s")
 
 

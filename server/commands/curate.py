@@ -59,20 +59,34 @@ def curate(
         Path | None,
         typer.Option("--mirror", help="Mirror folder (default: the manifest's, then DATAHUNT_MIRROR)."),
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option("--engine", help="local (in-process, default) or datatrove (the same steps out of core)."),
+    ] = "local",
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Engine worker processes (default: the CPU count).")
+    ] = None,
 ) -> None:
     """Load, clean, deduplicate, decontaminate and mix the manifest's sources into OUT."""
     from rich.console import Console
     from rich.table import Table
 
+    from curation.engine import EngineError, check_engine, curate_on
     from curation.manifest import ManifestError, dump_manifest, load_manifest
-    from curation.pipeline import curate as run_curation
     from curation.shards import atomic_write_bytes
 
     if mirror is not None and not (mirror / "MIRROR.json").is_file():
         _fail(f"{mirror} is not a mirror folder (no MIRROR.json)")
     try:
+        check_engine(engine)
+    except EngineError as exc:
+        _fail(str(exc))
+    try:
         loaded = load_manifest(manifest)
-        result = run_curation(loaded, out, seed=seed, jsonl=jsonl, mirror=mirror)
+        result = curate_on(
+            engine, loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, workers=workers,
+            progress=lambda line: typer.echo(f"[{engine}] {line}", err=True),
+        )
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
     except (ManifestError, OSError) as exc:
         _fail(str(exc))

@@ -14,14 +14,17 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from test_pipeline import FILES, _files, _manifest, mirror  # noqa: F401 - the mirror fixture
+from typer.testing import CliRunner
 
 from core.types import Category
 from curation.engine import EngineUnavailable, UnknownEngine, check_engine, curate_on
 from curation.engine import plan as engine_plan
 from curation.manifest import Budget, EvalSet, Manifest, Source
 from curation.pipeline import curate
+from server.cli import app
 
 # What both runs write and must agree on byte for byte (the engine keeps its work files apart).
+runner = CliRunner()
 COMPARED = ("report.json", "summary.md", "mix.png", "samples.jsonl", "decontaminated.jsonl")
 
 
@@ -139,3 +142,18 @@ def test_outputs_are_readable_parquet(mirror: Path, tmp_path: Path) -> None:  # 
     report = curate_on("datatrove", _manifest(mirror), tmp_path / "out", workers=1).report
     rows = pq.read_table(tmp_path / "out" / "data" / "shard-00000.parquet").to_pylist()
     assert len(rows) == report["rows_out"] and rows[0]["id"]
+
+
+def test_cli_engine_option(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
+    from curation.manifest import dump_manifest
+
+    path = tmp_path / "manifest.json"
+    path.write_text(dump_manifest(_manifest(mirror)))
+    result = runner.invoke(app, ["curate", "-m", str(path), "-o", str(tmp_path / "out"), "--engine", "datatrove",
+                                 "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert f"[datatrove] stage: {len(_manifest(mirror).sources)} task(s)" in result.output and "rows in" in result.output
+    assert "Stats" not in result.output  # datatrove's own console log goes to its log folder
+    bad = runner.invoke(app, ["curate", "-m", str(path), "-o", str(tmp_path / "x"), "--engine", "spark"])
+    assert bad.exit_code == 2 and "known engines: local, datatrove" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1
