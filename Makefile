@@ -48,6 +48,7 @@ bench: $(VENV)/.installed-all
 	$(PY) benchmarks/catalog_list.py
 	$(PY) benchmarks/api_load.py
 	$(PY) benchmarks/curate_throughput.py
+	$(PY) benchmarks/curate_scale.py
 	$(PY) benchmarks/regen_client.py
 	$(PY) benchmarks/train_step.py
 
