@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from datatrove.executor import LocalPipelineExecutor
 from datatrove.pipeline.base import PipelineStep
@@ -241,6 +241,7 @@ def _finish(plan: EnginePlan, out_dir: Path, near: Any, available: dict[str, int
     report = build_report(plan, sources, per_category(plan, available, plan_quota, selected), counts, eval_status)
     report["shards"] = outputs
     atomic_write_json(out_dir / "report.json", report)
-    write_summary(out_dir, render_summary(report, tokens["regen"], tokens["native"]),
-                  render_plot(report, tokens["original"]))
+    # The summary's histograms take any int sequence; numpy arrays keep 8 bytes per output row.
+    regen, native, original = (cast(list[int], tokens[k]) for k in ("regen", "native", "original"))
+    write_summary(out_dir, render_summary(report, regen, native), render_plot(report, original))
     return report

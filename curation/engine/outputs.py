@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curation.conversation import Row
@@ -60,12 +61,6 @@ def write_shard(plan: EnginePlan, shard: Shard, threshold: bytes | None) -> int:
     return count
 
 
-def _part_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=2_048):
-        for record in batch.to_pylist():
-            yield record["source"]["row"], record
-
-
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open(encoding="utf-8", errors="surrogatepass") as handle:
         for line in handle:
@@ -98,36 +93,71 @@ class _LineFile:
         os.replace(self.tmp, self.path)
 
 
-def write_samples(plan: EnginePlan, out_dir: Path) -> tuple[list[str], dict[str, list[int]]]:
+def _merged_tables(paths: list[Path]) -> Iterator[pa.Table]:
+    """Yield a source's samples in row order from its shards' parts (each sorted by row), a window at a time."""
+    readers = [pq.ParquetFile(p).iter_batches(batch_size=4_096) for p in paths]
+    buffers: list[pa.Table | None] = [pa.table({}) for _ in paths]
+    while True:
+        for i, reader in enumerate(readers):
+            while buffers[i] is not None and len(buffers[i]) == 0:  # type: ignore[arg-type]
+                batch = next(reader, None)
+                buffers[i] = None if batch is None else pa.Table.from_batches([batch])
+        live = [b for b in buffers if b is not None]
+        if not live:
+            return
+        rows = [pc.struct_field(b["source"], "row").to_numpy() for b in live]
+        bound = min(int(r[-1]) for r in rows)  # every row up to here is in the buffers already
+        pieces = []
+        for i, b in enumerate(buffers):
+            if b is None:
+                continue
+            r = pc.struct_field(b["source"], "row").to_numpy()
+            cut = int(np.searchsorted(r, bound, side="right"))
+            pieces.append(b.slice(0, cut))
+            buffers[i] = b.slice(cut)
+        window = pa.concat_tables(pieces)
+        yield window.take(pc.sort_indices(pc.struct_field(window["source"], "row")))
+
+
+def write_samples(plan: EnginePlan, out_dir: Path) -> tuple[list[str], dict[str, np.ndarray]]:
     """Merge the parts into output shards (and samples.jsonl); return the written paths and token counts."""
     data_dir = out_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     lines = _LineFile(out_dir / "samples.jsonl") if plan.jsonl else None
-    tokens: dict[str, list[int]] = {"regen": [], "native": [], "original": []}
+    tokens: dict[str, list[np.ndarray]] = {"regen": [], "native": [], "original": []}
     paths: list[Path] = []
-    chunk: list[dict[str, Any]] = []
+    pending: list[pa.Table] = []
+    held = 0
 
-    def flush() -> None:
+    def flush(rows: int) -> None:
+        nonlocal pending, held
+        table = pa.concat_tables(pending) if pending else SCHEMA.empty_table()
         path = data_dir / f"shard-{len(paths):05d}.parquet"
         tmp = path.with_name(path.name + ".tmp")
-        pq.write_table(pa.Table.from_pylist(chunk, schema=SCHEMA), tmp, compression="zstd",
-                       write_statistics=False)
+        chunk = table.slice(0, rows).combine_chunks().cast(SCHEMA)  # Parquet reads lists back as "element"
+        pq.write_table(chunk, tmp, compression="zstd", write_statistics=False)
         os.replace(tmp, path)
         paths.append(path)
-        chunk.clear()
+        rest = table.slice(rows)
+        pending, held = ([rest] if len(rest) else []), len(rest)
 
     for order in range(len(plan.manifest.sources)):
-        parts = [_part_rows(plan.path("parts", s.name + ".parquet")) for s in plan.shards_of(order)]
-        for sample in _merged(parts):
-            chunk.append(sample)
-            tokens["regen" if sample["needs_regeneration"] else "native"].append(sample["token_count"])
-            tokens["original"].append(sample["original_token_count"])
+        parts = [plan.path("parts", s.name + ".parquet") for s in plan.shards_of(order)]
+        for window in _merged_tables(parts):
+            regen = window["needs_regeneration"].to_numpy(zero_copy_only=False)
+            counts = window["token_count"].to_numpy()
+            tokens["regen"].append(counts[regen])
+            tokens["native"].append(counts[~regen])
+            tokens["original"].append(window["original_token_count"].to_numpy())
             if lines:
-                lines.write(sample)
-            if len(chunk) >= SHARD_ROWS:
-                flush()
-    if chunk or not paths:
-        flush()
+                for sample in window.to_pylist():
+                    lines.write(sample)
+            pending.append(window)
+            held += len(window)
+            while held >= SHARD_ROWS:
+                flush(SHARD_ROWS)
+    if held or not paths:
+        flush(held)
     if lines:
         lines.close()
     for stale in data_dir.glob("shard-*.parquet"):
@@ -136,7 +166,8 @@ def write_samples(plan: EnginePlan, out_dir: Path) -> tuple[list[str], dict[str,
     outputs = [p.relative_to(out_dir).as_posix() for p in paths]
     if plan.jsonl:
         outputs.append("samples.jsonl")
-    return outputs, tokens
+    empty = np.empty(0, dtype=np.int64)
+    return outputs, {k: np.concatenate(v) if v else empty for k, v in tokens.items()}
 
 
 def write_dropped(plan: EnginePlan, out_dir: Path, order: int, bound: int | None) -> Counter[str]:

@@ -1,6 +1,6 @@
 """Decontamination and the mix, per shard: the eval index broadcast to every task, quotas from counts only.
 
-`decontaminate_shard` reads a shard's rows, skips the dedup drops, and matches each prompt against the
+`decontaminate_shard` reads a shard's normalised prompts, skips the dedup drops, and matches each against the
 eval index the driver pickled once (`index.pkl`, loaded by each task: the broadcast); it writes the
 contaminated rows' records and, for each clean row, its seeded mix rank (`curation.mixing.sample_rank`).
 The mix needs no rows in memory: per-category counts give the quotas (`curation.mixing.quotas`), and the
@@ -26,7 +26,7 @@ from curation.engine.plan import EnginePlan, Shard
 from curation.mixing import quotas, sample_rank
 from curation.shards import atomic_write_json
 from curation.staging import sample_id
-from curation.textkeys import normalise, word_hashes
+from curation.textkeys import word_hashes
 
 BATCH = 8_192
 BINS = 1 << 16
@@ -77,33 +77,31 @@ def decontaminate_shard(plan: EnginePlan, shard: Shard) -> dict[str, Any]:
     source = plan.source(shard)
     index = load_index(plan)
     skip = dropped_refs(plan, shard.order)
-    records: list[dict[str, Any]] = []
-    clean = []
-    batch: list[tuple[int, list[Any]]] = []
-
-    def flush() -> None:
-        found = find_contaminated(index, [word_hashes(normalise(prompt_text(m)), normalised=True)
-                                          for _, m in batch])
-        for pos, (row, messages) in enumerate(batch):
-            item = found.get(pos)
-            if item is None:
-                clean.append((row, sample_rank(plan.seed, sample_id(source, row))))
-                continue
-            records.append({"id": sample_id(source, row), "source": source.key, "row": row, "eval_item": item,
-                            "eval_text": index.texts[item][:500], "prompt": prompt_text(messages)[:500]})
-        batch.clear()
-
-    for row, messages, _, _ in iter_rows(plan, shard, skip):
-        batch.append((row, messages))
-        if len(batch) >= BATCH:
-            flush()
-    flush()
-    ranks = np.array(clean, dtype=CLEAN) if clean else np.empty(0, dtype=CLEAN)
-    ranks.tofile(plan.path("clean", shard.name + ".bin"))
-    with plan.path("decon", shard.name + ".jsonl").open("w", encoding="utf-8") as out:
-        for record in records:
-            out.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
-    counts = {"contaminated": [r["row"] for r in records], "clean": len(ranks)}
+    contaminated: list[int] = []
+    path = plan.path("rows", shard.name + ".parquet")
+    with plan.path("clean", shard.name + ".bin").open("wb") as ranks, \
+            plan.path("decon", shard.name + ".jsonl").open("w", encoding="utf-8") as out:
+        for batch in pq.ParquetFile(path).iter_batches(columns=["row", "prompt", "messages"], batch_size=BATCH):
+            rows = batch.column(0).to_numpy()
+            keep = np.flatnonzero(~np.isin(rows, skip))
+            prompts = batch.column(1).take(keep).to_pylist()
+            found = find_contaminated(index, [word_hashes(p, normalised=True) for p in prompts])
+            clean = np.empty(len(keep) - len(found), dtype=CLEAN)
+            n = 0
+            for pos, i in enumerate(keep.tolist()):
+                row = int(rows[i])
+                item = found.get(pos)
+                if item is None:
+                    clean[n] = (row, sample_rank(plan.seed, sample_id(source, row)))
+                    n += 1
+                    continue
+                contaminated.append(row)
+                messages = json.loads(batch.column(2)[i].as_py())
+                record = {"id": sample_id(source, row), "source": source.key, "row": row, "eval_item": item,
+                          "eval_text": index.texts[item][:500], "prompt": prompt_text(messages)[:500]}
+                out.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+            ranks.write(clean.tobytes())
+    counts = {"contaminated": contaminated}
     atomic_write_json(plan.path("decon", shard.name + ".json"), counts)
     return counts
 

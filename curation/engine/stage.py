@@ -2,8 +2,8 @@
 
 The same steps as `curation.staging` (the format resolved from the first readable record, one adapter per
 format, `DEFAULT_STEPS`), applied to the rows of this shard only and written as they pass, so a task's
-memory does not grow with its source: `rows/<shard>.parquet` (row index, messages as JSON, token counts,
-MinHash signature), `dropped/<shard>.jsonl` (each drop with its reason, as the in-process run writes it),
+memory does not grow with its source: `rows/<shard>.parquet` (row index, messages as JSON, the normalised
+prompt, token counts, MinHash signature), `dropped/<shard>.jsonl` (each drop with its reason, as the in-process run writes it),
 one exact-dedup record per row into its hash partition and one LSH record per row and band into the band
 key's partition. `meta/<shard>.json` ends the task: counts, format, and on failure the error with the
 row where it happened; a failed shard's partition files are removed, the run goes on with the others.
@@ -39,6 +39,7 @@ ROWS_SCHEMA = pa.schema(
     [
         ("row", pa.int64()),
         ("messages", pa.string()),
+        ("prompt", pa.string()),
         ("tokens", pa.int64()),
         ("prompt_tokens", pa.int64()),
         ("sig", pa.binary(4 * 128)),
@@ -96,6 +97,7 @@ class _Writer:
             {
                 "row": [r.row_index for r in rows],
                 "messages": [json.dumps(r.messages, ensure_ascii=False) for r in rows],
+                "prompt": texts,
                 "tokens": [r.extra["token_count"] for r in rows],
                 "prompt_tokens": [r.extra["prompt_tokens"] for r in rows],
                 "sig": [s.tobytes() for s in sigs],
