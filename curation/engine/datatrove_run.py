@@ -118,8 +118,11 @@ def _stderr_to(path: Path) -> Iterator[None]:
 
 
 def _run_job(plan: EnginePlan, job: str, tasks: int, workers: int, progress: Progress,
-             extra: dict[str, Any] | None = None) -> None:
+             extra: dict[str, Any] | None = None, *, stale: bool = False) -> bool:
+    """Run one job's unfinished tasks (all of them when `stale`); return whether any task ran."""
     logs = plan.work / "logs" / job
+    if stale:
+        shutil.rmtree(logs / "completions", ignore_errors=True)
     done = len(list((logs / "completions").glob("*"))) if (logs / "completions").is_dir() else 0
     started = time.monotonic()
     progress(f"{job}: {tasks} task(s), {done} already done" if done else f"{job}: {tasks} task(s)")
@@ -133,6 +136,7 @@ def _run_job(plan: EnginePlan, job: str, tasks: int, workers: int, progress: Pro
     with _stderr_to(logs / "console.log"):  # datatrove's console log joins its task logs; progress stays short
         executor.run()
     progress(f"{job}: done in {time.monotonic() - started:.1f} s")
+    return done < tasks
 
 
 def run_key(manifest: Manifest, plan_ctx: Any, seed: int, jsonl: bool) -> str:
@@ -146,6 +150,14 @@ def run_key(manifest: Manifest, plan_ctx: Any, seed: int, jsonl: bool) -> str:
         "version": [CODE_VERSION, ENGINE_VERSION],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _retry_failed(plan: EnginePlan) -> None:
+    """Forget the completion of failed stage tasks, so a rerun tries their sources again (as in-process)."""
+    for rank, shard in enumerate(plan.shards):
+        meta = plan.work / "meta" / f"{shard.name}.json"
+        if meta.is_file() and json.loads(meta.read_text(encoding="utf-8"))["error"]:
+            (plan.work / "logs" / "stage" / "completions" / f"{rank:05d}").unlink(missing_ok=True)
 
 
 def _shards(manifest: Manifest, ctx: Any) -> tuple[list[Shard], int]:
@@ -190,19 +202,20 @@ def curate_datatrove(
 
     index, eval_status = _build_index(manifest, ctx)
     save_index(plan, index)
-    _run_job(plan, "stage", len(shards), workers, say)
+    _retry_failed(plan)
+    ran = _run_job(plan, "stage", len(shards), workers, say)
     for order, source in enumerate(manifest.sources):
         for meta, shard in zip(shard_metas(plan, order), plan.shards_of(order), strict=True):
             if meta["error"]:
                 say(f"failed shard: source {source.key} (shard {shard.part + 1}/{shard.parts}) at row "
                     f"{meta['failed_row']}: {meta['error']}")
-    _run_job(plan, "dedup", 2 * partitions, workers, say)
+    ran = _run_job(plan, "dedup", 2 * partitions, workers, say, stale=ran) or ran
     near = resolve_near(plan)
     write_near(plan, near)
     say(f"near dedup: {len(near)} near duplicate(s) from the candidate pairs")
-    _run_job(plan, "decontaminate", len(shards), workers, say)
+    ran = _run_job(plan, "decontaminate", len(shards), workers, say, stale=ran) or ran
     available, plan_quota, thresholds = mix_thresholds(plan)
-    _run_job(plan, "write", len(shards), workers, say, {"thresholds": thresholds})
+    _run_job(plan, "write", len(shards), workers, say, {"thresholds": thresholds}, stale=ran)
     report = _finish(plan, out_dir, near, available, plan_quota, eval_status)
     say(f"merge: {report['rows_out']} rows into {len(report['shards'])} file(s)")
     return CurateResult(report=report, reused=[f"engine:{reused} stage task(s)"] if reused else [])

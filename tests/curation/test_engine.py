@@ -8,7 +8,12 @@ out-of-core paths (hash partitions, band buckets, the k-way merge) really run.
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -19,7 +24,7 @@ from typer.testing import CliRunner
 from core.types import Category
 from curation.engine import EngineUnavailable, UnknownEngine, check_engine, curate_on
 from curation.engine import plan as engine_plan
-from curation.manifest import Budget, EvalSet, Manifest, Source
+from curation.manifest import Budget, EvalSet, Manifest, Source, dump_manifest
 from curation.pipeline import curate
 from server.cli import app
 
@@ -108,19 +113,56 @@ def test_engine_matches_on_planted_copies_over_many_shards(
     assert shards > 1
 
 
-def test_killed_run_resumes_without_rereading_finished_shards(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
-    manifest = _manifest(mirror)
+def test_sigkilled_run_resumes_without_rereading_finished_shards(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
+    _synthetic(mirror / "synthetic" / "chats.jsonl", 3000, seed=0)
+    manifest = Manifest(
+        sources=[*_manifest(mirror).sources,
+                 Source(hub_id="local/synthetic", data_files=["synthetic/chats.jsonl"], category=Category.MATH)],
+        eval_sets=[EvalSet(name="gsm8k-test", hub_id="openai/gsm8k", data_files=[FILES[1]])],
+        mirror=str(mirror),
+    )
+    path = tmp_path / "manifest.json"
+    path.write_text(dump_manifest(manifest))
     out = tmp_path / "engine"
-    first = curate_on("datatrove", manifest, out, workers=2).report
+    command = [sys.executable, "-c", "from server.cli import app; app(prog_name='datahunt')", "curate", "-m",
+               str(path), "-o", str(out), "--engine", "datatrove", "--workers", "2"]
+    child = subprocess.Popen(command, env=dict(os.environ), start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stage_tasks = len(manifest.sources)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and child.poll() is None:
+        if len(list(out.glob("engine/*/logs/stage/completions/*"))) == stage_tasks:
+            os.killpg(child.pid, signal.SIGKILL)  # the CLI and its workers, after the stage job
+            break
+        time.sleep(0.02)
+    assert child.wait() == -signal.SIGKILL
+    assert not (out / "report.json").exists()
     work = next((out / "engine").iterdir())
-    # As if killed after the stage job: later jobs' markers and outputs are gone, the stage's stay.
-    for job in ("dedup", "decontaminate", "write"):
-        for marker in (work / "logs" / job / "completions").glob("*"):
-            marker.unlink()
     stamps = {p.name: p.stat().st_mtime_ns for p in (work / "rows").glob("*.parquet")}
-    again = curate_on("datatrove", manifest, out, workers=2)
-    assert again.report == first
-    assert again.reused and {p.name: p.stat().st_mtime_ns for p in (work / "rows").glob("*.parquet")} == stamps
+    assert len(stamps) == stage_tasks
+    lines: list[str] = []
+    again = curate_on("datatrove", manifest, out, workers=2, progress=lines.append)
+    assert f"stage: {stage_tasks} task(s), {stage_tasks} already done" in lines
+    assert {p.name: p.stat().st_mtime_ns for p in (work / "rows").glob("*.parquet")} == stamps
+    assert again.report == curate(manifest, tmp_path / "local").report
+
+
+def test_failed_source_is_tried_again_on_rerun(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
+    manifest = _manifest(mirror)
+    manifest.sources.append(Source(hub_id="late/file", data_files=["late/rows.jsonl"], category=Category.MATH))
+    first = curate_on("datatrove", manifest, tmp_path / "out", workers=1).report
+    assert first["failed_sources"] == ["late/file"]
+    lines: list[str] = []  # the same inputs again: only the failed shard's task runs, and every job after it
+    assert curate_on("datatrove", manifest, tmp_path / "out", workers=1, progress=lines.append).report == first
+    tasks = len(manifest.sources)
+    assert f"stage: {tasks} task(s), {tasks - 1} already done" in lines and "write: done" in " ".join(lines)
+    assert not any(line.startswith(("dedup:", "write:")) and "already done" in line for line in lines)
+    (mirror / "late").mkdir()
+    (mirror / "late" / "rows.jsonl").write_text(json.dumps({"question": "What is two plus two, in words?",
+                                                            "answer": "Four, written as a word."}) + "\n")
+    second = curate_on("datatrove", manifest, tmp_path / "out", workers=1).report
+    assert second["failed_sources"] == [] and second["per_source"]["late/file"]["selected"] == 1
+    assert second == curate(manifest, tmp_path / "local").report
 
 
 def test_engine_names_are_checked() -> None:
