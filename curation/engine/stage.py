@@ -80,19 +80,15 @@ class _Writer:
             hi, lo = hash_words(content_hash(text, normalised=True))
             exact[i] = (hi, lo, 0 if row.target_native else 1, -assistant_chars(row.messages),
                         make_ref(row.source_order, row.row_index))
-        parts = self.plan.partitions
-        for p in np.unique(exact["lo"] % np.uint64(parts)).tolist():
-            append(self.plan.partition_dir("exact", p) / f"{self.shard.name}.bin",
-                   exact[exact["lo"] % np.uint64(parts) == p])
+        parts = np.uint64(self.plan.partitions)
+        self._scatter("exact", exact, exact["lo"] % parts)
         bands = np.empty((len(rows), BANDS), dtype=BAND)
         for field in ("hi", "lo", "native", "negchars", "ref"):
             bands[field] = exact[field][:, None]
         bands["band"] = np.arange(BANDS, dtype=np.uint8)[None, :]
         bands["key"] = keys
         flat = bands.reshape(-1)
-        bucket = flat["key"] % np.uint64(parts)
-        for p in np.unique(bucket).tolist():
-            append(self.plan.partition_dir("bands", p) / f"{self.shard.name}.bin", flat[bucket == p])
+        self._scatter("bands", flat, flat["key"] % parts)
         table = pa.table(
             {
                 "row": [r.row_index for r in rows],
@@ -106,6 +102,14 @@ class _Writer:
         )
         self.parquet.write_table(table)
         self.kept += len(rows)
+
+    def _scatter(self, kind: str, records: np.ndarray, partition: np.ndarray) -> None:
+        """Append each record to its partition's file of this shard."""
+        order = np.argsort(partition, kind="stable")
+        records, partition = records[order], partition[order]
+        bounds = np.flatnonzero(np.diff(partition)) + 1
+        for chunk, start in zip(np.split(records, bounds), [0, *bounds.tolist()], strict=True):
+            append(self.plan.partition_dir(kind, int(partition[start])) / f"{self.shard.name}.bin", chunk)
 
     def close(self, *, failed: bool) -> None:
         if not failed:
