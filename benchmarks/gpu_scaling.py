@@ -237,6 +237,11 @@ def regen_all(args: argparse.Namespace) -> None:
     prompts = work / "prompts.jsonl"
     if not prompts.exists():
         _write_jsonl(prompts, _jsonl(Path(args.data) / "prompts.jsonl.gz"))
+    carried = work / "regen" / "regenerated.jsonl"
+    if "regen" not in results.data and carried.exists() and not (work / "regen" / "run.json").exists():
+        results.data["regen"] = {"carried": True, "rows": sum(1 for _ in carried.open(encoding="utf-8")),
+                                 "note": "regenerated in an earlier session; see its scaling_raw.json"}
+        results.save()
     if "regen" not in results.data:
         results.data["regen"] = regen_run(args, prompts, work / "regen", "static", args.slots, args.temperature,
                                           limit=args.rows)
@@ -357,9 +362,24 @@ def curve(args: argparse.Namespace) -> None:
             results.save()
             break
         rows = ordered[:samples]
-        results.data["runs"] += train_and_eval(args, work, samples, regenerated, rows, regen,
-                                               timed=samples == max(args.scales))
+        results.data["runs"] += train_and_eval(args, work, samples, regenerated, rows, regen)
         results.save()
+    # Timing and sampled acceptance last: each replayed point is saved before the slow decoding starts.
+    top = max(args.scales)
+    for regenerated in (True, False):
+        if time.perf_counter() - started > args.budget_s:
+            break
+        runs = [r for r in results.data["runs"] if r["samples"] == top and r["regenerated"] is regenerated]
+        for run in runs:
+            if "speedup" in run:
+                continue
+            name = f"{'regen' if regenerated else 'orig'}_{top}"
+            prompts_of_set = [e["prompt"] for e in eval_items(args) if e["set"] == run["eval_set"]]
+            run.update(timed_decode(args, work / "runs" / name / "export", prompts_of_set[: args.timed_prompts],
+                                    sampled=regenerated))
+            results.save()
+            print(json.dumps({k: run.get(k) for k in ("samples", "regenerated", "eval_set", "speedup",
+                                                       "decoded_accept_length", "accept_length_sampled")}))
     for r in results.data["runs"]:
         print(r["samples"], r["regenerated"], r["eval_set"], r["accept_length"], r.get("speedup"))
 
@@ -419,7 +439,7 @@ def replay_on(args: argparse.Namespace, export_dir: Path, pairs: list[tuple[str,
 
 
 def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerated: bool,
-                   rows: list[dict[str, Any]], regen: dict[str, dict[str, Any]], timed: bool) -> list[dict[str, Any]]:
+                   rows: list[dict[str, Any]], regen: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Train one draft on `rows` (regenerated answers, or the dataset's own), evaluate it per eval set."""
     from training.trainer import train
 
@@ -444,9 +464,6 @@ def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerat
                "accept_length": round(counts.tokens / max(1, counts.rounds), 4),
                "per_position_accept": [round(a / n, 4) if n else 0.0 for a, n in zip(counts.accepted, counts.attempted, strict=True)],
                "rounds": counts.rounds, "tokens": counts.tokens, **info}
-        if timed:
-            run.update(timed_decode(args, result.export_dir, [p for p, _ in pairs[: args.timed_prompts]],
-                                    sampled=regenerated))
         out.append(run)
         print(json.dumps({k: run[k] for k in ("samples", "regenerated", "eval_set", "accept_length")}))
     return out

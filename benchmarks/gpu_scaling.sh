@@ -31,6 +31,9 @@ if not (target / "model.safetensors").exists():
 print("random target ready")
 EOF
 }
+# Whatever happens (a time-out included), the results gathered so far go back in $OUT.
+copy_results() { if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then cp "$RESULTS"/*.json "$OUT"/ 2>/dev/null || true; fi; }
+trap copy_results EXIT
 stage=${1:?stage}
 shift || true
 case "$stage" in
@@ -48,6 +51,11 @@ case "$stage" in
     for p in .carry/g*/part*; do [ -f "$p" ] && cp "$p" "$WORK/parts/"; done
     [ -d .carry/data ] && cp .carry/data/* "$WORK/data/"
     [ -d .carry/tok ] && mkdir -p "$WORK/tok" && cp .carry/tok/* "$WORK/tok/"
+    # A regenerated set from an earlier session (benchmarks/results/gpu_scaling/regenerated_*.jsonl.gz, carried in
+    # .carry/regen/) spares the regeneration: `regen` then only answers the overfit and eval prompts.
+    if ls .carry/regen/*.jsonl.gz >/dev/null 2>&1; then
+      mkdir -p "$WORK/regen" && zcat .carry/regen/*.jsonl.gz > "$WORK/regen/regenerated.jsonl"
+    fi
     nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
     ls -la "$WORK/parts"
     ;;
@@ -84,4 +92,3 @@ EOF
     ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
-if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then cp "$RESULTS"/*.json "$OUT"/ 2>/dev/null || true; fi

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from curation.engine.plan import EnginePlan
-from curation.mixing import CategoryMix, quotas
+from curation.mixing import CategoryMix, mix_warnings, quotas
 from curation.staging import slug
 
 
@@ -79,6 +79,11 @@ def build_report(
         "decontaminated": counts["decontaminated"],
         "per_category": categories,
         "unmet_budgets": {c: v["unmet"] for c, v in categories.items() if v["unmet"]},
+        "warnings": mix_warnings(
+            mix,
+            {str(s.category) for s in plan.manifest.sources},
+            {str(c) for c in plan.manifest.budget.shares},
+        ),
         "target_native": counts["native"],
         "needs_regeneration": counts["rows_out"] - counts["native"],
         "per_source": per_source,
