@@ -56,9 +56,9 @@ class LocalEngineBackend:
 
     def render_ids(self, history: list[dict[str, str]]) -> list[int]:
         """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""
-        text = self.tokenizer.apply_chat_template(
-            history, chat_template=self.chat_template, add_generation_prompt=True, tokenize=False)
-        return list(self.tokenizer(str(text), add_special_tokens=False)["input_ids"])
+        from inference.local_backend import render_prompt
+
+        return render_prompt(self.tokenizer, self.chat_template, history, self.max_prompt_tokens)
 
     async def generate_turn(self, client: Any, endpoint: str, history: list[dict[str, str]], sampling: Sampling
                             ) -> TurnResult:
@@ -66,8 +66,6 @@ class LocalEngineBackend:
         from inference.continuous import Request
 
         ids = self.render_ids(history)
-        if len(ids) > self.max_prompt_tokens:
-            raise RowError(f"prompt of {len(ids)} tokens exceeds the local backend's {self.max_prompt_tokens}")
         self._start(sampling)
         if sampling.max_tokens != self._max_tokens:
             raise RowError(f"this engine was sized for max_tokens={self._max_tokens}, not {sampling.max_tokens}")

@@ -49,6 +49,17 @@ def save_gguf_tokenizer(gguf_file: Path, out_dir: Path, *, chat_template: str = 
     return tokenizer
 
 
+def render_prompt(tokenizer: Any, chat_template: str | None, history: list[dict[str, str]], limit: int) -> list[int]:
+    """Prompt ids for `history` with the generation prompt, rendered once (the template holds the special tokens);
+    RowError when they exceed `limit`."""
+    text = tokenizer.apply_chat_template(history, chat_template=chat_template, add_generation_prompt=True,
+                                         tokenize=False)
+    ids = list(tokenizer(str(text), add_special_tokens=False)["input_ids"])
+    if len(ids) > limit:
+        raise RowError(f"prompt of {len(ids)} tokens exceeds the local backend's {limit}")
+    return ids
+
+
 def is_local(url: str) -> bool:
     """True for the pseudo-endpoint of the in-process backend (no HTTP health check applies)."""
     return url.startswith("local://")
@@ -120,16 +131,12 @@ class LocalTransformersBackend:
 
     def render_ids(self, history: list[dict[str, str]]) -> list[int]:
         """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""
-        text = self.tokenizer.apply_chat_template(
-            history, chat_template=self.chat_template, add_generation_prompt=True, tokenize=False)
-        return list(self.tokenizer(str(text), add_special_tokens=False)["input_ids"])
+        return render_prompt(self.tokenizer, self.chat_template, history, self.max_prompt_tokens)
 
     async def generate_turn(self, client: Any, endpoint: str, history: list[dict[str, str]], sampling: Sampling
                             ) -> TurnResult:
         """Queue this turn for the next batch and wait for its answer (client and endpoint are unused)."""
         ids = self.render_ids(history)
-        if len(ids) > self.max_prompt_tokens:
-            raise RowError(f"prompt of {len(ids)} tokens exceeds the local backend's {self.max_prompt_tokens}")
         if self._queue is None or self._task is None or self._task.done():
             self._queue = asyncio.Queue()
             self._task = asyncio.create_task(self._batcher(self._queue))

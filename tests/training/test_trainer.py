@@ -111,6 +111,14 @@ def test_a_gemma_target_trains_and_decodes_identically(tmp_path: Path, tokenizer
     assert report.identical
 
 
+def _trained_pair(trained_run: Any, llama_dir: Path, data: dict[str, Path], tokenizer: Any) -> tuple[Any, ...]:
+    """The tiny target, the trained draft, its layers, the held-out prompts and the eos set."""
+    _, result = trained_run
+    target, _ = load_target(llama_dir, torch.device("cpu"))
+    draft, layers = load_draft(result.export_dir, target_embeddings(target))
+    return target, draft, layers, _prompts(tokenizer, data["heldout"]), {tokenizer.eos_token_id}
+
+
 def test_replayed_greedy_rounds_equal_the_kv_cached_decoders(
     trained_run: Any, llama_dir: Path, regenerated_data: dict[str, Path], tokenizer: Any
 ) -> None:
@@ -118,11 +126,7 @@ def test_replayed_greedy_rounds_equal_the_kv_cached_decoders(
     from training.accept import target_greedy
     from training.replay import replay_counts
 
-    _, result = trained_run
-    target, _ = load_target(llama_dir, torch.device("cpu"))
-    draft, layers = load_draft(result.export_dir, target_embeddings(target))
-    prompts = _prompts(tokenizer, regenerated_data["heldout"])
-    eos = {tokenizer.eos_token_id}
+    target, draft, layers, prompts, eos = _trained_pair(trained_run, llama_dir, regenerated_data, tokenizer)
     decoded = evaluate_acceptance(target, draft, layers, prompts, max_new=24, k=4, eos=eos)
     outputs = [target_greedy(target, p, 24, eos) for p in prompts]
     replayed = replay_counts(target, draft, layers, prompts, outputs, k=4, batch=5)
@@ -138,11 +142,7 @@ def test_the_one_graph_round_decoder_runs_the_same_rounds_as_the_eager_one(
     from training.spec_graph import GreedyBaseline, GreedyRoundGraph
     from training.speculative import RoundCounts
 
-    _, result = trained_run
-    target, _ = load_target(llama_dir, torch.device("cpu"))
-    draft, layers = load_draft(result.export_dir, target_embeddings(target))
-    prompts = _prompts(tokenizer, regenerated_data["heldout"])
-    eos = {tokenizer.eos_token_id}
+    target, draft, layers, prompts, eos = _trained_pair(trained_run, llama_dir, regenerated_data, tokenizer)
     eager = evaluate_acceptance(target, draft, layers, prompts, max_new=24, k=4, eos=eos)
     rounds = GreedyRoundGraph(target, draft, layers, k=4, max_len=max(map(len, prompts)) + 24, use_graph=False)
     baseline = GreedyBaseline(target, max_len=max(map(len, prompts)) + 30, use_graph=False, sync_every=5)
