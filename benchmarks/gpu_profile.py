@@ -72,12 +72,13 @@ def decode_profile(target: Any, slots: int, max_len: int) -> dict[str, float]:
 
 def train_profile(target_dir: Path, batch_tokens: int) -> dict[str, Any]:
     from training.draft_model import DraftConfig, Eagle3Draft
-    from training.hidden_states import capture, default_aux_layers
+    from training.hidden_states import default_aux_layers
     from training.loss import restrict_to_draft_vocab, ttt_loss
-    from training.trainer import load_target
+    from training.trainer import fast_target, load_target, target_states
 
     target, _ = load_target(target_dir, torch.device("cuda"))
     tc = target.config
+    scorer = fast_target(target)  # what the trainer runs: the cacheless static forward for Llama targets
     layers = default_aux_layers(tc.num_hidden_layers)
     draft = Eagle3Draft(DraftConfig(hidden_size=576, intermediate_size=1536, num_attention_heads=9,
                                     num_key_value_heads=3, vocab_size=49152, draft_vocab_size=32000,
@@ -101,12 +102,12 @@ def train_profile(target_dir: Path, batch_tokens: int) -> dict[str, Any]:
     for _ in range(8):
         torch.cuda.synchronize()
         t = time.perf_counter()
-        states = capture(target, ids, attn, layers)
+        aux, target_logits = target_states(scorer, None, ids, attn, layers)
         t = mark("target_forward", t)
-        tdl, inv = restrict_to_draft_vocab(states.logits, draft.d2t, draft.t2d)
+        tdl, inv = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
         t = mark("restrict_vocab", t)
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = draft(ids, states.aux, 7)
+            logits = draft(ids, aux, 7)
         t = mark("draft_unroll", t)
         loss = ttt_loss(logits, tdl, inv, mask)
         t = mark("loss", t)

@@ -125,6 +125,18 @@ class StaticLlama:
         logits = self._rms(x, self.norm) @ self.lm_head.T
         return logits, (torch.cat([aux[i] for i in aux_ids], -1) if aux_ids else None)
 
+    @torch.no_grad()
+    def states(self, tokens: Tensor, aux_ids: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+        """Logits [B, T, V] and aux features [B, T, 3H] of right-padded sequences, no cache touched.
+
+        What training needs from the target: causal attention means the padding after each row's end changes
+        nothing before it. Build with `slots=0` for this use alone.
+        """
+        positions = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[0], -1)
+        logits, aux = self.forward(tokens, positions, prefill=True, aux_ids=aux_ids)
+        assert aux is not None
+        return logits, aux
+
     def _attention(self, i: int, layer: _Layer, x: Tensor, positions: Tensor, rows: Tensor, prefill: bool) -> Tensor:
         s, t, _ = x.shape
         hd, kvh, g = self.head_dim, self.kv_heads, self.heads // self.kv_heads
@@ -135,9 +147,10 @@ class StaticLlama:
         q = self._rope(q.view(s, t, self.heads, hd), positions)
         k = self._rope(k.view(s, t, kvh, hd), positions)
         v = v.view(s, t, kvh, hd)
-        where = (rows[:, None].expand(s, t), positions)
-        self.k_cache[i].permute(0, 2, 1, 3).index_put_(where, k)  # writes through to [slots, kvh, L, d]
-        self.v_cache[i].permute(0, 2, 1, 3).index_put_(where, v)
+        if self.slots:  # a cacheless runner (slots=0) only scores whole sequences: `states`
+            where = (rows[:, None].expand(s, t), positions)
+            self.k_cache[i].permute(0, 2, 1, 3).index_put_(where, k)  # writes through to [slots, kvh, L, d]
+            self.v_cache[i].permute(0, 2, 1, 3).index_put_(where, v)
         if prefill:  # fresh prompts attend among themselves: plain causal attention (the flash kernel)
             heads = (q.transpose(1, 2), k.repeat_interleave(g, dim=2).transpose(1, 2),
                      v.repeat_interleave(g, dim=2).transpose(1, 2))

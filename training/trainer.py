@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from inference.static_llama import StaticLlama, UnsupportedTarget
 from training.config import TrainConfig, save_config
 from training.data import TokenizedRow, check_template, load_conversations, tokenize_row
 from training.draft_model import DraftConfig, Eagle3Draft
@@ -97,6 +98,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         if cfg.mode == "offline" else None
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16 else nullcontext()
     progress = Progress(cfg.out / "train_log.jsonl", total_steps, enabled=rank == 0)
+    scorer = fast_target(target)
 
     # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step. No host sync but on log steps.
     result = None
@@ -104,7 +106,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     while step < total_steps:
         for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch):
             ids, attn, mask = (t.to(device, non_blocking=True) for t in (ids, attn, mask))
-            aux, target_logits = target_states(target, source, ids, attn, layers)
+            aux, target_logits = target_states(scorer, source, ids, attn, layers)
             target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
             with autocast:
                 step_logits = model(ids, aux, cfg.ttt_steps)
@@ -309,11 +311,26 @@ def _pad(chunk: list[TokenizedRow]) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def target_states(target: Any, source: Any, ids: Tensor, attn: Tensor, layers: AuxLayers) -> tuple[Tensor, Tensor]:
-    """Aux states and target logits: computed now (online) or looked up in the offline shards."""
-    if source is None:
-        states = capture(target, ids, attn, layers)
-        return states.aux, states.logits  # the target's dtype; the loss upcasts what it needs
-    return source.lookup(ids, attn)
+    """Aux states and target logits: computed now (online) or looked up in the offline shards.
+
+    `target` is the transformers model, or a cacheless `StaticLlama` over its weights (Llama-family targets:
+    the same function without transformers' per-call overhead; checked equal in the tests).
+    """
+    if source is not None:
+        return source.lookup(ids, attn)
+    if isinstance(target, StaticLlama):
+        logits, aux = target.states(ids, layers.as_input().ids)
+        return aux, logits
+    states = capture(target, ids, attn, layers)
+    return states.aux, states.logits  # the target's dtype; the loss upcasts what it needs
+
+
+def fast_target(target: Any) -> Any:
+    """A cacheless static-cache runner over the target's weights where the architecture allows, else the target."""
+    try:
+        return StaticLlama(target, slots=0, max_len=0)
+    except UnsupportedTarget:
+        return target
 
 
 class OfflineSource:

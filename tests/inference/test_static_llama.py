@@ -62,3 +62,20 @@ def test_verify_block_sees_cache_and_itself_causally_and_returns_aux() -> None:
 def test_other_architectures_are_refused_by_name() -> None:
     with pytest.raises(UnsupportedTarget, match="gemma3_text"):
         StaticLlama(make_gemma(60), slots=1, max_len=8)
+
+
+def test_cacheless_states_equal_transformers_on_right_padded_rows() -> None:
+    """What training reads from the target: aux features and logits, the same as transformers with a mask."""
+    model = make_llama(60, layers=4)
+    runner = StaticLlama(model, slots=0, max_len=0)
+    rows = [[1, 5, 9, 11, 7, 3], [1, 4, 2]]
+    ids = torch.tensor([r + [0] * (6 - len(r)) for r in rows])
+    mask = torch.tensor([[1] * len(r) + [0] * (6 - len(r)) for r in rows])
+    logits, aux = runner.states(ids, (1, 2, 3))
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    expect = torch.cat([out.hidden_states[i] for i in (1, 2, 3)], -1)
+    for row, r in enumerate(rows):
+        n = len(r)
+        assert torch.allclose(logits[row, :n], out.logits[row, :n], atol=1e-4)
+        assert torch.allclose(aux[row, :n], expect[row, :n], atol=1e-4)
