@@ -37,6 +37,19 @@ def timed(fn: Any, repeats: int = 20, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
+def top_kernels(fn: Any, rows: int = 12) -> list[list[Any]]:
+    """The kernels fn() spends its GPU time in, most first: [name, total ms, calls] (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    events = sorted(prof.key_averages(), key=lambda e: -getattr(e, "device_time_total", 0.0))
+    return [[e.key[:90], round(getattr(e, "device_time_total", 0.0) / 1e3, 3), e.count] for e in events[:rows]]
+
+
 def decode_profile(target: Any, slots: int, max_len: int) -> dict[str, float]:
     from inference.continuous import ContinuousEngine, Request, sample
     from inference.static_llama import DecodeGraph, StaticLlama
@@ -48,6 +61,7 @@ def decode_profile(target: Any, slots: int, max_len: int) -> dict[str, float]:
     out: dict[str, float] = {"slots": slots, "max_len": max_len}
     out["graph_step_ms"] = timed(lambda: graph.step(tokens, positions))
     out["eager_step_ms"] = timed(lambda: runner.forward(tokens, positions, last_only=True), repeats=5)
+    out["top_kernels_eager_step"] = top_kernels(lambda: runner.forward(tokens, positions, last_only=True))
     logits = graph.step(tokens, positions).clone()
     temp, top_p = torch.full((slots,), 0.7, device="cuda"), torch.full((slots,), 0.95, device="cuda")
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -139,7 +153,8 @@ def main() -> None:
     result: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "decode": [],
                               "train": []}
     for slots in args.slots:
-        result["decode"].append({k: round(v, 3) for k, v in decode_profile(target, slots, args.max_len).items()})
+        result["decode"].append({k: round(v, 3) if isinstance(v, float) else v
+                                 for k, v in decode_profile(target, slots, args.max_len).items()})
         print(json.dumps(result["decode"][-1]))
         torch.cuda.empty_cache()
     del target
