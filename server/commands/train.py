@@ -44,7 +44,10 @@ def train(
     epochs: int | None = typer.Option(None, "--epochs"),
     ttt_steps: int | None = typer.Option(None, "--ttt-steps", help="Training-time-test unroll length (default 7)."),
     draft_vocab_size: int | None = typer.Option(None, "--draft-vocab-size", help="Default 32000."),
-    batch_size: int | None = typer.Option(None, "--batch-size"),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Rows per batch (without --batch-tokens)."),
+    batch_tokens: int | None = typer.Option(None, "--batch-tokens", help="Token budget per batch: length-sorted rows "
+                                            "packed up to it (the fast path on a GPU, e.g. 16384)."),
+    log_every: int | None = typer.Option(None, "--log-every", help="Steps between progress lines (default 50)."),
     lr: float | None = typer.Option(None, "--lr"),
     mode: str | None = typer.Option(None, "--mode", help="online (target runs each batch) or offline (cached)."),
     messages_field: str | None = typer.Option(None, "--messages-field",
@@ -63,7 +66,8 @@ def train(
 
     overrides = {k: v for k, v in {
         "data": data, "target": target, "out": out, "max_steps": steps, "epochs": epochs, "ttt_steps": ttt_steps,
-        "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "lr": lr, "mode": mode,
+        "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
+        "log_every": log_every, "lr": lr, "mode": mode,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
     }.items() if v is not None}
     try:
@@ -80,7 +84,10 @@ def train(
         _fail(str(exc), 1)
     typer.echo(json.dumps({"steps": result.steps, "loss": round(result.loss, 4),
                            "step_accuracies": [round(a, 3) for a in result.step_accuracies],
-                           "vocab_coverage": round(result.vocab_coverage, 4), "export": str(result.export_dir)}))
+                           "vocab_coverage": round(result.vocab_coverage, 4), "tokens": result.tokens,
+                           "tokens_per_s": round(result.tokens_per_s, 1), "wall_s": round(result.wall_s, 1),
+                           "export": str(result.export_dir), "log": str(cfg.out / "train_log.jsonl"),
+                           "loss_curve": str(cfg.out / "loss_curve.png")}))
 
 
 def check_template(
@@ -210,12 +217,15 @@ def eval_accept(
     if draft is None or target is None:
         _fail("local evaluation needs --draft and --target (or pass --server URL)")
     import torch
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from training.accept import evaluate_sampled_acceptance
+    from training.accept import evaluate
     from training.export import load_draft
     from training.hidden_states import target_embeddings
     from training.trainer import load_target
 
+    err = Console(stderr=True)
     try:
         if device not in {"cpu", "cuda"} or (device == "cuda" and not torch.cuda.is_available()):
             _fail(f"--device {device} is not available here (cpu, or cuda with a GPU)")
@@ -223,11 +233,16 @@ def eval_accept(
         draft_model, layers = load_draft(draft, target_embeddings(model).cpu())
         draft_model = draft_model.to(device=model.device, dtype=model.dtype)
         ids = [_encode(tokenizer, r) for r in rows]
-        report = evaluate_sampled_acceptance(
-            model, draft_model, layers, ids, max_new=max_new, k=steps, temperature=temperature, seed=seed,
-            eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
+        columns = (TextColumn("eval-accept"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=err, transient=True) as bar:
+            task = bar.add_task("prompts", total=len(ids))
+            report = evaluate(
+                model, draft_model, layers, ids, max_new=max_new, k=steps, temperature=temperature, seed=seed,
+                eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set(),
+                on_prompt=lambda _: bar.advance(task))
     except _user_errors() as exc:
         _fail(str(exc), 1)
+    err.print(f"{report.prompts} prompts: {report.summary()}", highlight=False)
     typer.echo(json.dumps(report.as_dict()))
     if not report.identical:
         _fail("speculative output differs from the target's greedy output: the verifier is broken", 1)

@@ -241,3 +241,30 @@ def test_check_template_prints_the_supervised_spans(llama_dir: Path, regenerated
                                  str(regenerated_data["heldout"])])
     assert result.exit_code == 0, result.output
     assert "supervised span 1:" in result.output and "ids match apply_chat_template" in result.output
+
+
+def test_train_by_token_budget_logs_progress_then_eval_accept_reports_a_speedup(
+    tmp_path: Path, llama_dir: Path, regenerated_data: dict[str, Path]
+) -> None:
+    """The local loop from the command line: train writes its log and curve, eval-accept says what it measured."""
+    out = tmp_path / "run"
+    trained = runner.invoke(app, ["train", "--data", str(regenerated_data["train"]), "--target", str(llama_dir),
+                                  "--out", str(out), "--steps", "30", "--batch-tokens", "512", "--log-every", "10",
+                                  "--draft-vocab-size", "150", "--ttt-steps", "3", "--lr", "3e-3",
+                                  "--device", "cpu"])
+    assert trained.exit_code == 0, trained.output
+    summary = json.loads(trained.stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 30 and summary["tokens"] > 0 and summary["tokens_per_s"] > 0
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().split("\n") if line]
+    assert [r["step"] for r in log] == [10, 20, 30] and all(len(r["step_accuracies"]) == 3 for r in log)
+    assert (out / "loss_curve.png").stat().st_size > 1000
+    prompts = tmp_path / "prompts.jsonl"
+    rows = [json.loads(line) for line in regenerated_data["heldout"].read_text().split("\n") if line][:3]
+    prompts.write_text("".join(json.dumps({"conversations": r["conversations"][:1]}) + "\n" for r in rows))
+    evaluated = runner.invoke(app, ["eval-accept", "--draft", summary["export"], "--target", str(llama_dir),
+                                    "--prompts", str(prompts), "--steps", "3", "--max-new", "12"])
+    assert evaluated.exit_code == 0, evaluated.output
+    report = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    assert report["prompts"] == 3 and report["identical_to_target_greedy"] is True
+    assert report["speedup"] > 0 and report["baseline_tok_s"] > 0 and report["accept_length"] >= 1.0
+    assert "tokens per round" in evaluated.stderr
