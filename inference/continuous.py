@@ -64,18 +64,52 @@ class EngineStats:
         return self.slot_steps_busy / self.slot_steps if self.slot_steps else 0.0
 
 
-def sample(logits: Tensor, temperature: Tensor, top_p: Tensor, generator: torch.Generator | None) -> Tensor:
-    """One token per row of logits [S, V]: argmax where temperature == 0, else top-p sampling at temperature."""
-    greedy = logits.argmax(-1)
-    scaled = logits.float() / temperature.clamp(min=1e-5)[:, None]
-    sorted_logits, order = scaled.sort(dim=-1, descending=True)
-    probs = sorted_logits.softmax(-1)
+PREFILTER = 64  # candidates scored first; rows whose nucleus lies past them fall back to the full sort
+
+
+def nucleus(scaled: Tensor, top_p: Tensor, *, prefilter: int = PREFILTER) -> tuple[Tensor, Tensor, Tensor]:
+    """(kept probabilities [S, K], their token ids [S, K], rows done) for temperature-scaled logits [S, V].
+
+    The nucleus is the smallest set of most likely tokens whose mass reaches top_p. Sorting all V logits of every
+    row is what costs; but when the `prefilter` most likely tokens already hold top_p of the mass (their
+    probabilities taken under the full softmax), the nucleus lies among them and the top-k alone gives it exactly.
+    `done` marks those rows; the others need `full_nucleus`.
+    """
+    k = min(prefilter, scaled.shape[-1])
+    lse = torch.logsumexp(scaled, -1, keepdim=True)
+    values, ids = scaled.topk(k, dim=-1)  # sorted, most likely first
+    probs = (values - lse).exp()
+    done = probs.sum(-1) >= top_p
+    return _keep_prefix(probs, top_p), ids, done
+
+
+def full_nucleus(scaled: Tensor, top_p: Tensor) -> tuple[Tensor, Tensor]:
+    """(kept probabilities [S, V], token ids [S, V]) by sorting every logit: the reference, and the fallback."""
+    values, ids = scaled.sort(dim=-1, descending=True)
+    return _keep_prefix(values.softmax(-1), top_p), ids
+
+
+def _keep_prefix(probs: Tensor, top_p: Tensor) -> Tensor:
     # Keep the smallest prefix whose mass reaches top_p (the first token always stays).
     drop = (probs.cumsum(-1) - probs) >= top_p[:, None]
-    probs = probs.masked_fill(drop, 0.0)
-    picked = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    sampled = order.gather(-1, picked[:, None]).squeeze(-1)
-    return torch.where(temperature > 0, sampled, greedy)
+    return probs.masked_fill(drop, 0.0)
+
+
+def sample(logits: Tensor, temperature: Tensor, top_p: Tensor, generator: torch.Generator | None) -> Tensor:
+    """One token per row of logits [S, V]: argmax where temperature == 0, else top-p sampling at temperature.
+
+    Exact top-p: the nucleus comes from the top PREFILTER candidates where they hold it (one host read of
+    whether every row is done), else from a full sort of just the rows that need it.
+    """
+    greedy = logits.argmax(-1)
+    scaled = logits.float() / temperature.clamp(min=1e-5)[:, None]
+    probs, ids, done = nucleus(scaled, top_p)
+    picked = ids.gather(-1, torch.multinomial(probs, 1, generator=generator)).squeeze(-1)
+    if not bool(done.all()):
+        rows = (~done).nonzero().flatten()
+        full_probs, full_ids = full_nucleus(scaled[rows], top_p[rows])
+        picked[rows] = full_ids.gather(-1, torch.multinomial(full_probs, 1, generator=generator)).squeeze(-1)
+    return torch.where(temperature > 0, picked, greedy)
 
 
 class ContinuousEngine:

@@ -79,3 +79,31 @@ def test_cacheless_states_equal_transformers_on_right_padded_rows() -> None:
         n = len(r)
         assert torch.allclose(logits[row, :n], out.logits[row, :n], atol=1e-4)
         assert torch.allclose(aux[row, :n], expect[row, :n], atol=1e-4)
+
+
+def test_prefiltered_nucleus_is_the_full_sorts_exactly_and_rows_past_it_fall_back() -> None:
+    from inference.continuous import full_nucleus, nucleus, sample
+
+    torch.manual_seed(0)
+    vocab = 500
+    peaked = torch.randn(3, vocab) * 6  # most mass in few tokens: the prefilter holds the nucleus
+    flat = torch.randn(2, vocab) * 0.1  # nearly uniform: it does not
+    scaled = torch.cat([peaked, flat]) / 0.7
+    top_p = torch.full((5,), 0.95)
+    probs, ids, done = nucleus(scaled, top_p, prefilter=64)
+    assert done.tolist() == [True, True, True, False, False]
+    full_probs, full_ids = full_nucleus(scaled, top_p)
+    for row in range(3):  # the same kept set and the same renormalised probabilities
+        dense = torch.zeros(vocab).scatter(0, ids[row], probs[row])
+        dense_full = torch.zeros(vocab).scatter(0, full_ids[row], full_probs[row])
+        assert torch.allclose(dense / dense.sum(), dense_full / dense_full.sum(), atol=1e-6)
+    # Sampling draws only from each row's nucleus, flat rows included (through the fallback).
+    temperature = torch.full((5,), 0.7)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        token = sample(torch.cat([peaked, flat]), temperature, top_p, gen)
+        for row in range(5):
+            kept = full_ids[row][full_probs[row] > 0]
+            assert int(token[row]) in set(kept.tolist())
+    greedy = sample(torch.cat([peaked, flat]), torch.zeros(5), top_p, gen)
+    assert greedy.tolist() == torch.cat([peaked, flat]).argmax(-1).tolist()
