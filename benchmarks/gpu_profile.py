@@ -60,6 +60,10 @@ def decode_profile(target: Any, slots: int, max_len: int) -> dict[str, float]:
     positions = torch.randint(100, max_len - 10, (slots, 1), device="cuda")
     out: dict[str, float] = {"slots": slots, "max_len": max_len}
     out["graph_step_ms"] = timed(lambda: graph.step(tokens, positions))
+    runner.decode_attention = "matmul"  # the same step with explicit-score attention, side by side
+    matmul_graph = DecodeGraph(runner, use_graph=True)
+    out["graph_step_matmul_attention_ms"] = timed(lambda: matmul_graph.step(tokens, positions))
+    runner.decode_attention = "sdpa"
     out["eager_step_ms"] = timed(lambda: runner.forward(tokens, positions, last_only=True), repeats=5)
     out["top_kernels_eager_step"] = top_kernels(lambda: runner.forward(tokens, positions, last_only=True))
     logits = graph.step(tokens, positions).clone()

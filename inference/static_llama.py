@@ -49,7 +49,7 @@ class _Layer:
 class StaticLlama:
     """The target's forward over a static cache of `slots` x `max_len` positions."""
 
-    def __init__(self, model: Any, *, slots: int, max_len: int) -> None:
+    def __init__(self, model: Any, *, slots: int, max_len: int, decode_attention: str = "sdpa") -> None:
         cfg = model.config
         if getattr(cfg, "model_type", None) not in SUPPORTED:
             raise UnsupportedTarget(f"static-cache decoding supports {sorted(SUPPORTED)}, not {cfg.model_type!r}")
@@ -65,7 +65,9 @@ class StaticLlama:
         self.inv_freq = inner.rotary_emb.inv_freq.float()
         self.rope_scale = float(getattr(inner.rotary_emb, "attention_scaling", 1.0))
         self.layers = [self._fuse(layer) for layer in inner.layers]
-        self.slots, self.max_len = slots, max_len
+        if decode_attention not in {"sdpa", "matmul"}:
+            raise ValueError(f"decode_attention must be sdpa or matmul, not {decode_attention!r}")
+        self.slots, self.max_len, self.decode_attention = slots, max_len, decode_attention
         device, dtype = self.embed.device, self.embed.dtype
         shape = (slots, self.kv_heads, max_len, self.head_dim)
         self.k_cache = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
@@ -161,7 +163,12 @@ class StaticLlama:
         keys, values = self.k_cache[i][:s], self.v_cache[i][:s]
         query_pos = positions[:, None, :].expand(s, g, t).reshape(s, 1, g * t, 1)
         mask = self.key_positions.view(1, 1, 1, -1) <= query_pos
-        out = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
+        if self.decode_attention == "matmul":  # explicit scores: the cache read once by two batched matmuls
+            scores = (qg @ keys.transpose(-1, -2)).float() * hd**-0.5
+            weights = scores.masked_fill(~mask, float("-inf")).softmax(-1).to(values.dtype)
+            out = weights @ values
+        else:
+            out = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
         out = out.view(s, kvh, g, t, hd).permute(0, 3, 1, 2, 4).reshape(s, t, self.heads * hd)
         return out @ layer.o.T
 

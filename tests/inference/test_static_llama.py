@@ -42,9 +42,10 @@ def test_prefill_then_decode_matches_transformers_per_slot() -> None:
             assert torch.allclose(out[s], _hf_logits(model, seqs[s])[-1], atol=1e-4), (step, s)
 
 
-def test_verify_block_sees_cache_and_itself_causally_and_returns_aux() -> None:
+@pytest.mark.parametrize("attention", ["sdpa", "matmul"])
+def test_verify_block_sees_cache_and_itself_causally_and_returns_aux(attention: str) -> None:
     model = make_llama(60, layers=4)
-    runner = StaticLlama(model, slots=1, max_len=40)
+    runner = StaticLlama(model, slots=1, max_len=40, decode_attention=attention)
     prompt = [1, 5, 9, 11, 7, 3]
     runner.forward(torch.tensor([prompt]), torch.arange(6)[None], slots=torch.tensor([0]), prefill=True)
     # Garbage past the prompt (a rejected block) must not leak: write it, then verify from position 6 again.
