@@ -507,6 +507,9 @@ def report(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = sorted(raw["runs"], key=lambda r: (not r["regenerated"], r["samples"], r["eval_set"]))
+    for run in runs:  # the published schema names these on every row: null where not measured (yet)
+        for key in ("speculative_tok_s", "baseline_tok_s", "speedup"):
+            run.setdefault(key, None)
     doc = {"target": "SmolLM2-135M-Instruct", "env": raw.get("env"),
            "overfit": {"samples": raw["overfit"]["samples"], "accept_length": raw["overfit"]["accept_length"],
                        **{k: v for k, v in raw["overfit"].items() if k not in {"samples", "accept_length"}}}
