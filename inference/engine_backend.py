@@ -16,6 +16,7 @@ import logging
 import queue
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from inference.generation import RowError, Sampling, TurnResult
@@ -53,6 +54,26 @@ class LocalEngineBackend:
     @property
     def batch_sizes(self) -> list[int]:
         return [self.slots]
+
+    def kv_bytes(self, max_tokens: int) -> int:
+        """Bytes the engine's KV cache takes for `max_tokens` new tokens a row (keys and values, every layer)."""
+        cfg = self.model.config
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        per_position = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * self.model.dtype.itemsize
+        return per_position * self.slots * (self.max_prompt_tokens + max_tokens)
+
+    def check_fits(self, max_tokens: int, *, headroom: float = 0.8) -> None:
+        """Raise ValueError, saying what to lower, when the KV cache would not fit the device's free memory."""
+        import torch
+
+        need = self.kv_bytes(max_tokens)
+        device = next(self.model.parameters()).device
+        free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else _available_ram()
+        if free is not None and need > headroom * free:
+            raise ValueError(
+                f"the local engine's KV cache needs {need / 2**30:.1f} GiB ({self.slots} slots x "
+                f"{self.max_prompt_tokens + max_tokens} positions) but {free / 2**30:.1f} GiB is free on {device}: "
+                "lower --concurrency or --max-tokens")
 
     def render_ids(self, history: list[dict[str, str]]) -> list[int]:
         """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""
@@ -161,6 +182,17 @@ class LocalEngineBackend:
             await asyncio.to_thread(self._thread.join, 30.0)
         if self._thread is None or not self._thread.is_alive():
             self.engine = None
+
+
+def _available_ram() -> int | None:
+    """MemAvailable from /proc/meminfo, in bytes (None where there is none to read)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().split("\n"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def _set_result(future: asyncio.Future[TurnResult], result: TurnResult) -> None:

@@ -69,8 +69,8 @@ def _backend(api: Api, *, model: str | None, tokenizer: str | None, manifest: di
     return SGLangNativeBackend(renderer, model=model, reasoning=reasoning, send_text=send_text)
 
 
-def _local_backend(model: str | None, manifest: dict[str, Any] | None, batch: int, servers: list[str]
-                   ) -> tuple[Any, list[str], str]:
+def _local_backend(model: str | None, manifest: dict[str, Any] | None, batch: int, servers: list[str],
+                   max_tokens: int) -> tuple[Any, list[str], str]:
     """The in-process backend over the model folder `model`; the run's one pseudo-endpoint; the model name."""
     from inference.local_backend import LOCAL_URL, LocalTransformersBackend
 
@@ -83,6 +83,12 @@ def _local_backend(model: str | None, manifest: dict[str, Any] | None, batch: in
         backend = LocalTransformersBackend.load(Path(model), chat_template=template, max_batch=batch)
     except (OSError, ValueError) as exc:
         _fail(f"cannot load {model}: {exc}")
+    check = getattr(backend, "check_fits", None)
+    if check is not None:
+        try:
+            check(max_tokens)
+        except ValueError as exc:
+            _fail(str(exc), 2)
     return backend, [LOCAL_URL], Path(model).name
 
 
@@ -163,7 +169,7 @@ def regen(
     expected = ((plan or {}).get("target") or {}).get("model")
     served: str | None
     if api is Api.LOCAL:
-        backend, servers, served = _local_backend(model, plan, concurrency, servers)
+        backend, servers, served = _local_backend(model, plan, concurrency, servers, max_tokens)
     else:
         if not servers:
             _fail("pass --server URL (or --api local --model DIR)", 2)

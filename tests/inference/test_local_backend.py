@@ -164,3 +164,19 @@ def test_cli_local_api_runs_and_bad_use_is_one_line(tiny_dir: Path, tmp_path: Pa
     no_server = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run3")])
     assert no_server.exit_code == 2
     assert "pass --server URL" in no_server.output
+
+
+def test_cli_refuses_an_engine_cache_larger_than_memory_in_one_line(tiny_dir: Path, tmp_path: Path) -> None:
+    from inference.engine_backend import LocalEngineBackend
+
+    engine = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=4, max_prompt_tokens=100)
+    assert isinstance(engine, LocalEngineBackend)
+    # The tiny Llama: 2 layers x 2 kv heads x 16 dims x 4 bytes, keys and values, per position.
+    assert engine.kv_bytes(28) == 2 * 2 * 2 * 16 * 4 * 4 * 128
+    engine.check_fits(28)
+    write_samples(tmp_path / "in.jsonl", 2, prefix="w")
+    huge = CliRunner().invoke(app, ["regen", "--api", "local", "--model", str(tiny_dir), "--input",
+                                    str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"),
+                                    "--concurrency", "4000000", "--max-tokens", "100000"])
+    assert huge.exit_code == 2 and "KV cache needs" in huge.output and "lower --concurrency" in huge.output
+    assert not (tmp_path / "run" / "regenerated.jsonl").exists()
