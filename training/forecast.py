@@ -179,4 +179,11 @@ def load_results(path: Path) -> dict[str, Any]:
         raise ForecastError(f"cannot read {path}: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
         raise ForecastError(f"{path} holds no `runs` list")
+    for i, run in enumerate(doc["runs"]):
+        ok = isinstance(run, dict) and isinstance(run.get("samples"), int) and run["samples"] > 0 \
+            and isinstance(run.get("eval_set"), str) and isinstance(run.get("accept_length"), int | float) \
+            and math.isfinite(run["accept_length"]) and run["accept_length"] >= 1.0
+        if not ok:
+            raise ForecastError(f"{path}: run {i} needs samples (a positive integer), eval_set (text) and "
+                                f"accept_length (a number >= 1): {str(run)[:120]}")
     return doc

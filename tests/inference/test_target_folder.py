@@ -67,6 +67,8 @@ def test_what_is_not_a_gguf_is_refused_in_one_line(tmp_path: Path) -> None:
     truncated.write_bytes(_smollm2().read_bytes()[:4096])
     cut = runner.invoke(app, ["target", "prepare", str(truncated), "--out", str(tmp_path / "o")])
     assert cut.exit_code == 1 and "unreadable GGUF" in cut.output
+    folder = runner.invoke(app, ["target", "prepare", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert folder.exit_code == 1 and "is a folder" in folder.output
     missing = runner.invoke(app, ["target", "prepare", "no-such-package-here", "--out", str(tmp_path / "o")])
     assert missing.exit_code == 1 and "neither a file nor an installed package" in missing.output
     assert "Traceback" not in bad.output + cut.output + missing.output

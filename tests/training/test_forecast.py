@@ -50,3 +50,9 @@ def test_cli_prints_the_answer_and_writes_a_png(tmp_path: Path) -> None:
     bad.write_text("{}")
     refused = CliRunner().invoke(app, ["forecast", str(bad)])
     assert refused.exit_code == 1 and "no `runs` list" in refused.output
+    for run in ({"samples": "400", "eval_set": "a", "accept_length": 1.2}, {"samples": 400, "eval_set": "a"},
+                {"samples": 400, "eval_set": "a", "accept_length": float("nan")}, "row"):
+        bad.write_text(json.dumps({"runs": [run]}).replace("NaN", "NaN"))
+        hostile = CliRunner().invoke(app, ["forecast", str(bad)])
+        assert hostile.exit_code == 1 and "run 0 needs samples" in hostile.output, hostile.output
+        assert "Traceback" not in hostile.output
