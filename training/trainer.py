@@ -89,7 +89,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     optimizer = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad], lr=cfg.lr,
                                   weight_decay=cfg.weight_decay, fused=device.type == "cuda")
     shard = rows[rank::world][: len(rows) // world]  # equal shards: every rank takes the same number of steps
-    per_epoch = len(plan_batches(shard, cfg, seed=cfg.seed))
+    per_epoch = steps_per_epoch(shard, cfg, world, device)
     total_steps = cfg.max_steps or cfg.epochs * per_epoch
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(total_steps, cfg.warmup_ratio))
     step = resume(cfg, draft, optimizer, scheduler) if cfg.resume else 0
@@ -104,7 +104,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     result = None
     epoch = step // max(1, per_epoch)
     while step < total_steps:
-        for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch):
+        for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch)[:per_epoch]:
             ids, attn, mask = (t.to(device, non_blocking=True) for t in (ids, attn, mask))
             aux, target_logits = target_states(scorer, source, ids, attn, layers)
             target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
@@ -261,6 +261,17 @@ def warmup_cosine(total_steps: int, warmup_ratio: float) -> Any:
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
     return factor
+
+
+def steps_per_epoch(shard: list[TokenizedRow], cfg: TrainConfig, world: int, device: torch.device) -> int:
+    """Batches per epoch, the same on every rank: with token budgets the ranks' shards pack into different counts,
+    and DDP needs every rank to take every step, so all take the smallest count."""
+    count = len(plan_batches(shard, cfg, seed=cfg.seed))
+    if world > 1:
+        value = torch.tensor([count], device=device)
+        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+        count = int(value.item())
+    return max(1, count)
 
 
 def plan_batches(rows: list[TokenizedRow], cfg: TrainConfig, seed: int) -> list[tuple[Tensor, Tensor, Tensor]]:
