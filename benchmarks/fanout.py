@@ -30,6 +30,7 @@ from typing import Any
 
 from agents.models import DatasetMetadata, SearchHit
 from agents.search.offline import OfflineIndex
+from core.settings import get_settings
 from core.types import Category
 from curation.catalog import store
 from graph.campaign import run_campaign
@@ -66,7 +67,7 @@ async def timed_campaign(backend: SlowIndex, categories: list[Category], max_con
         engine = store.make_engine(f"sqlite:///{folder}/catalog.db")
         store.upgrade_database(engine)
         started = time.perf_counter()
-        await run_campaign(engine=engine, categories=categories, offline=True, backends=[backend],
+        await run_campaign(engine=engine, settings=get_settings(), categories=categories, offline=True, backends=[backend],
                            on_event=on_event, max_concurrency=max_concurrency)
         total = time.perf_counter() - started
         engine.dispose()

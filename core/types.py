@@ -52,6 +52,26 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
+class CampaignStatus(StrEnum):
+    """Life of a campaign (DESIGN.md: the catalog's campaign row); the stored strings are these values."""
+
+    PENDING = "pending"  # created, not started yet
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"  # every category's latest run succeeded
+    PARTIAL = "partial"  # some failed or came back empty
+    FAILED = "failed"  # all did, or the graph itself broke
+    INTERRUPTED = "interrupted"  # stopped by the user, or a resume failed: re-run its categories
+
+
+# A campaign in one of these has stopped (its `finished_at` is stamped); one left in UNFINISHED by a crash or
+# a restart is resumed from its checkpoint; one that COMPLETED cannot be resumed, only re-run per category.
+FINAL_CAMPAIGN_STATUSES = frozenset(
+    {CampaignStatus.SUCCEEDED, CampaignStatus.PARTIAL, CampaignStatus.FAILED, CampaignStatus.INTERRUPTED}
+)
+UNFINISHED_CAMPAIGN_STATUSES = frozenset({CampaignStatus.PENDING, CampaignStatus.RUNNING})
+COMPLETED_CAMPAIGN_STATUSES = frozenset({CampaignStatus.SUCCEEDED, CampaignStatus.PARTIAL})
+
+
 class EntryStatus(StrEnum):
     """Review state of a catalog entry."""
 

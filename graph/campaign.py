@@ -1,29 +1,38 @@
-"""Running campaigns: start one, resume one from its checkpoint, re-run one category, list unfinished ones.
+"""Running campaigns: start a new one, resume one from its checkpoint, re-run one category, list unfinished ones.
 
-These are the entry points the CLI and the service call. A campaign's LangGraph thread id is its id, so a
-killed process resumes where the checkpoint left off; a single category re-runs on a thread of its own
-(`<id>:rerun:<category>:<n>`) through the same graph, adding a new attempt without touching the other
-categories. Each holds the campaign's lease in the catalog (`graph.lease`), so one process at a time works on
-a campaign: a second gets CampaignBusyError, and a dead one's campaign is taken over when its lease expires.
-Subagent and backends are injectable for tests and benchmarks; by default they are the real agents
-(`agents.subagent.run_subagent`, `agents.backends.default_backends`).
+These are the entry points the CLI and the service call, each taking the process's `Settings` from its caller.
+A new campaign has one way in: `prepare_campaign` chooses its search backends (`graph.search`) and creates
+its `pending` row, `start_campaign` runs it from the start (`run_campaign` does both, for the CLI). A
+campaign's LangGraph thread id is its id, so a killed process resumes (`resume_campaign`) where the
+checkpoint left off; a single category re-runs on a thread of its own (`<id>:rerun:<category>:<n>`) through
+the same graph, adding a new attempt without touching the other categories. Each holds the campaign's lease
+in the catalog (`graph.lease`), so one process at a time works on a campaign: a second gets
+CampaignBusyError, and a dead one's campaign is taken over when its lease expires. Subagent and backends are
+injectable for tests and benchmarks; by default they are the real agents (`agents.subagent.run_subagent`,
+the backends `graph.search.choose_search` picks).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from sqlalchemy import Engine
 
-from agents.backends import default_backends
 from agents.llm import make_llm
 from agents.search.base import SearchBackend
 from agents.subagent import run_subagent
-from core.settings import get_settings
-from core.types import Category, parse_category
+from core.settings import Settings
+from core.types import (
+    COMPLETED_CAMPAIGN_STATUSES,
+    UNFINISHED_CAMPAIGN_STATUSES,
+    CampaignStatus,
+    Category,
+    parse_category,
+)
 from curation.catalog import store
 from graph.builder import build_graph
 from graph.checkpoint import open_checkpointer
@@ -31,11 +40,10 @@ from graph.context import CampaignContext, SubagentRunner
 from graph.events import CampaignEvent, EventCallback, emit
 from graph.lease import HeldLease, LeaseHeldElsewhere, LeaseLost
 from graph.persist import campaign_outcome
+from graph.search import SearchPlan, choose_search
 from graph.state import CampaignState
 
 logger = logging.getLogger(__name__)
-
-UNFINISHED = ("pending", "running")
 
 
 class CampaignError(Exception):
@@ -44,6 +52,10 @@ class CampaignError(Exception):
 
 class CampaignFinishedError(CampaignError):
     """Asked to start or resume a campaign that already finished."""
+
+
+class CampaignAlreadyStartedError(CampaignError):
+    """Asked to start a campaign that is no longer pending (another process started it): resume it instead."""
 
 
 class CategoryNotInCampaignError(CampaignError):
@@ -62,38 +74,45 @@ class CampaignRunError(CampaignError):
     """The graph itself failed (not a subagent: those are recorded per run); the campaign is marked failed."""
 
 
+@dataclass(frozen=True)
+class PreparedCampaign:
+    """A new campaign's pending row and what it will search with: what `start_campaign` runs."""
+
+    id: str
+    categories: list[str]
+    search: SearchPlan
+
+
 def make_context(
-    engine: Engine, *, offline: bool | None, on_event: EventCallback | None,
-    subagent: SubagentRunner | None, backends: list[SearchBackend] | None,
-) -> tuple[CampaignContext, list[str]]:
-    """Return the run context (real agents unless injected) and the backends' notes (e.g. 'offline: index only')."""
-    settings = get_settings()
-    if offline is not None:
-        settings = settings.model_copy(update={"offline": offline})
-    notes: list[str] = []
-    if backends is None:
-        backends, notes = default_backends(settings)
-    if subagent is None:
-        subagent = run_subagent
-    context = CampaignContext(
-        engine=engine, subagent=subagent, backends=list(backends), llm=make_llm(settings), on_event=on_event,
-        offline=settings.offline, search_retries=settings.search_retries, search_timeout_s=settings.search_timeout_s,
-        branch_timeout_s=settings.campaign_branch_timeout_s, lookup_timeout_s=settings.search_timeout_s,
-        lease_ttl_s=settings.lease_ttl_s,
+    engine: Engine, settings: Settings, search: SearchPlan, *, on_event: EventCallback | None,
+    subagent: SubagentRunner | None,
+) -> CampaignContext:
+    """Return the run context: the real subagent unless injected, the plan's backends, limits from `settings`."""
+    return CampaignContext(
+        engine=engine, subagent=subagent or run_subagent, backends=list(search.backends),
+        llm=make_llm(settings), on_event=on_event, offline=search.offline, search_retries=settings.search_retries,
+        search_timeout_s=settings.search_timeout_s, branch_timeout_s=settings.campaign_branch_timeout_s,
+        lookup_timeout_s=settings.search_timeout_s, lease_ttl_s=settings.lease_ttl_s,
         target_language=settings.target_language,
     )
-    return context, notes
 
 
 async def _drive(
     context: CampaignContext, *, campaign_id: str, thread_id: str, categories: list[str], notes: list[str],
-    resume: bool, max_concurrency: int | None = None,
+    resume: bool, max_concurrency: int | None = None, must_be_pending: bool = False,
 ) -> dict[str, Any]:
     """Run (or resume) the graph on `thread_id` holding the campaign's lease (CampaignBusyError while another
-    process holds it); mark the campaign failed if the graph itself breaks."""
+    process holds it); mark the campaign failed if the graph itself breaks. With `must_be_pending`, refuse
+    (CampaignAlreadyStartedError) a campaign another process started before this one got the lease."""
     lease = HeldLease(context.engine, campaign_id, ttl_s=context.lease_ttl_s)
     try:
         async with lease.held():
+            if must_be_pending:
+                with store.open_session(context.engine) as session:
+                    status = store.get_campaign(session, campaign_id=campaign_id).status
+                if status != CampaignStatus.PENDING:
+                    raise CampaignAlreadyStartedError(
+                        f"campaign {campaign_id} is {status}, not pending: resume it instead of starting it")
             return await _drive_held(context, campaign_id=campaign_id, thread_id=thread_id, categories=categories,
                                      notes=notes, resume=resume, max_concurrency=max_concurrency)
     except LeaseHeldElsewhere as exc:
@@ -108,10 +127,11 @@ async def _drive_held(
 ) -> dict[str, Any]:
     engine = context.engine
     with store.open_session(engine) as session:
-        store.set_campaign_status(session, campaign_id=campaign_id, status="running")
-    emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_started", status="running", detail={
-        "categories": categories, "offline": context.offline, "backends": [b.name for b in context.backends],
-        "notes": notes, "resumed": resume, "thread_id": thread_id}))
+        store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.RUNNING)
+    emit(context.on_event, CampaignEvent(
+        campaign_id=campaign_id, kind="campaign_started", status=CampaignStatus.RUNNING, detail={
+            "categories": categories, "offline": context.offline, "backends": [b.name for b in context.backends],
+            "notes": notes, "resumed": resume, "thread_id": thread_id}))
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     if max_concurrency is not None:
         config["max_concurrency"] = max_concurrency  # at most this many branches at once (default: all)
@@ -133,9 +153,9 @@ async def _drive_held(
         logger.exception("campaign %s: the graph failed", campaign_id)
         error = f"graph failed: {type(exc).__name__}: {exc}"
         with store.open_session(engine) as session:
-            store.set_campaign_status(session, campaign_id=campaign_id, status="failed", error=error)
-        emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished", status="failed",
-                                             detail={"error": error}))
+            store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.FAILED, error=error)
+        emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished",
+                                             status=CampaignStatus.FAILED, detail={"error": error}))
         raise CampaignRunError(f"campaign {campaign_id}: {error} (resume it with `campaign resume`)") from exc
     with store.open_session(engine) as session:
         campaign = store.get_campaign(session, campaign_id=campaign_id)
@@ -145,17 +165,44 @@ async def _drive_held(
     return output
 
 
+def prepare_campaign(
+    *, engine: Engine, settings: Settings, categories: list[Category] | None = None, offline: bool | None = None,
+    campaign_id: str | None = None, backends: list[SearchBackend] | None = None,
+) -> PreparedCampaign:
+    """Choose a new campaign's backends and create its `pending` row over `categories` (default: all ten);
+    return it for `start_campaign`. Blocking (it may probe the Hub): services call it off their event loop."""
+    wanted = [parse_category(str(c)).value for c in (categories or list(Category))]
+    chosen: list[str] = [c.value for c in Category if c.value in wanted]
+    search = choose_search(settings, offline=offline, backends=backends)
+    with store.open_session(engine) as session:
+        campaign = store.create_campaign(session, categories=chosen, offline=search.offline, backends=search.names,
+                                         campaign_id=campaign_id)
+        return PreparedCampaign(id=campaign.id, categories=list(campaign.categories), search=search)
+
+
+async def start_campaign(
+    campaign: PreparedCampaign, *, engine: Engine, settings: Settings, on_event: EventCallback | None = None,
+    subagent: SubagentRunner | None = None, max_concurrency: int | None = None,
+) -> str:
+    """Run a prepared campaign from the start and return its id; CampaignAlreadyStartedError when another
+    process started it first. `max_concurrency` caps how many subagents run at once (default: all; 1 runs them
+    one after another, as the fan-out benchmark's baseline does). The final status is succeeded, partial (some
+    runs failed or came back empty) or failed (all did)."""
+    context = make_context(engine, settings, campaign.search, on_event=on_event, subagent=subagent)
+    await _drive(context, campaign_id=campaign.id, thread_id=campaign.id, categories=campaign.categories,
+                 notes=campaign.search.notes, resume=False, max_concurrency=max_concurrency, must_be_pending=True)
+    return campaign.id
+
+
 async def run_campaign(
-    *, engine: Engine, categories: list[Category] | None = None, offline: bool | None = None,
+    *, engine: Engine, settings: Settings, categories: list[Category] | None = None, offline: bool | None = None,
     campaign_id: str | None = None, on_event: EventCallback | None = None, subagent: SubagentRunner | None = None,
     backends: list[SearchBackend] | None = None, max_concurrency: int | None = None,
 ) -> str:
-    """Run a campaign over `categories` (default: all ten) and return its id.
+    """Prepare and start a new campaign over `categories` (default: all ten) and return its id (`campaign run`).
 
-    With the id of an unfinished campaign, resume it from its checkpoint instead; the id of a finished one
-    raises CampaignFinishedError. `max_concurrency` caps how many subagents run at once (default: all; 1
-    runs them one after another, as the fan-out benchmark's baseline does). The final status is succeeded, partial (some runs failed or came back
-    empty) or failed (all did).
+    With the id of a campaign that exists, resume it from its checkpoint instead (`resume_campaign`); the id
+    of a finished one raises CampaignFinishedError.
     """
     if campaign_id is not None:
         with store.open_session(engine) as session:
@@ -165,39 +212,35 @@ async def run_campaign(
             except store.CampaignNotFoundError:
                 exists = False
         if exists:
-            return await resume_campaign(engine=engine, campaign_id=campaign_id, on_event=on_event,
-                                         subagent=subagent, backends=backends)
-    wanted = [parse_category(str(c)).value for c in (categories or list(Category))]
-    chosen: list[str] = [c.value for c in Category if c.value in wanted]
-    context, notes = make_context(engine, offline=offline, on_event=on_event, subagent=subagent, backends=backends)
-    with store.open_session(engine) as session:
-        campaign = store.create_campaign(session, categories=chosen, offline=context.offline,
-                                         backends=[b.name for b in context.backends], campaign_id=campaign_id)
-        new_id = campaign.id
-    await _drive(context, campaign_id=new_id, thread_id=new_id, categories=chosen, notes=notes, resume=False,
-                 max_concurrency=max_concurrency)
-    return new_id
+            return await resume_campaign(engine=engine, settings=settings, campaign_id=campaign_id,
+                                         on_event=on_event, subagent=subagent, backends=backends)
+    prepared = prepare_campaign(engine=engine, settings=settings, categories=categories, offline=offline,
+                                campaign_id=campaign_id, backends=backends)
+    return await start_campaign(prepared, engine=engine, settings=settings, on_event=on_event, subagent=subagent,
+                                max_concurrency=max_concurrency)
 
 
 async def resume_campaign(
-    *, engine: Engine, campaign_id: str, on_event: EventCallback | None = None,
+    *, engine: Engine, settings: Settings, campaign_id: str, on_event: EventCallback | None = None,
     subagent: SubagentRunner | None = None, backends: list[SearchBackend] | None = None,
 ) -> str:
     """Continue an unfinished (or graph-failed) campaign from its checkpoint; finished branches do not re-run."""
     with store.open_session(engine) as session:
         campaign = store.get_campaign(session, campaign_id=campaign_id)
         status, offline, categories, thread_id = campaign.status, campaign.offline, campaign.categories, campaign.thread_id
-    if status in ("succeeded", "partial"):
+    if status in COMPLETED_CAMPAIGN_STATUSES:
         raise CampaignFinishedError(f"campaign {campaign_id} already finished ({status}); re-run a category instead")
-    context, notes = make_context(engine, offline=offline, on_event=on_event, subagent=subagent, backends=backends)
-    await _drive(context, campaign_id=campaign_id, thread_id=thread_id, categories=list(categories), notes=notes,
-                 resume=True)
+    search = choose_search(settings, offline=offline, backends=backends)
+    context = make_context(engine, settings, search, on_event=on_event, subagent=subagent)
+    await _drive(context, campaign_id=campaign_id, thread_id=thread_id, categories=list(categories),
+                 notes=search.notes, resume=True)
     return campaign_id
 
 
 async def rerun_category(
-    *, engine: Engine, campaign_id: str, category: Category | str, on_event: EventCallback | None = None,
-    subagent: SubagentRunner | None = None, backends: list[SearchBackend] | None = None,
+    *, engine: Engine, settings: Settings, campaign_id: str, category: Category | str,
+    on_event: EventCallback | None = None, subagent: SubagentRunner | None = None,
+    backends: list[SearchBackend] | None = None,
 ) -> int:
     """Run one category of a campaign again as a new attempt, leaving the others alone; return the new run id."""
     chosen = parse_category(str(category)).value
@@ -207,9 +250,11 @@ async def rerun_category(
     if chosen not in categories:
         raise CategoryNotInCampaignError(
             f"campaign {campaign_id} did not search {chosen!r}; its categories: {', '.join(categories)}")
-    context, notes = make_context(engine, offline=offline, on_event=on_event, subagent=subagent, backends=backends)
+    search = choose_search(settings, offline=offline, backends=backends)
+    context = make_context(engine, settings, search, on_event=on_event, subagent=subagent)
     thread_id = f"{campaign_id}:rerun:{chosen}:{uuid.uuid4().hex[:8]}"
-    await _drive(context, campaign_id=campaign_id, thread_id=thread_id, categories=[chosen], notes=notes, resume=False)
+    await _drive(context, campaign_id=campaign_id, thread_id=thread_id, categories=[chosen], notes=search.notes,
+                 resume=False)
     with store.open_session(engine) as session:
         runs = [r for r in store.list_runs(session, campaign_id=campaign_id, latest_only=True) if r.category == chosen]
     assert runs and runs[0].id is not None, "a re-run always leaves a run row"
@@ -220,7 +265,7 @@ def unfinished_campaigns(*, engine: Engine) -> list[str]:
     """Return the ids of campaigns left pending or running (a crash or a restart stopped them), oldest first."""
     with store.open_session(engine) as session:
         campaigns = store.list_campaigns(session, limit=1_000_000)
-    return [c.id for c in reversed(campaigns) if c.status in UNFINISHED]
+    return [c.id for c in reversed(campaigns) if c.status in UNFINISHED_CAMPAIGN_STATUSES]
 
 
 def latest_runs(*, engine: Engine, campaign_id: str) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from sqlmodel import Session
 from core.types import (
     INFORMATIONAL_CODES,
     UNVERIFIED_CODES,
+    CampaignStatus,
     Decision,
     RunStatus,
     VerdictLabel,
@@ -36,13 +37,13 @@ from graph.state import CampaignState, VerifiedRun
 logger = logging.getLogger(__name__)
 
 
-def campaign_outcome(runs: Sequence[SubagentRun]) -> tuple[str, str | None]:
+def campaign_outcome(runs: Sequence[SubagentRun]) -> tuple[CampaignStatus, str | None]:
     """Return (campaign status, error summary) from the latest run of each category."""
     bad = [r for r in runs if r.status != RunStatus.SUCCEEDED]
     if not runs or len(bad) == len(runs):
-        status = "failed"
+        status = CampaignStatus.FAILED
     else:
-        status = "partial" if bad else "succeeded"
+        status = CampaignStatus.PARTIAL if bad else CampaignStatus.SUCCEEDED
     summary = "; ".join(f"{r.category}: {r.status}" + (f" ({r.error})" if r.error else "") for r in bad)
     return status, summary or None
 
@@ -98,7 +99,7 @@ def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> dict[str
         store.set_campaign_status(session, campaign_id=campaign_id, status=status, error=error)
     logger.info("campaign %s: %s, %d candidates stored", campaign_id, status, counts["candidates"])
     verified = state.get("verified", [])
-    return {"summary": {"status": status, "error": error, "stored": counts,
+    return {"summary": {"status": status.value, "error": error, "stored": counts,
                         "by_category": {r["category"]: run_counts(r) for r in verified}}}
 
 

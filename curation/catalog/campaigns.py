@@ -1,7 +1,7 @@
 """Campaign and subagent-run bookkeeping in the catalog: create, move through statuses, list.
 
 Every status change writes an audit row. Statuses are `core.types.RunStatus` values for runs and
-`CAMPAIGN_STATUSES` for campaigns. Callers import these through `curation.catalog.store`.
+`core.types.CampaignStatus` values for campaigns. Callers import these through `curation.catalog.store`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,13 @@ from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from core.types import RunStatus, UnknownCategoryError, parse_category
+from core.types import (
+    FINAL_CAMPAIGN_STATUSES,
+    CampaignStatus,
+    RunStatus,
+    UnknownCategoryError,
+    parse_category,
+)
 from curation.catalog.audit import record_audit
 from curation.catalog.errors import (
     CampaignNotFoundError,
@@ -24,8 +30,7 @@ from curation.catalog.errors import (
 from curation.catalog.models import Campaign, SubagentRun, utcnow
 from curation.catalog.storable import checked, storable
 
-CAMPAIGN_STATUSES = ("pending", "running", "succeeded", "partial", "failed", "interrupted")
-FINAL_CAMPAIGN_STATUSES = frozenset({"succeeded", "partial", "failed", "interrupted"})
+CAMPAIGN_STATUSES = tuple(s.value for s in CampaignStatus)
 _RUN_STATUSES = {s.value for s in RunStatus}
 _ATTEMPT_RACES = 5
 
@@ -42,24 +47,26 @@ def create_campaign(
         raise InvalidValueError(f"campaign {campaign_id!r} already exists")
     campaign = Campaign(
         id=campaign_id,
-        status="pending",
+        status=CampaignStatus.PENDING.value,
         categories=list(dict.fromkeys(names)),
         offline=offline,
         backends=list(backends),
         thread_id=campaign_id,
     )
     session.add(campaign)
-    record_audit(session, entity="campaign", entity_id=campaign_id, action="created", from_status=None, to_status="pending")
+    record_audit(session, entity="campaign", entity_id=campaign_id, action="created", from_status=None,
+                 to_status=CampaignStatus.PENDING.value)
     session.flush()
     return campaign
 
 
 def set_campaign_status(
-    session: Session, *, campaign_id: str, status: str, error: str | None = None, actor: str = "system"
+    session: Session, *, campaign_id: str, status: CampaignStatus, error: str | None = None, actor: str = "system"
 ) -> Campaign:
     """Move a campaign to `status` (audited when it changes; final statuses stamp `finished_at`); return it."""
     if status not in CAMPAIGN_STATUSES:
         raise InvalidValueError(f"unknown campaign status {status!r}; known: {', '.join(CAMPAIGN_STATUSES)}")
+    status = CampaignStatus(status)
     campaign = get_campaign(session, campaign_id=campaign_id)
     previous = campaign.status
     now = utcnow()
@@ -71,10 +78,10 @@ def set_campaign_status(
     elif status != previous:
         campaign.finished_at = None  # re-running a finished campaign
     if status != previous:
-        campaign.status = status
+        campaign.status = status.value
         record_audit(
             session, entity="campaign", entity_id=campaign_id, action="status_changed", from_status=previous,
-            to_status=status, actor=actor, detail={"error": error} if error else None,
+            to_status=status.value, actor=actor, detail={"error": error} if error else None,
         )
     session.add(campaign)
     session.flush()

@@ -25,7 +25,6 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlmodel import Session
 
-from core.settings import get_settings
 from curation.catalog import models
 from curation.catalog.errors import ConcurrentUpdateError, DatabaseError
 from curation.catalog.storable import guard_session
@@ -60,9 +59,9 @@ def _sqlite_on_begin(connection: Connection) -> None:
     connection.exec_driver_sql(f"BEGIN {mode}")
 
 
-def make_engine(url: str | None = None) -> Engine:
-    """Return an engine for `url` (default: the settings' catalog URL); creates a SQLite file's folder."""
-    raw = url or get_settings().resolved_database_url
+def make_engine(url: str) -> Engine:
+    """Return an engine for `url` (the caller's `Settings.resolved_database_url`); creates a SQLite file's folder."""
+    raw = url
     try:
         parsed = make_url(raw)
     except ArgumentError:

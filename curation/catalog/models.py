@@ -13,6 +13,8 @@ from typing import Any
 from sqlalchemy import JSON, Column, DateTime, Dialect, Text, TypeDecorator, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from core.types import CampaignStatus, RunStatus
+
 
 def utcnow() -> datetime:
     """Return the current time in UTC."""
@@ -47,7 +49,7 @@ class Campaign(SQLModel, table=True):
     """One discovery campaign: a LangGraph thread over some categories."""
 
     id: str = Field(primary_key=True, max_length=64)
-    status: str = Field(default="pending", index=True, max_length=32)  # pending|running|succeeded|partial|failed|interrupted
+    status: str = Field(default=CampaignStatus.PENDING.value, index=True, max_length=32)  # a core.types.CampaignStatus
     categories: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     offline: bool = False
     backends: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
@@ -67,7 +69,7 @@ class SubagentRun(SQLModel, table=True):
     campaign_id: str = Field(foreign_key="campaign.id", index=True, max_length=64)
     category: str = Field(index=True, max_length=64)
     attempt: int = 1
-    status: str = Field(default="pending", max_length=16)  # core.types.RunStatus
+    status: str = Field(default=RunStatus.PENDING.value, max_length=16)  # a core.types.RunStatus
     planner: str | None = Field(default=None, max_length=32)
     queries: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     results_per_backend: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))

@@ -1,7 +1,8 @@
 """Campaigns running in the service process: background tasks, the event hub behind SSE, restart handling.
 
-`CampaignManager` creates the campaign row (status `pending`) and launches `graph.campaign.run_campaign` /
-`rerun_category` as asyncio tasks so a request returns at once. Tasks wait for a slot: on SQLite one campaign
+`CampaignManager` has the graph prepare a campaign (its backends chosen and its row created, status
+`pending`) and launches `graph.campaign.start_campaign` / `rerun_category` as asyncio tasks so a request
+returns at once; the graph gets this server's `Settings`. Tasks wait for a slot: on SQLite one campaign
 runs at a time per process (the graph's synchronous catalog writes and its checkpointer share one database
 write lock, so two campaigns in one event loop would stall each other), on PostgreSQL `PARALLEL_POSTGRES`.
 It fans the graph's `CampaignEvent`s out to per-campaign subscriber queues (the SSE stream),
@@ -21,21 +22,19 @@ import asyncio
 import contextlib
 import logging
 import threading
-import uuid
 from collections.abc import Coroutine
 from typing import Any
 
 from sqlalchemy import Engine
 
 from core.settings import Settings
-from core.types import Category
+from core.types import CampaignStatus, Category
 from curation.catalog import store
 from graph import campaign as campaign_graph
 from graph.events import CampaignEvent
 
 logger = logging.getLogger(__name__)
 
-FINAL_STATUSES = frozenset({"succeeded", "partial", "failed", "interrupted"})
 PARALLEL_POSTGRES = 4
 SHUTDOWN_WAIT_S = 10.0
 
@@ -120,7 +119,7 @@ class CampaignManager:
             logger.warning("%s of campaign %s ended: %s", what, campaign_id, exc)
         except Exception as exc:  # recorded on the campaign row, logged with its traceback
             logger.exception("%s of campaign %s failed", what, campaign_id)
-            await asyncio.to_thread(self._mark, campaign_id, "failed", f"{what} failed: {exc}")
+            await asyncio.to_thread(self._mark, campaign_id, CampaignStatus.FAILED, f"{what} failed: {exc}")
         finally:
             coro.close()  # a task cancelled while queued never started its coroutine
 
@@ -173,7 +172,7 @@ class CampaignManager:
             lease = store.lease_holder(session, name=store.campaign_lease(campaign_id))
         return None if lease is None else f"{lease.owner}, until {lease.expires_at:%H:%M:%S} UTC"
 
-    def _mark(self, campaign_id: str, status: str, error: str) -> None:
+    def _mark(self, campaign_id: str, status: CampaignStatus, error: str) -> None:
         try:
             with store.open_session(self.engine) as session:
                 store.set_campaign_status(session, campaign_id=campaign_id, status=status, error=error)
@@ -182,31 +181,17 @@ class CampaignManager:
 
     async def launch(self, *, categories: list[Category] | None, offline: bool | None) -> str:
         """Create a `pending` campaign and start it in the background (when a slot frees); return its id."""
-        offline = self.settings.offline if offline is None else offline
-        backends: list[Any]
-        if self.overrides.get("backends") is not None:
-            backends = list(self.overrides["backends"])
-        else:
-            from agents.backends import default_backends  # may probe the Hub: off the event loop
-
-            settings = self.settings.model_copy(update={"offline": offline})
-            backends, _notes = await asyncio.to_thread(default_backends, settings)
-        chosen = [c.value for c in Category if categories is None or c in categories]
-        campaign_id = await asyncio.to_thread(self._create, chosen, offline, [b.name for b in backends])
-        # The graph finds the pending row and runs it from the start (nothing is checkpointed yet).
-        coro = campaign_graph.run_campaign(
-            engine=self.engine, campaign_id=campaign_id, on_event=self.publish,
-            **{**self.overrides, "backends": backends},
+        # Off the event loop: choosing the backends may probe the Hub, creating the row writes the catalog.
+        prepared = await asyncio.to_thread(
+            campaign_graph.prepare_campaign, engine=self.engine, settings=self.settings, categories=categories,
+            offline=offline, backends=self.overrides.get("backends"),
         )
-        self._spawn(campaign_id, coro, what="campaign")
-        return campaign_id
-
-    def _create(self, categories: list[str], offline: bool, backends: list[str]) -> str:
-        with store.open_session(self.engine) as session:
-            campaign = store.create_campaign(
-                session, categories=categories, offline=offline, backends=backends, campaign_id=uuid.uuid4().hex[:16]
-            )
-            return campaign.id
+        coro = campaign_graph.start_campaign(
+            prepared, engine=self.engine, settings=self.settings, on_event=self.publish,
+            subagent=self.overrides.get("subagent"),
+        )
+        self._spawn(prepared.id, coro, what="campaign")
+        return prepared.id
 
     async def rerun(self, *, campaign_id: str, category: Category) -> None:
         """Re-run one category of a campaign in the background; raise CampaignBusyError while it runs here or
@@ -217,7 +202,8 @@ class CampaignManager:
         if holder is not None:
             raise CampaignBusyError(f"campaign {campaign_id} is being worked on by another process ({holder})")
         coro = campaign_graph.rerun_category(
-            engine=self.engine, campaign_id=campaign_id, category=category, on_event=self.publish, **self.overrides
+            engine=self.engine, settings=self.settings, campaign_id=campaign_id, category=category,
+            on_event=self.publish, **self.overrides,
         )
         self._spawn(campaign_id, coro, what=f"rerun of {category.value}")
         await asyncio.sleep(0)  # let the task start its run row before the response goes out
@@ -254,7 +240,8 @@ class CampaignManager:
     async def _resume_or_interrupt(self, campaign_id: str) -> None:
         try:
             await campaign_graph.resume_campaign(
-                engine=self.engine, campaign_id=campaign_id, on_event=self.publish, **self.overrides
+                engine=self.engine, settings=self.settings, campaign_id=campaign_id, on_event=self.publish,
+                **self.overrides,
             )
         except asyncio.CancelledError:
             raise
@@ -262,7 +249,7 @@ class CampaignManager:
             logger.info("resume of campaign %s left to another process: %s", campaign_id, exc)
         except Exception as exc:  # the campaign stays re-runnable category by category
             logger.exception("resume of campaign %s failed; marking it interrupted", campaign_id)
-            await asyncio.to_thread(self._mark, campaign_id, "interrupted", f"resume failed: {exc}")
+            await asyncio.to_thread(self._mark, campaign_id, CampaignStatus.INTERRUPTED, f"resume failed: {exc}")
 
     async def shutdown(self) -> None:
         """Cancel the running tasks (their campaigns stay `running` and are resumed at the next start)."""

@@ -18,9 +18,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy import Engine
 
-from core.types import UnknownCategoryError, parse_category
+from core.types import FINAL_CAMPAIGN_STATUSES, CampaignStatus, UnknownCategoryError, parse_category
 from curation.catalog import store
-from server.api.campaign_tasks import FINAL_STATUSES, CampaignBusyError, CampaignManager
+from server.api.campaign_tasks import CampaignBusyError, CampaignManager
 from server.api.deps import EngineDep, get_engine, require_read_token, require_token
 from server.api.schemas import CampaignAccepted, CampaignCreate, CampaignOut, RunOut
 
@@ -52,7 +52,7 @@ def campaign_out(session: Any, campaign_id: str, manager: CampaignManager) -> Ca
 async def create_campaign(body: CampaignCreate, manager: ManagerDep) -> CampaignAccepted:
     """Start a campaign in the background and return its id and status at once."""
     campaign_id = await manager.launch(categories=body.categories or None, offline=body.offline)
-    return CampaignAccepted(id=campaign_id, status="pending")
+    return CampaignAccepted(id=campaign_id, status=CampaignStatus.PENDING)
 
 
 @router.get("", dependencies=[Depends(require_read_token)])
@@ -95,7 +95,7 @@ async def rerun_subagent(
         await manager.rerun(campaign_id=campaign_id, category=cat)
     except CampaignBusyError as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
-    return CampaignAccepted(id=campaign_id, status="pending", category=cat.value)
+    return CampaignAccepted(id=campaign_id, status=CampaignStatus.PENDING, category=cat.value)
 
 
 def _categories_of(engine: Engine, campaign_id: str) -> list[str]:
@@ -141,7 +141,7 @@ async def campaign_events(
                 if (current["status"], current["counts"]) != last:
                     last = (current["status"], current["counts"])
                     yield _sse("status", current)
-                if current["status"] in FINAL_STATUSES and not current["active"] and queue.empty():
+                if current["status"] in FINAL_CAMPAIGN_STATUSES and not current["active"] and queue.empty():
                     yield _sse("end", current)
                     return
         finally:

@@ -80,9 +80,10 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 def open_catalog() -> Any:
     """Return an engine on the configured catalog, migrated to the latest schema."""
+    from core.settings import get_settings
     from curation.catalog import store
 
-    engine = store.make_engine()
+    engine = store.make_engine(get_settings().resolved_database_url)
     store.upgrade_database(engine)
     return engine
 
@@ -127,22 +128,28 @@ def reason_lines(by_category: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
-    """Run a campaign coroutine with the live table (or silently for --json); Ctrl-C marks it interrupted."""
+    """Run a campaign coroutine with the live table (or silently for --json); Ctrl-C marks it interrupted.
+
+    `coroutine_factory(engine, settings, on_event)` returns the coroutine: this entry point hands the graph the
+    process's settings."""
+    from core.settings import get_settings
+    from core.types import CampaignStatus
     from curation.catalog import store
     from graph.campaign import CampaignError
 
     board = ProgressBoard()
+    settings = get_settings()
     engine = open_catalog()
     try:
         if as_json:
-            asyncio.run(coroutine_factory(engine, board.on_event))
+            asyncio.run(coroutine_factory(engine, settings, board.on_event))
         else:
             with Live(get_renderable=board.render, refresh_per_second=4, transient=True):
-                asyncio.run(coroutine_factory(engine, board.on_event))
+                asyncio.run(coroutine_factory(engine, settings, board.on_event))
     except KeyboardInterrupt:
         if board.campaign_id:
             with store.open_session(engine) as session:
-                store.set_campaign_status(session, campaign_id=board.campaign_id, status="interrupted",
+                store.set_campaign_status(session, campaign_id=board.campaign_id, status=CampaignStatus.INTERRUPTED,
                                           error="interrupted by the user", actor="cli")
             raise fail(f"interrupted; resume with `datahunt campaign resume {board.campaign_id}`") from None
         raise fail("interrupted") from None
@@ -187,8 +194,8 @@ def run_command(
         chosen = parse_categories(categories)
     except UnknownCategoryError as exc:
         raise fail(str(exc), EXIT_BAD_INPUT) from None
-    board = drive(lambda engine, on_event: run_campaign(
-        engine=engine, categories=chosen, offline=True if offline else None, campaign_id=campaign_id,
+    board = drive(lambda engine, settings, on_event: run_campaign(
+        engine=engine, settings=settings, categories=chosen, offline=True if offline else None, campaign_id=campaign_id,
         on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)
 
@@ -201,8 +208,8 @@ def resume_command(
     """Continue an unfinished campaign; categories that had finished are not searched again."""
     from graph.campaign import resume_campaign
 
-    board = drive(lambda engine, on_event: resume_campaign(engine=engine, campaign_id=campaign_id, on_event=on_event),
-                  as_json=as_json)
+    board = drive(lambda engine, settings, on_event: resume_campaign(
+        engine=engine, settings=settings, campaign_id=campaign_id, on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)
 
 
@@ -220,8 +227,8 @@ def rerun_command(
         chosen = parse_category(category)
     except UnknownCategoryError as exc:
         raise fail(str(exc), EXIT_BAD_INPUT) from None
-    board = drive(lambda engine, on_event: rerun_category(
-        engine=engine, campaign_id=campaign_id, category=chosen, on_event=on_event), as_json=as_json)
+    board = drive(lambda engine, settings, on_event: rerun_category(
+        engine=engine, settings=settings, campaign_id=campaign_id, category=chosen, on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)
 
 

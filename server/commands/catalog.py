@@ -63,9 +63,10 @@ def _fail(message: str, code: int) -> None:
 @contextmanager
 def _session(*, readonly: bool = False) -> Iterator[Any]:
     """Yield a session on the configured catalog, migrated to the newest schema."""
+    from core.settings import get_settings
     from curation.catalog import store
 
-    engine = store.make_engine()
+    engine = store.make_engine(get_settings().resolved_database_url)
     try:
         store.upgrade_database(engine)
         with store.open_session(engine, readonly=readonly) as session:

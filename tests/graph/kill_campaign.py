@@ -13,6 +13,7 @@ from pathlib import Path
 
 from campaign_fakes import FakeIndex, ScriptedSubagent, deliverable_for
 
+from core.settings import get_settings
 from core.types import Category
 from curation.catalog import store
 from graph.campaign import run_campaign
@@ -36,7 +37,7 @@ def main(database_url: str, campaign_id: str, log_path: str, slow: str) -> None:
     engine = store.make_engine(database_url)
     store.upgrade_database(engine)
     subagent = ScriptedSubagent({c.value: behave for c in Category})
-    asyncio.run(run_campaign(engine=engine, campaign_id=campaign_id, subagent=subagent, backends=[FakeIndex()]))
+    asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id=campaign_id, subagent=subagent, backends=[FakeIndex()]))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from campaign_fakes import FakeIndex, ScriptedSubagent, deliverable_for
 from sqlalchemy import Engine
 
 from agents.models import Deliverable
+from core.settings import get_settings
 from core.types import Category
 from curation.catalog import store
 from graph.campaign import run_campaign
@@ -42,7 +43,7 @@ def run_side_by_side(engine: Engine, count: int) -> tuple[list[str], list[BaseEx
     def one(index: int) -> None:
         try:
             start.wait()
-            ids.append(asyncio.run(run_campaign(engine=engine, subagent=shuffled_subagent(index),
+            ids.append(asyncio.run(run_campaign(engine=engine, settings=get_settings(), subagent=shuffled_subagent(index),
                                                 backends=[FakeIndex()])))
         except BaseException as exc:  # asserted below
             errors.append(exc)

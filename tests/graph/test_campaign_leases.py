@@ -46,13 +46,13 @@ def test_a_campaign_another_process_holds_is_refused_untouched(engine: Engine) -
         assert store.acquire_lease(session, name=store.campaign_lease("c"), owner=OTHER, ttl_s=60) is not None
     subagent = ScriptedSubagent()
     with pytest.raises(CampaignBusyError, match=f"worked on elsewhere \\({OTHER}"):
-        asyncio.run(run_campaign(engine=engine, campaign_id="c", subagent=subagent, backends=[FakeIndex()]))
+        asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=subagent, backends=[FakeIndex()]))
     assert subagent.calls == []
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id="c").status == "pending"
         assert store.list_runs(session, campaign_id="c") == []
         store.release_lease(session, name=store.campaign_lease("c"), owner=OTHER)
-    asyncio.run(run_campaign(engine=engine, campaign_id="c", subagent=subagent, backends=[FakeIndex()]))
+    asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=subagent, backends=[FakeIndex()]))
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id="c").status == "succeeded"
         assert store.lease_holder(session, name=store.campaign_lease("c")) is None  # released at the end
@@ -78,7 +78,7 @@ def test_the_heartbeat_keeps_a_long_campaign_its_lease(engine: Engine, short_lea
     thread = threading.Thread(target=rival)
     thread.start()
     try:  # the run lasts four lease periods
-        asyncio.run(run_campaign(engine=engine, campaign_id="c", subagent=slow(4 * short_leases),
+        asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=slow(4 * short_leases),
                                  backends=[FakeIndex()]))
     finally:
         stop.set()
@@ -92,7 +92,7 @@ def test_a_run_that_loses_its_lease_stops_without_touching_the_campaign(engine: 
     _pending(engine, "c")
 
     async def scenario() -> None:
-        running = asyncio.create_task(run_campaign(engine=engine, campaign_id="c", subagent=slow(30),
+        running = asyncio.create_task(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=slow(30),
                                                    backends=[FakeIndex()]))
         await asyncio.sleep(short_leases / 2)
         with store.open_session(engine) as session:  # this process stalled; another took the campaign over

@@ -11,6 +11,7 @@ from sqlmodel import select
 from agents.dataset_kind import is_eval_only
 from agents.models import Candidate, DatasetMetadata
 from agents.search.offline import OfflineIndex
+from core.settings import get_settings
 from core.types import Category, Decision, ReasonCode
 from curation.catalog import store
 from curation.catalog.models import CandidateRecord, Verdict
@@ -25,7 +26,7 @@ KNOWN_EVAL_SETS = {"princeton-nlp/SWE-bench_Verified", "HuggingFaceH4/MATH-500",
 def test_offline_campaign_blocks_benchmarks_and_counts_like_the_catalog(engine: Engine) -> None:
     events: list[CampaignEvent] = []
     index = OfflineIndex.default()
-    campaign_id = asyncio.run(run_campaign(engine=engine, backends=[index], offline=True, on_event=events.append))
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), backends=[index], offline=True, on_event=events.append))
     by_category = events[-1].detail["by_category"]
     with store.open_session(engine) as session:
         summary = store.catalog_summary(session, campaign_id=campaign_id)

@@ -58,7 +58,7 @@ def wait_for(predicate: Any, timeout_s: float = 30) -> None:
 
 
 def test_the_same_category_re_run_on_two_replicas_at_once_runs_once(engine: Engine, tmp_path: Path) -> None:
-    campaign_id = asyncio.run(run_campaign(engine=engine, categories=[Category.MATH, Category.TOOL_USE],
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH, Category.TOOL_USE],
                                            subagent=FakeSubagent(failing={"tool_use"}), backends=[FakeBackend()]))
     subagent = SlowSubagent()
     answers: list[int] = []

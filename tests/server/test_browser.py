@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from sqlalchemy import Engine
 
 from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence
-from core.settings import Settings
+from core.settings import Settings, get_settings
 from core.types import Category
 from curation.catalog import store
 from graph.campaign import run_campaign
@@ -68,7 +68,7 @@ def filled_engine(tmp_path: Path) -> Iterator[Engine]:
     engine = store.make_engine(f"sqlite:///{tmp_path / 'catalog.db'}")
     store.upgrade_database(engine)
     BROKEN.add("tool_use")
-    asyncio.run(run_campaign(engine=engine, categories=[Category.MATH, Category.CODE_REVIEW, Category.TOOL_USE],
+    asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH, Category.CODE_REVIEW, Category.TOOL_USE],
                              offline=True, subagent=fake_subagent, backends=[KnowsAcme()]))
     BROKEN.clear()
     yield engine

@@ -105,7 +105,7 @@ def test_ctrl_c_marks_the_campaign_interrupted() -> None:
     with store.open_session(engine) as session:
         campaign_id = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"]).id
 
-    async def interrupted(engine: object, on_event: object) -> None:
+    async def interrupted(engine: object, settings: object, on_event: object) -> None:
         on_event(CampaignEvent(campaign_id=campaign_id, kind="campaign_started"))  # type: ignore[operator]
         await asyncio.sleep(0)
         raise KeyboardInterrupt

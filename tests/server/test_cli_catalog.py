@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 
+from core.settings import get_settings
 from curation.catalog import store
 from server.cli import app
 
@@ -50,7 +51,7 @@ def _seed(
 
 @pytest.fixture
 def catalog() -> None:
-    engine = store.make_engine()  # the settings' default: a SQLite file under DATAHUNT_HOME
+    engine = store.make_engine(get_settings().resolved_database_url)  # a SQLite file under DATAHUNT_HOME
     store.upgrade_database(engine)
     _seed(engine, "org/proofs", "math", 0.4, title="Proofs", metadata={"license": "mit"})
     _seed(engine, "org/gsm", "math", 0.9, title="Grade school math", reasons=[FLAG])

@@ -33,9 +33,12 @@ def _run_online() -> None:
     if connection is not None:
         _run(connection)
         return
+    from core.settings import (
+        get_settings,  # Alembic's own entry point (`alembic upgrade head`): no caller to ask
+    )
     from curation.catalog.store import make_engine
 
-    engine = make_engine()
+    engine = make_engine(get_settings().resolved_database_url)
     with engine.connect() as connection:
         _run(connection)
     engine.dispose()

@@ -38,7 +38,7 @@ def test_unreachable_server_is_a_database_error() -> None:
 def test_default_url_is_a_file_under_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DATAHUNT_HOME", str(tmp_path / "deep" / "home"))
     get_settings.cache_clear()
-    engine = store.make_engine()
+    engine = store.make_engine(get_settings().resolved_database_url)
     store.upgrade_database(engine)
     engine.dispose()
     assert (tmp_path / "deep" / "home" / "catalog.db").is_file()

@@ -11,6 +11,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
+from core.settings import get_settings
 from curation.catalog import models
 from curation.catalog.database import alembic_config, catalog_tables_only
 from curation.catalog.store import make_engine, upgrade_database
@@ -77,7 +78,7 @@ def test_downgrade_to_base_and_back(database_url: str) -> None:
 def test_the_developer_ini_targets_the_settings_database() -> None:
     config = Config(str(REPO_ROOT / "alembic.ini"))
     command.upgrade(config, "head")  # env.py opens the settings' catalog: a SQLite file under DATAHUNT_HOME
-    engine = make_engine()
+    engine = make_engine(get_settings().resolved_database_url)
     assert _current_revision(engine) == ScriptDirectory.from_config(config).get_current_head()
     engine.dispose()
 
