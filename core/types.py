@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from typing import NotRequired
+
+from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing_extensions on Python 3.11
 
 
 class Category(StrEnum):
@@ -111,6 +115,16 @@ class ReasonCode(StrEnum):
     LANGUAGE_MISMATCH = "language_mismatch"  # not in the target model's language
 
 
+class Reason(TypedDict):
+    """One reason behind a verdict or a run's status, as the catalog stores it (plain JSON) and the graph state
+    carries it. Blocking reasons reject; the others are flags for the reviewer."""
+
+    code: str  # a ReasonCode value
+    detail: str  # human-readable: what was seen, quoted from the record where it helps
+    blocking: bool
+    category: NotRequired[str]  # on a catalog entry: the category whose verdict gave this reason
+
+
 # Reasons that only say "nobody could check this" (typical offline): an accepted candidate with nothing else is
 # "accepted, unverified", not flagged. `duplicate` only says another category found it too.
 UNVERIFIED_CODES = frozenset(
@@ -129,7 +143,7 @@ class VerdictLabel(StrEnum):
     REJECTED = "rejected"  # blocked for any other reason
 
 
-def label_verdict(reasons: list[dict[str, object]]) -> VerdictLabel:
+def label_verdict(reasons: Sequence[Reason] | Sequence[Mapping[str, object]]) -> VerdictLabel:
     """Return the label of a verdict from its reasons (`{"code", "blocking", …}`); blocking reasons reject."""
     blocking = [str(r.get("code")) for r in reasons if r.get("blocking")]
     if blocking:

@@ -3,7 +3,9 @@
 A campaign's thread id is its campaign id; every superstep and every finished branch's writes land here
 (the campaign runs with `durability="sync"`), which is what makes a killed campaign resumable. For
 PostgreSQL the SQLAlchemy URL is turned into a libpq conninfo, keeping `options` (e.g. a `search_path`) so
-the checkpoint tables live in the same schema as the catalog.
+the checkpoint tables live in the same schema as the catalog. The state's own types beyond plain JSON (the
+`core.types` enums the state is typed with) are registered with the serializer, so loading them back is allowed
+explicitly rather than warned about.
 """
 
 from __future__ import annotations
@@ -14,12 +16,22 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg.conninfo import make_conninfo
 from sqlalchemy.engine import URL, make_url
 
 # pg_advisory_lock key serialising checkpointer table setup: two campaigns starting together on a fresh
 # database would otherwise both run LangGraph's migrations and one would fail on `checkpoint_migrations`.
 _SETUP_LOCK_KEY = 0x6461746168756E74  # "datahunt"
+
+
+# The non-JSON types a campaign's state holds (graph/state.py), as (module, name) pairs.
+STATE_TYPES = [("core.types", "Decision"), ("core.types", "RunStatus")]
+
+
+def state_serializer() -> JsonPlusSerializer:
+    """Return the checkpoint serializer that knows the state's enums."""
+    return JsonPlusSerializer(allowed_msgpack_modules=STATE_TYPES)
 
 
 class UnsupportedDatabaseError(ValueError):
@@ -69,6 +81,7 @@ async def open_checkpointer(database_url: str) -> AsyncIterator[BaseCheckpointSa
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         async with AsyncSqliteSaver.from_conn_string(path) as saver:
+            saver.serde = state_serializer()
             await _setup_sqlite(saver)
             yield saver
     elif backend == "postgresql":
@@ -76,7 +89,7 @@ async def open_checkpointer(database_url: str) -> AsyncIterator[BaseCheckpointSa
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
         conninfo = postgres_conninfo(url)
-        async with AsyncPostgresSaver.from_conn_string(conninfo) as saver:
+        async with AsyncPostgresSaver.from_conn_string(conninfo, serde=state_serializer()) as saver:
             async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as lock:
                 # Poll with try-lock rather than block: a session blocked inside pg_advisory_lock is a running
                 # transaction, and the setup's CREATE INDEX CONCURRENTLY would wait for it forever.

@@ -1,7 +1,7 @@
 """The typed state of a campaign graph: what the supervisor fans out, what each branch returns, what is verified.
 
-Everything in the state is plain JSON (dicts, lists, strings) so the checkpointer stores it without custom
-serialisation. Branch results meet in `results` through an `operator.add` reducer: each `Send` branch appends
+Everything in the state is plain JSON (dicts, lists, strings) or a `core.types` enum (a `str` whose value is
+what the catalog stores; the checkpointer's serializer knows them, `graph.checkpoint.STATE_TYPES`). Branch results meet in `results` through an `operator.add` reducer: each `Send` branch appends
 one `BranchResult`, and a branch that finished before a crash keeps its result in the checkpoint's pending
 writes, so a resume runs only the branches that had not finished.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import operator
 from typing import Annotated, Any, TypedDict
+
+from core.types import Decision, Reason, RunStatus
 
 
 class BranchInput(TypedDict):
@@ -33,8 +35,8 @@ class VerifiedCandidate(TypedDict):
     """A candidate with the verifier's decision and every reason (blocking or flag) behind it."""
 
     candidate: dict[str, Any]  # agents.models.Candidate as JSON, metadata enriched by lookups
-    decision: str  # core.types.Decision
-    reasons: list[dict[str, Any]]
+    decision: Decision
+    reasons: list[Reason]
 
 
 class VerifiedRun(TypedDict):
@@ -42,9 +44,9 @@ class VerifiedRun(TypedDict):
 
     category: str
     run_id: int | None
-    status: str  # core.types.RunStatus: succeeded | empty | failed
+    status: RunStatus  # succeeded | empty | failed
     error: str | None
-    reasons: list[dict[str, Any]]  # run-level reasons (empty/missing deliverable, backend failures)
+    reasons: list[Reason]  # run-level reasons (empty/missing deliverable, backend failures)
     planner: str | None
     queries: list[dict[str, Any]]
     results_per_backend: dict[str, int]

@@ -22,24 +22,24 @@ sections that name it).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agents.dataset_kind import benchmark_evidence, is_eval_only, raw_corpus_evidence
 from agents.models import Candidate
-from core.types import ReasonCode
+from core.types import Reason, ReasonCode
 
 if TYPE_CHECKING:
     from graph.verifier import VerifyContext
 
 
-def _reason(code: ReasonCode, detail: str, *, blocking: bool) -> dict[str, Any]:
-    return {"code": code.value, "detail": detail, "blocking": blocking}
+def _reason(code: ReasonCode, detail: str, *, blocking: bool) -> Reason:
+    return Reason(code=code.value, detail=detail, blocking=blocking)
 
 
 # ---- benchmarks ----------------------------------------------------------------------------------------------
 
 
-def check_benchmark(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_benchmark(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Block an evaluation-only set (offered as an eval set instead); flag a benchmark with a training split."""
     evidence, training, _ = benchmark_evidence(candidate)
     if not evidence:
@@ -58,7 +58,7 @@ def check_benchmark(candidate: Candidate, context: VerifyContext) -> list[dict[s
 # ---- raw corpora ---------------------------------------------------------------------------------------------
 
 
-def check_raw_corpus(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_raw_corpus(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Block known columns with only raw text; flag a record that describes itself as a pretraining corpus."""
     found = raw_corpus_evidence(candidate)
     if found is None:
@@ -119,7 +119,7 @@ def inferred_languages(candidate: Candidate) -> tuple[set[str], str]:
     return set(), ""
 
 
-def check_language(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_language(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Block a dataset whose stated languages exclude the target's; flag one whose id or listing suggests it."""
     target = context.target_language.lower()
     target_name = LANGUAGE_NAMES.get(target, target)

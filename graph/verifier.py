@@ -1,6 +1,6 @@
 """The verifier: pure checks that judge each candidate and each run, with a reason code for every objection.
 
-A check is a function `(candidate, context) -> list[reason]`; a reason is
+A check is a function `(candidate, context) -> list[Reason]`; a reason (`core.types.Reason`) is
 `{"code": ReasonCode, "detail": str, "blocking": bool}`. Blocking reasons reject the candidate; non-blocking
 ones are flags for the human reviewer. Unknown is not bad: a check that cannot be answered (offline, a record
 without license, size or columns) flags instead of rejecting. The only I/O is the existence lookup, done once
@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 from agents.models import Candidate, DatasetMetadata, Deliverable
 from agents.scoring import OFF_TOPIC_BELOW
 from agents.search.base import SearchBackend
-from core.types import Category, Decision, ReasonCode, RunStatus, is_hub_id
+from core.types import Category, Decision, Reason, ReasonCode, RunStatus, is_hub_id
 from graph.context import CampaignContext
 from graph.state import BranchResult, CampaignState, VerifiedCandidate, VerifiedRun
 from graph.suitability import check_benchmark, check_language, check_raw_corpus
@@ -45,9 +45,9 @@ NON_COMMERCIAL_MARKERS = ("-nc", "noncommercial", "non-commercial")
 UNKNOWN_LICENSES = {"", "unknown", "none", "n/a"}
 
 
-def reason(code: ReasonCode, detail: str, *, blocking: bool) -> dict[str, Any]:
-    """Return one reason dict as the catalog stores it."""
-    return {"code": code.value, "detail": detail, "blocking": blocking}
+def reason(code: ReasonCode, detail: str, *, blocking: bool) -> Reason:
+    """Return one reason as the catalog stores it."""
+    return Reason(code=code.value, detail=detail, blocking=blocking)
 
 
 @dataclass
@@ -56,23 +56,23 @@ class VerifyContext:
 
     existence: dict[str, Existence] = field(default_factory=dict)
     first_found_by: dict[str, str] = field(default_factory=dict)  # hub id -> first category (campaign order)
-    off_topic_below: float = 0.3
+    off_topic_below: float = OFF_TOPIC_BELOW  # the scorer's threshold: one constant for both
     min_rows: int = MIN_ROWS
     gated_manual_blocks: bool = True  # policy: manual-approval datasets are rejected (else only flagged)
     target_language: str = "en"  # the target model's language (ISO 639-1)
 
 
-Check = Callable[[Candidate, VerifyContext], list[dict[str, Any]]]
+Check = Callable[[Candidate, VerifyContext], list[Reason]]
 
 
-def check_hub_id(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_hub_id(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Reject an id that is not `owner/name`."""
     if is_hub_id(candidate.hub_id):
         return []
     return [reason(ReasonCode.MALFORMED_ID, f"{candidate.hub_id!r} is not an 'owner/name' Hub id", blocking=True)]
 
 
-def check_exists(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_exists(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Reject a dataset the Hub says does not exist; flag one nobody could confirm (offline, lookup failed)."""
     answer = context.existence.get(candidate.hub_id, "unknown")
     if answer == "found":
@@ -82,7 +82,7 @@ def check_exists(candidate: Candidate, context: VerifyContext) -> list[dict[str,
     return [reason(ReasonCode.EXISTENCE_UNVERIFIED, "existence could not be confirmed (offline or lookup failed)", blocking=False)]
 
 
-def check_gated(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_gated(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Reject manual-approval gating (policy), flag automatic gating; unknown gating is not an objection."""
     gated = candidate.metadata.gated
     if gated == "manual":
@@ -93,7 +93,7 @@ def check_gated(candidate: Candidate, context: VerifyContext) -> list[dict[str, 
     return []
 
 
-def check_license(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_license(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Reject restrictive licenses, flag non-commercial and unknown ones."""
     raw = candidate.metadata.license
     name = (raw or "").strip().lower()
@@ -120,7 +120,7 @@ def known_rows(metadata: DatasetMetadata) -> int | None:
     return int(number * {"k": 1e3, "m": 1e6, "b": 1e9}.get(match.group(2) or "", 1))
 
 
-def check_size(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_size(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Reject a dataset known to be tiny; flag one whose size nobody stated."""
     rows = known_rows(candidate.metadata)
     if rows is not None:
@@ -134,7 +134,7 @@ def check_size(candidate: Candidate, context: VerifyContext) -> list[dict[str, A
     return [reason(ReasonCode.SIZE_UNKNOWN, "row count unknown", blocking=False)]
 
 
-def check_text_fields(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_text_fields(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Reject known columns with nothing text-like; flag unknown columns."""
     features = candidate.metadata.features
     if not features:
@@ -144,7 +144,7 @@ def check_text_fields(candidate: Candidate, context: VerifyContext) -> list[dict
     return [reason(ReasonCode.NO_TEXT_FIELDS, f"no text-like column among {sorted(features)}", blocking=True)]
 
 
-def check_duplicate(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_duplicate(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Flag (never reject) a dataset another category found first; the catalog merges the categories."""
     first = context.first_found_by.get(candidate.hub_id)
     mine = candidate.categories[0].value if candidate.categories else None
@@ -153,7 +153,7 @@ def check_duplicate(candidate: Candidate, context: VerifyContext) -> list[dict[s
     return [reason(ReasonCode.DUPLICATE, f"also found by {first}; categories merged into one entry", blocking=False)]
 
 
-def check_on_topic(candidate: Candidate, context: VerifyContext) -> list[dict[str, Any]]:
+def check_on_topic(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Reject a candidate whose relevance to its category is below the off-topic threshold."""
     if candidate.relevance >= context.off_topic_below:
         return []
@@ -169,32 +169,32 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def judge_candidate(candidate: Candidate, context: VerifyContext) -> tuple[str, list[dict[str, Any]]]:
+def judge_candidate(candidate: Candidate, context: VerifyContext) -> tuple[Decision, list[Reason]]:
     """Return (decision, reasons): reject when any reason blocks. A malformed id skips the other checks."""
     reasons = check_hub_id(candidate, context)
     if not reasons:
         reasons = [r for check in CHECKS[1:] for r in check(candidate, context)]
     decision = Decision.REJECT if any(r["blocking"] for r in reasons) else Decision.ACCEPT
-    return decision.value, reasons
+    return decision, reasons
 
 
-def judge_run(deliverable: Deliverable | None, error: str | None) -> tuple[str, list[dict[str, Any]]]:
+def judge_run(deliverable: Deliverable | None, error: str | None) -> tuple[RunStatus, list[Reason]]:
     """Return a run's (status, run-level reasons): failed without a deliverable, empty with no candidates."""
     if deliverable is None:
         detail = error or "the subagent returned no deliverable"
-        return RunStatus.FAILED.value, [reason(ReasonCode.MISSING_DELIVERABLE, detail, blocking=True)]
+        return RunStatus.FAILED, [reason(ReasonCode.MISSING_DELIVERABLE, detail, blocking=True)]
     failed = [q for q in deliverable.queries if q.status == "failed"]
-    reasons: list[dict[str, Any]] = []
+    reasons: list[Reason] = []
     if failed:
         errors = sorted({q.error or "unknown error" for q in failed})[:3]
         detail = f"{len(failed)} of {len(deliverable.queries)} queries failed: {'; '.join(errors)}"
         reasons.append(reason(ReasonCode.BACKEND_FAILED, detail, blocking=not deliverable.candidates))
     if deliverable.candidates:
-        return RunStatus.SUCCEEDED.value, reasons
+        return RunStatus.SUCCEEDED, reasons
     if deliverable.queries and len(failed) == len(deliverable.queries):
-        return RunStatus.FAILED.value, reasons
+        return RunStatus.FAILED, reasons
     reasons.append(reason(ReasonCode.EMPTY_DELIVERABLE, "the subagent delivered no candidates", blocking=True))
-    return RunStatus.EMPTY.value, reasons
+    return RunStatus.EMPTY, reasons
 
 
 def first_found_by(deliverables: Iterable[Deliverable]) -> dict[str, str]:
@@ -299,7 +299,7 @@ async def verify(state: CampaignState, runtime: Runtime[CampaignContext]) -> dic
     everything = [c for d in deliverables.values() for c in d.candidates]
     existence, looked_up = await lookup_existence(everything, context.backends, timeout_s=context.lookup_timeout_s)
     checks = VerifyContext(
-        existence=existence, first_found_by=first_found_by(deliverables.values()), off_topic_below=OFF_TOPIC_BELOW,
+        existence=existence, first_found_by=first_found_by(deliverables.values()),
         target_language=context.target_language,
     )
     verified = [verify_run(r, deliverables.get(r["category"]), checks, looked_up) for r in results]

@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "training": {"core", "inference.static_llama"},
     "server": {"core", "graph", "curation", "inference", "training", "prompts"},  # agents only through graph
 }
-CORE_THIRD_PARTY = {"pydantic", "pydantic_settings"}
+CORE_THIRD_PARTY = {"pydantic", "pydantic_settings", "typing_extensions"}  # the last: pydantic's own, for TypedDict
 ENV_NAMES = {"environ", "getenv", "putenv", "environb", "getenvb", "unsetenv"}
 
 

@@ -7,6 +7,7 @@ Every status change writes an audit row. Statuses are `core.types.RunStatus` val
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import func
@@ -16,6 +17,7 @@ from sqlmodel import Session, col, select
 from core.types import (
     FINAL_CAMPAIGN_STATUSES,
     CampaignStatus,
+    Reason,
     RunStatus,
     UnknownCategoryError,
     parse_category,
@@ -143,7 +145,7 @@ def finish_run(
     candidates_found: int,
     candidates_accepted: int,
     error: str | None,
-    reasons: list[dict[str, Any]],
+    reasons: Sequence[Reason],
     notes: list[str] | None = None,
 ) -> SubagentRun:
     """Record how a run ended (timings included) and audit the status change; return the run."""

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, DateTime, Dialect, Text, TypeDecorator, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from core.types import CampaignStatus, RunStatus
+from core.types import CampaignStatus, Reason, RunStatus
 
 
 def utcnow() -> datetime:
@@ -76,7 +76,7 @@ class SubagentRun(SQLModel, table=True):
     candidates_found: int = 0
     candidates_accepted: int = 0
     error: str | None = Field(default=None, sa_column=Column(Text))
-    reasons: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    reasons: list[Reason] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     # What the subagent said about its own run (offline fallback, LLM answers replaced, ids dropped, …).
     notes: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]"))
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
@@ -113,8 +113,8 @@ class Verdict(SQLModel, table=True):
     candidate_id: int | None = Field(default=None, foreign_key="candidate.id", index=True)
     hub_id: str | None = Field(default=None, index=True, max_length=256)
     decision: str = Field(max_length=16)  # core.types.Decision
-    # [{"code": ReasonCode, "detail": str, "blocking": bool}]; non-blocking reasons are flags for the reviewer.
-    reasons: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # core.types.Reason, each tagged with its category; non-blocking reasons are flags for the reviewer.
+    reasons: list[Reason] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
@@ -130,7 +130,7 @@ class CatalogEntry(SQLModel, table=True):
     best_relevance: float = Field(default=0.0, index=True)
     status: str = Field(default="pending_review", index=True, max_length=32)  # core.types.EntryStatus
     verifier_decision: str | None = Field(default=None, max_length=16)
-    reasons: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    reasons: list[Reason] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     dataset_metadata: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     license: str | None = Field(default=None, index=True, max_length=128)
     format_guess: str | None = Field(default=None, max_length=64)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -17,7 +18,7 @@ from sqlalchemy import func, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from core.types import Category, Decision, EntryStatus, ReasonCode, VerdictLabel, label_verdict
+from core.types import Category, Decision, EntryStatus, Reason, ReasonCode, VerdictLabel, label_verdict
 from curation.catalog.audit import record_audit
 from curation.catalog.campaigns import (
     CAMPAIGN_STATUSES,
@@ -143,7 +144,7 @@ def add_verdict(
     *,
     campaign_id: str,
     decision: str,
-    reasons: list[dict[str, Any]],
+    reasons: Sequence[Reason],
     run_id: int | None = None,
     candidate_id: int | None = None,
     hub_id: str | None = None,
@@ -174,7 +175,7 @@ def add_verdict(
 # ---- catalog entries ---------------------------------------------------------------------------------------
 
 
-def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str, reasons: list[dict[str, Any]]) -> CatalogEntry:
+def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str, reasons: Sequence[Reason]) -> CatalogEntry:
     """Create or refresh the entry for `candidate.hub_id` from a verified candidate; return the entry.
 
     Categories and per-category relevance are merged (one entry per dataset, however many subagents found it);
@@ -182,7 +183,7 @@ def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str,
     also when the verifier rejected it. A human decision (approved/rejected) is never changed here.
     """
     decision = _decision(decision)
-    tagged = [{**r, "category": candidate.category} for r in _reasons(reasons)]
+    tagged = [Reason(**r, category=candidate.category) for r in _reasons(reasons)]
     entry = find_entry(session, candidate.hub_id, lock=True)
     if entry is None:
         entry = _insert_entry(session, candidate, decision, tagged)
@@ -212,7 +213,7 @@ def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str,
 
 
 def upsert_entries(
-    session: Session, *, verified: list[tuple[CandidateRecord, str, list[dict[str, Any]]]]
+    session: Session, *, verified: Sequence[tuple[CandidateRecord, str, Sequence[Reason]]]
 ) -> list[CatalogEntry]:
     """Upsert the entries of many `(candidate, decision, reasons)` at once, in Hub-id order; return the entries.
 
@@ -332,7 +333,7 @@ def catalog_summary(session: Session, *, campaign_id: str | None = None) -> dict
 # ---- internals ---------------------------------------------------------------------------------------------
 
 
-def _insert_entry(session: Session, candidate: CandidateRecord, decision: str, reasons: list[dict[str, Any]]) -> CatalogEntry | None:
+def _insert_entry(session: Session, candidate: CandidateRecord, decision: str, reasons: list[Reason]) -> CatalogEntry | None:
     entry = CatalogEntry(
         hub_id=candidate.hub_id,
         categories=[candidate.category],
@@ -405,8 +406,8 @@ def _decision(value: str) -> str:
     return value
 
 
-def _reasons(reasons: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
+def _reasons(reasons: Sequence[Reason]) -> list[Reason]:
+    out: list[Reason] = []
     for reason in storable(reasons):  # details quote what the datasets say: stored whatever they hold
         if not isinstance(reason, dict) or "code" not in reason:
             raise InvalidValueError(f"a reason must be a dict with a 'code': {reason!r}")

@@ -8,6 +8,7 @@ import pytest
 from campaign_fakes import FakeIndex, deliverable_for, good_metadata
 
 from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence, QueryRecord
+from agents.scoring import OFF_TOPIC_BELOW
 from core.types import Category
 from graph.verifier import (
     VerifyContext,
@@ -102,7 +103,9 @@ def test_malformed_id_is_rejected_and_skips_the_other_checks() -> None:
 def test_off_topic_rejects_below_the_threshold_with_the_scorers_reason() -> None:
     off = candidate(relevance=0.1, **good_metadata().model_dump())
     off.relevance_reason = "no category keyword in title or description"
-    decision, reasons = judge_candidate(off, VerifyContext(existence={off.hub_id: "found"}, off_topic_below=0.3))
+    context = VerifyContext(existence={off.hub_id: "found"})
+    assert context.off_topic_below == OFF_TOPIC_BELOW  # one threshold: the scorer's, which the campaign applies
+    decision, reasons = judge_candidate(off, context)
     assert decision == "reject"
     assert codes(reasons) == [("off_topic", True)]
     assert "no category keyword" in str(reasons[0]["detail"])
