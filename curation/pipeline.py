@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.settings import get_settings
+from core.settings import Settings
 from curation.adapters import adapt, resolve_format
 from curation.cleaning import StepParams
 from curation.conversation import Drop, Row, prompt_text
@@ -52,9 +52,11 @@ def make_context(
     mirror: Path | None,
     hub_root: Path | None,
     hub_probe: Callable[[], str | None] | None = None,
+    *,
+    settings: Settings,
 ) -> LoadContext:
-    """Return the run's load context: mirror, offline mode, caches under `out_dir`, token counter, Hub probe."""
-    settings = get_settings()
+    """Return the run's load context: mirror, offline mode, caches under `out_dir`, token counter, Hub probe;
+    `settings` (the caller's) give the mirror default, offline mode, the cache folder and the Hub token."""
     mirror_dir = mirror or (Path(manifest.mirror) if manifest.mirror else None) or settings.mirror
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
     counter = load_counter(tokenizer, offline=settings.offline)
@@ -140,6 +142,7 @@ def curate(
     manifest: Manifest,
     out_dir: Path,
     *,
+    settings: Settings,
     seed: int | None = None,
     jsonl: bool = False,
     mirror: Path | None = None,
@@ -155,7 +158,7 @@ def curate(
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = make_context(manifest, out_dir, mirror, hub_root, hub_probe)
+    ctx = make_context(manifest, out_dir, mirror, hub_root, hub_probe, settings=settings)
     seed = manifest.budget.seed if seed is None else seed
     staged: list[StagedSource] = []
     for order, source in enumerate(manifest.sources):

@@ -125,6 +125,34 @@ def test_only_settings_reads_the_environment() -> None:
     assert not offenders, f"only core/settings.py may read the environment: {offenders}"
 
 
+def reads_global_settings(path: Path) -> list[int]:
+    """Line numbers where `path` imports or calls `get_settings` (the process-wide settings) itself."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node.lineno for node in ast.walk(tree)
+            if (isinstance(node, ast.ImportFrom) and any(a.name == "get_settings" for a in node.names))
+            or (isinstance(node, ast.Attribute) and node.attr == "get_settings")]
+
+
+# Alembic runs env.py itself (`alembic upgrade head`): nobody can hand it the settings.
+HANDED_SETTINGS_EXEMPT = {"curation/catalog/migrations/env.py"}
+
+
+def test_graph_and_curation_are_handed_their_settings() -> None:
+    offenders = {str(p.relative_to(ROOT)): reads_global_settings(p) for pkg in ("graph", "curation")
+                 for p in (ROOT / pkg).rglob("*.py")
+                 if p.relative_to(ROOT).as_posix() not in HANDED_SETTINGS_EXEMPT and reads_global_settings(p)}
+    assert not offenders, f"graph/ and curation/ take Settings from their callers, never get_settings(): {offenders}"
+
+
+@pytest.mark.parametrize("source", ["from core.settings import get_settings\n",
+                                    "import core.settings\nx = core.settings.get_settings()\n"])
+def test_planted_global_settings_reads_are_caught(tmp_path: Path, source: str) -> None:
+    path = tmp_path / "graph" / "planted.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(source)
+    assert reads_global_settings(path)
+
+
 def test_modules_open_with_a_docstring() -> None:
     missing = [str(p.relative_to(ROOT)) for p in _modules() if ast.get_docstring(ast.parse(p.read_text())) is None]
     assert not missing, f"modules without a docstring: {missing}"

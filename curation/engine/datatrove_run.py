@@ -33,6 +33,7 @@ from typing import Any, cast
 from datatrove.executor import LocalPipelineExecutor
 from datatrove.pipeline.base import PipelineStep
 
+from core.settings import Settings
 from curation.engine.dedup import band_partition, exact_partition, resolve_near, write_near
 from curation.engine.outputs import (
     write_decontaminated,
@@ -175,6 +176,7 @@ def curate_datatrove(
     manifest: Manifest,
     out_dir: Path,
     *,
+    settings: Settings,
     seed: int | None = None,
     jsonl: bool = False,
     mirror: Path | None = None,
@@ -186,7 +188,7 @@ def curate_datatrove(
     say = progress or (lambda line: logger.info("%s", line))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = make_context(manifest, out_dir, mirror, hub_root)
+    ctx = make_context(manifest, out_dir, mirror, hub_root, settings=settings)
     seed = manifest.budget.seed if seed is None else seed
     workers = workers or os.cpu_count() or 1
     key = run_key(manifest, ctx, seed, jsonl)

@@ -89,6 +89,7 @@ def curate(
     from rich.console import Console
     from rich.table import Table
 
+    from core.settings import get_settings
     from curation.engine import EngineError, check_engine, curate_on
     from curation.manifest import ManifestError, dump_manifest, load_manifest
     from curation.pipeline import curate as run_curation
@@ -109,11 +110,11 @@ def curate(
         if engine == "local":
             with _load_bar() as on_source:
                 result = run_curation(
-                    loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem, on_source=on_source
+                    loaded, out, settings=get_settings(), seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem, on_source=on_source
                 )
         else:
             result = curate_on(
-                engine, loaded, out, seed=seed, jsonl=jsonl, mirror=mirror, workers=workers,
+                engine, loaded, out, settings=get_settings(), seed=seed, jsonl=jsonl, mirror=mirror, workers=workers,
                 progress=lambda line: typer.echo(f"[{engine}] {line}", err=True),
             )
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
@@ -188,6 +189,7 @@ def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> Non
     from rich.console import Console
     from rich.table import Table
 
+    from core.settings import get_settings
     from curation.check import check_manifest
     from curation.manifest import ManifestError, load_manifest
     from curation.pipeline import make_context
@@ -197,7 +199,7 @@ def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> Non
     except (ManifestError, OSError) as exc:
         _fail(str(exc))
         return
-    found = check_manifest(loaded, make_context(loaded, out, mirror, None, hub_problem))
+    found = check_manifest(loaded, make_context(loaded, out, mirror, None, hub_problem, settings=get_settings()))
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(r) for r in found], indent=1))
     else:

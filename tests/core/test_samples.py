@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.samples import CuratedSample, Message, RegeneratedSample, canonical_role
+from core.settings import get_settings
 
 
 def test_role_aliases_and_messages() -> None:
@@ -32,7 +33,7 @@ def test_curated_rows_validate(tmp_path: Path) -> None:
     mirror = Path(__file__).resolve().parents[1] / "data" / "mirror"
     manifest = Manifest(sources=[Source(hub_id="openai/gsm8k", config="main", category=Category.MATH, max_rows=10)],
                         mirror=str(mirror))
-    curate(manifest, tmp_path / "out", jsonl=True)
+    curate(manifest, tmp_path / "out", settings=get_settings(), jsonl=True)
     rows = [CuratedSample.model_validate(r) for r in read_jsonl(tmp_path / "out" / "samples.jsonl")]
     assert len(rows) == 10 and all(r.needs_regeneration and r.messages[-1].role == "user" for r in rows)
     assert rows[0].source.dataset == "openai/gsm8k" and rows[0].original_messages[-1].role == "assistant"

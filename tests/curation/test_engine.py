@@ -21,6 +21,7 @@ import pytest
 from test_pipeline import FILES, _files, _manifest, mirror  # noqa: F401 - the mirror fixture
 from typer.testing import CliRunner
 
+from core.settings import get_settings
 from core.types import Category
 from curation.engine import EngineUnavailable, UnknownEngine, check_engine, curate_on
 from curation.engine import plan as engine_plan
@@ -46,9 +47,9 @@ def _compare(local: Path, engine: Path) -> None:
 def test_engine_keeps_the_same_rows_on_the_mirror(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     manifest = _manifest(mirror, budget=Budget(total=60, shares={Category.MATH: 0.5}, seed=3))
     manifest.sources.append(Source(hub_id="gone/missing", data_files=["gone/x.jsonl"], category=Category.MATH))
-    local = curate(manifest, tmp_path / "local", jsonl=True).report
+    local = curate(manifest, tmp_path / "local", settings=get_settings(), jsonl=True).report
     lines: list[str] = []
-    engine = curate_on("datatrove", manifest, tmp_path / "engine", jsonl=True, workers=2,
+    engine = curate_on("datatrove", manifest, tmp_path / "engine", settings=get_settings(), jsonl=True, workers=2,
                        progress=lines.append).report
     assert engine == local
     assert local["duplicates"]["exact"] >= 20 and local["decontaminated"] == 1
@@ -102,8 +103,8 @@ def test_engine_matches_on_planted_copies_over_many_shards(
     evals = [EvalSet(name="gsm8k-test", hub_id="openai/gsm8k", data_files=[FILES[1]])]
     manifest = Manifest(sources=sources, eval_sets=evals, mirror=str(mirror),
                         budget=Budget(total=2500, shares={Category.MATH: 0.4}, seed=7))
-    local = curate(manifest, tmp_path / "local", jsonl=True).report
-    engine = curate_on("datatrove", manifest, tmp_path / "engine", jsonl=True, workers=2).report
+    local = curate(manifest, tmp_path / "local", settings=get_settings(), jsonl=True).report
+    engine = curate_on("datatrove", manifest, tmp_path / "engine", settings=get_settings(), jsonl=True, workers=2).report
     assert engine == local
     assert local["duplicates"]["near"] >= 50 and local["duplicates"]["exact"] >= 300
     assert local["per_category"]["math"]["selected"] == 1000
@@ -141,28 +142,28 @@ def test_sigkilled_run_resumes_without_rereading_finished_shards(mirror: Path, t
     stamps = {p.name: p.stat().st_mtime_ns for p in (work / "rows").glob("*.parquet")}
     assert len(stamps) == stage_tasks
     lines: list[str] = []
-    again = curate_on("datatrove", manifest, out, workers=2, progress=lines.append)
+    again = curate_on("datatrove", manifest, out, settings=get_settings(), workers=2, progress=lines.append)
     assert f"stage: {stage_tasks} task(s), {stage_tasks} already done" in lines
     assert {p.name: p.stat().st_mtime_ns for p in (work / "rows").glob("*.parquet")} == stamps
-    assert again.report == curate(manifest, tmp_path / "local").report
+    assert again.report == curate(manifest, tmp_path / "local", settings=get_settings()).report
 
 
 def test_failed_source_is_tried_again_on_rerun(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     manifest = _manifest(mirror)
     manifest.sources.append(Source(hub_id="late/file", data_files=["late/rows.jsonl"], category=Category.MATH))
-    first = curate_on("datatrove", manifest, tmp_path / "out", workers=1).report
+    first = curate_on("datatrove", manifest, tmp_path / "out", settings=get_settings(), workers=1).report
     assert first["failed_sources"] == ["late/file"]
     lines: list[str] = []  # the same inputs again: only the failed shard's task runs, and every job after it
-    assert curate_on("datatrove", manifest, tmp_path / "out", workers=1, progress=lines.append).report == first
+    assert curate_on("datatrove", manifest, tmp_path / "out", settings=get_settings(), workers=1, progress=lines.append).report == first
     tasks = len(manifest.sources)
     assert f"stage: {tasks} task(s), {tasks - 1} already done" in lines and "write: done" in " ".join(lines)
     assert not any(line.startswith(("dedup:", "write:")) and "already done" in line for line in lines)
     (mirror / "late").mkdir()
     (mirror / "late" / "rows.jsonl").write_text(json.dumps({"question": "What is two plus two, in words?",
                                                             "answer": "Four, written as a word."}) + "\n")
-    second = curate_on("datatrove", manifest, tmp_path / "out", workers=1).report
+    second = curate_on("datatrove", manifest, tmp_path / "out", settings=get_settings(), workers=1).report
     assert second["failed_sources"] == [] and second["per_source"]["late/file"]["selected"] == 1
-    assert second == curate(manifest, tmp_path / "local").report
+    assert second == curate(manifest, tmp_path / "local", settings=get_settings()).report
 
 
 def test_engine_names_are_checked() -> None:
@@ -181,7 +182,7 @@ def test_missing_engine_package_names_the_extra(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_outputs_are_readable_parquet(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
-    report = curate_on("datatrove", _manifest(mirror), tmp_path / "out", workers=1).report
+    report = curate_on("datatrove", _manifest(mirror), tmp_path / "out", settings=get_settings(), workers=1).report
     rows = pq.read_table(tmp_path / "out" / "data" / "shard-00000.parquet").to_pylist()
     assert len(rows) == report["rows_out"] and rows[0]["id"]
 

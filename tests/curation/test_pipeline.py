@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from core.settings import get_settings
 from core.types import Category
 from curation.manifest import Budget, EvalSet, Manifest, Source, TargetModel
 from curation.pipeline import curate
@@ -108,7 +109,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 def test_curate_writes_the_curated_set(mirror: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    report = curate(_manifest(mirror), out, jsonl=True).report
+    report = curate(_manifest(mirror), out, settings=get_settings(), jsonl=True).report
     assert report["rows_in"] == 80 + 40 + 60 + 20 + 1 + 5 + 6
     assert report["drops"]["invalid_utf8"] == 1 and report["drops"]["empty_turn"] == 1
     assert report["duplicates"]["exact"] >= 20  # the dummy conversations repeat, plus the re-cased copy
@@ -150,25 +151,25 @@ def test_curate_writes_the_curated_set(mirror: Path, tmp_path: Path) -> None:
 
 def test_same_manifest_and_seed_give_identical_bytes(mirror: Path, tmp_path: Path) -> None:
     manifest = _manifest(mirror, budget=Budget(total=60, shares={Category.MATH: 0.5}, seed=3))
-    curate(manifest, tmp_path / "a", jsonl=True)
-    curate(manifest, tmp_path / "b", jsonl=True)
+    curate(manifest, tmp_path / "a", settings=get_settings(), jsonl=True)
+    curate(manifest, tmp_path / "b", settings=get_settings(), jsonl=True)
     first, second = _files(tmp_path / "a"), _files(tmp_path / "b")
     assert first.keys() == second.keys()
     assert [k for k in first if first[k] != second[k]] == []
-    other = curate(manifest, tmp_path / "c", seed=4).report
+    other = curate(manifest, tmp_path / "c", settings=get_settings(), seed=4).report
     assert other["per_category"]["math"]["selected"] == 30
     assert _files(tmp_path / "c")["data/shard-00000.parquet"] != first["data/shard-00000.parquet"]
 
 
 def test_rerun_resumes_and_budget_change_reuses_stages(mirror: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    first = curate(_manifest(mirror), out)
+    first = curate(_manifest(mirror), out, settings=get_settings())
     assert first.reused == []
     before = _files(out)
-    again = curate(_manifest(mirror), out)
+    again = curate(_manifest(mirror), out, settings=get_settings())
     assert "final" in again.reused and len(again.reused) == 8
     assert _files(out) == before
-    budgeted = curate(_manifest(mirror, budget=Budget(total=20)), out)
+    budgeted = curate(_manifest(mirror, budget=Budget(total=20)), out, settings=get_settings())
     assert "final" not in budgeted.reused and len(budgeted.reused) == 7
     unmet = sum(budgeted.report["unmet_budgets"].values())
     assert unmet > 0 and budgeted.report["rows_out"] == 20 - unmet
@@ -188,7 +189,7 @@ def test_failed_source_and_bad_mapping_are_reported(mirror: Path, tmp_path: Path
             field_mapping={"question": "prompt_text"},
         )
     )
-    report = curate(manifest, tmp_path / "out").report
+    report = curate(manifest, tmp_path / "out", settings=get_settings()).report
     assert report["failed_sources"] == ["gone/missing", "openai/gsm8k:mapped"]
     assert "mirror files missing" in report["per_source"]["gone/missing"]["error"]
     assert "columns are ['answer', 'question']" in report["per_source"]["openai/gsm8k:mapped"]["error"]
@@ -206,7 +207,7 @@ def test_target_native_rows_get_ids_and_loss_mask(mirror: Path, tmp_path: Path) 
     tokenizer.chat_template = "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} </s> {% endfor %}"
     tokenizer.save_pretrained(tmp_path / "tok")
     manifest = _manifest(mirror, target=TargetModel(model=str(tmp_path / "tok")))
-    report = curate(manifest, tmp_path / "out").report
+    report = curate(manifest, tmp_path / "out", settings=get_settings()).report
     assert report["token_counter"] == str(tmp_path / "tok")
     rows = pq.read_table(tmp_path / "out/data/shard-00000.parquet").to_pylist()
     native = [r for r in rows if r["target_native"]]
@@ -225,12 +226,12 @@ def test_sources_without_files_are_found_in_the_mirror(tmp_path: Path) -> None:
         ],
         eval_sets=[EvalSet(name="gsm8k-test", hub_id="openai/gsm8k", config="main", split="test")],
     )
-    report = curate(manifest, tmp_path / "out", mirror=MIRROR).report
+    report = curate(manifest, tmp_path / "out", settings=get_settings(), mirror=MIRROR).report
     assert report["failed_sources"] == [] and report["rows_in"] == 50
     assert report["eval_sets"]["gsm8k-test"] == {"items": 400, "error": None}
     # The mirror's own eval entries are always added to the manifest's.
     assert report["eval_sets"]["openai/openai_humaneval"] == {"items": 164, "error": None}
-    offline = curate(manifest, tmp_path / "out2").report  # no mirror anywhere, offline
+    offline = curate(manifest, tmp_path / "out2", settings=get_settings()).report  # no mirror anywhere, offline
     assert (
         "not in a local mirror and datahunt is offline" in offline["per_source"]["openai/gsm8k:main"]["error"]
     )
@@ -246,8 +247,8 @@ def test_rerun_reuses_a_stage_whose_rows_hold_line_separators(tmp_path: Path) ->
     source = Source(hub_id="local/seps", data_files=["local/seps/rows.jsonl"], category=Category.MATH)
     manifest = Manifest(sources=[source], mirror=str(tmp_path / "mirror"))
     out = tmp_path / "out"
-    first = curate(manifest, out, jsonl=True)
-    again = curate(manifest.model_copy(update={"budget": Budget(total=4)}), out, jsonl=True)
+    first = curate(manifest, out, settings=get_settings(), jsonl=True)
+    again = curate(manifest.model_copy(update={"budget": Budget(total=4)}), out, settings=get_settings(), jsonl=True)
     assert again.reused == ["stage:local/seps"] and again.report["rows_out"] == 4
     samples = (out / "samples.jsonl").read_text().split("\n")
     texts = {json.loads(line)["messages"][-1]["content"] for line in samples if line}
@@ -268,11 +269,11 @@ def test_the_hub_is_probed_only_for_a_source_the_mirror_lacks(
         return "ConnectError: refused"
 
     manifest = _manifest(mirror)
-    assert curate(manifest, tmp_path / "a", hub_probe=probe).report["failed_sources"] == []
+    assert curate(manifest, tmp_path / "a", settings=get_settings(), hub_probe=probe).report["failed_sources"] == []
     assert asked == []
     manifest.sources += [Source(hub_id=f"gone/d{i}", category=Category.MATH) for i in range(2)]
     manifest.sources.append(Source(hub_id="gone/d2", category=Category.CODE_REVIEW))
-    report = curate(manifest, tmp_path / "b", hub_probe=probe).report
+    report = curate(manifest, tmp_path / "b", settings=get_settings(), hub_probe=probe).report
     assert asked == [1] and report["failed_sources"] == ["gone/d0", "gone/d1", "gone/d2"]
     assert "code_review has approved sources but no rows in the mix" in " ".join(report["warnings"])
     assert "## Warnings" in (tmp_path / "b" / "summary.md").read_text()

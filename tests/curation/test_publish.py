@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import DatasetCard
 
+from core.settings import get_settings
 from core.types import Category
 from curation.dataset_card import card_license, hub_license, size_category
 from curation.manifest import Manifest, Source, dump_manifest
@@ -26,7 +27,7 @@ def curated_set(out: Path, *, alpaca_license: str = "CC BY-NC 4.0 (DATA_LICENSE)
         ],
         mirror=str(MIRROR),
     )
-    curate(manifest, out)
+    curate(manifest, out, settings=get_settings())
     (out / "manifest.json").write_text(dump_manifest(manifest))
     return out
 

@@ -34,7 +34,7 @@ def curated_set(out: Path) -> Path:
         ],
         mirror=str(DATA / "mirror"),
     )
-    curate(manifest, out)
+    curate(manifest, out, settings=get_settings())
     (out / "manifest.json").write_text(dump_manifest(manifest))
     return out
 

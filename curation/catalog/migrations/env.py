@@ -33,9 +33,8 @@ def _run_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    from core.settings import (
-        get_settings,  # Alembic's own entry point (`alembic upgrade head`): no caller to ask
-    )
+    # Run by `alembic upgrade head`, Alembic's own entry point: there is no caller to hand settings in.
+    from core.settings import get_settings
     from curation.catalog.store import make_engine
 
     engine = make_engine(get_settings().resolved_database_url)
