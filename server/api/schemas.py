@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.types import Category
+from core.types import CampaignStatus, Category, Reason, RunStatus
 
 # Relative, portable and unable to climb: no part starts with '.', so neither '..' nor hidden names; each part
 # fits a file system's 255-byte name limit, temporary names included.
@@ -40,7 +40,7 @@ class CampaignAccepted(BaseModel):
     """Answer of a launch or re-run: the campaign id and its status at that moment."""
 
     id: str
-    status: str
+    status: CampaignStatus
     category: str | None = None
 
 
@@ -50,14 +50,14 @@ class RunOut(_Row):
     id: int | None
     category: str
     attempt: int
-    status: str
+    status: RunStatus
     planner: str | None
     queries: list[dict[str, Any]]
     results_per_backend: dict[str, int]
     candidates_found: int
     candidates_accepted: int
     error: str | None
-    reasons: list[dict[str, Any]]
+    reasons: list[Reason]
     notes: list[str] = Field(default_factory=list, description="What the subagent said about its own run.")
     started_at: datetime | None
     finished_at: datetime | None
@@ -68,7 +68,7 @@ class CampaignOut(_Row):
     """A campaign with its status, error, and per-category runs."""
 
     id: str
-    status: str
+    status: CampaignStatus
     categories: list[str]
     offline: bool
     backends: list[str]

@@ -19,10 +19,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from core.types import RunStatus
+
 campaign_app = typer.Typer(help="Discovery campaigns: search the ten categories, verify, fill the catalog.",
                            no_args_is_help=True)
 
-STATUS_STYLE = {"pending": "dim", "running": "yellow", "succeeded": "green", "empty": "magenta", "failed": "red"}
+STATUS_STYLE = {RunStatus.PENDING: "dim", RunStatus.RUNNING: "yellow", RunStatus.SUCCEEDED: "green",
+                RunStatus.EMPTY: "magenta", RunStatus.FAILED: "red"}
 
 
 class ProgressBoard:
@@ -40,15 +43,15 @@ class ProgressBoard:
         if event.kind == "campaign_started":
             self.notes = list(event.detail.get("notes", []))
             for category in event.detail.get("categories", []):
-                self.rows.setdefault(category, {"status": "pending"})
+                self.rows.setdefault(category, {"status": RunStatus.PENDING})
         elif event.kind == "run_started" and event.category:
-            self.rows[event.category] = {"status": "running", "started": time.monotonic()}
+            self.rows[event.category] = {"status": RunStatus.RUNNING, "started": time.monotonic()}
         elif event.kind == "run_finished" and event.category:
             self.rows[event.category] = {"status": event.status, **event.detail}
         elif event.kind == "campaign_finished":
             self.summary = {"status": event.status, **event.detail}
             for category, counts in self.summary.get("by_category", {}).items():  # branches a resume did not re-run
-                if self.rows.get(category, {}).get("status") in (None, "pending"):
+                if self.rows.get(category, {}).get("status") in (None, RunStatus.PENDING):
                     self.rows[category] = {"status": counts["status"], "candidates": counts["candidates"]}
 
     def render(self) -> Table:
