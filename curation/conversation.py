@@ -42,6 +42,11 @@ class Row:
     source_order: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def key(self) -> tuple[str, int]:
+        """Return (source key, row index): what tells a row apart from every other row of a run."""
+        return self.source_key, self.row_index
+
 
 def message(role: str, content: object) -> Message:
     """Return a message with `content` coerced to text (None becomes the empty string)."""

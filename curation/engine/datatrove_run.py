@@ -46,7 +46,8 @@ from curation.engine.report import build_report, failure_bound, per_category, sh
 from curation.engine.select import decontaminate_shard, mix_thresholds, save_index
 from curation.engine.stage import stage_shard
 from curation.manifest import Manifest
-from curation.pipeline import CurateResult, _build_index, make_context
+from curation.pipeline import CurateResult, build_index, make_context, plan_run
+from curation.report import CurationReport, EvalSetStatus
 from curation.shards import atomic_write_json
 from curation.staging import CODE_VERSION, stage_hash
 from curation.summary import render_plot, render_summary, write_summary
@@ -142,7 +143,7 @@ def _run_job(plan: EnginePlan, job: str, tasks: int, workers: int, progress: Pro
 def run_key(manifest: Manifest, plan_ctx: Any, seed: int, jsonl: bool) -> str:
     """Return the hash of everything an engine run's result depends on."""
     payload = {
-        "stages": [stage_hash(s, plan_ctx) for s in manifest.sources],
+        "stages": [stage_hash(s, plan_ctx.files_for(s), plan_ctx) for s in manifest.sources],
         "evals": [e.model_dump(mode="json") for e in manifest.eval_sets],
         "budget": manifest.budget.model_dump(mode="json"),
         "seed": seed,
@@ -200,7 +201,7 @@ def curate_datatrove(
     reused = len(list((plan.work / "logs" / "stage" / "completions").glob("*"))) if (
         plan.work / "logs" / "stage" / "completions").is_dir() else 0
 
-    index, eval_status = _build_index(manifest, ctx)
+    index, eval_status = build_index(plan_run(manifest, ctx).eval_sets, ctx)
     save_index(plan, index)
     _retry_failed(plan)
     ran = _run_job(plan, "stage", len(shards), workers, say)
@@ -217,12 +218,12 @@ def curate_datatrove(
     available, plan_quota, thresholds = mix_thresholds(plan)
     _run_job(plan, "write", len(shards), workers, say, {"thresholds": thresholds}, stale=ran)
     report = _finish(plan, out_dir, near, available, plan_quota, eval_status)
-    say(f"merge: {report['rows_out']} rows into {len(report['shards'])} file(s)")
+    say(f"merge: {report.rows_out} rows into {len(report.shards)} file(s)")
     return CurateResult(report=report, reused=[f"engine:{reused} stage task(s)"] if reused else [])
 
 
 def _finish(plan: EnginePlan, out_dir: Path, near: Any, available: dict[str, int],
-            plan_quota: dict[str, int | None], eval_status: dict[str, Any]) -> dict[str, Any]:
+            plan_quota: dict[str, int | None], eval_status: dict[str, EvalSetStatus]) -> CurationReport:
     outputs, tokens = write_samples(plan, out_dir)
     duplicates = write_duplicates(plan, out_dir, near)
     contaminated = write_decontaminated(plan, out_dir)
@@ -252,8 +253,8 @@ def _finish(plan: EnginePlan, out_dir: Path, near: Any, available: dict[str, int
         "decontaminated": sum(contaminated.values()),
     }
     report = build_report(plan, sources, per_category(plan, available, plan_quota, selected), counts, eval_status)
-    report["shards"] = outputs
-    atomic_write_json(out_dir / "report.json", report)
+    report.shards = outputs
+    atomic_write_json(out_dir / "report.json", report.to_json())
     # The summary's histograms take any int sequence; numpy arrays keep 8 bytes per output row.
     regen, native, original = (cast(list[int], tokens[k]) for k in ("regen", "native", "original"))
     write_summary(out_dir, render_summary(report, regen, native), render_plot(report, original))

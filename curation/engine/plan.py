@@ -84,5 +84,5 @@ def source_size(source: Source, ctx: LoadContext) -> int:
     """Return the bytes of a source's local files (0 when it is read from the Hub or its files are missing)."""
     if ctx.mirror is None:
         return 0
-    names = ctx.files_for(source.hub_id, source.config, source.split, source.data_files)
+    names = ctx.files_for(source)
     return sum((ctx.mirror / n).stat().st_size for n in names if (ctx.mirror / n).is_file())

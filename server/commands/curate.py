@@ -125,28 +125,28 @@ def curate(
     table = Table(title=f"curated set in {out}")
     for column in ("category", "available", "quota", "selected"):
         table.add_column(column, justify="left" if column == "category" else "right")
-    for category, mix in report["per_category"].items():
-        quota = "all" if mix["quota"] is None else str(mix["quota"])
-        table.add_row(category, str(mix["available"]), quota, str(mix["selected"]))
+    for category, mix in report.per_category.items():
+        quota = "all" if mix.quota is None else str(mix.quota)
+        table.add_row(category, str(mix.available), quota, str(mix.selected))
     console.print(table)
     console.print(
-        f"rows in {report['rows_in']} → out {report['rows_out']} "
-        f"({report['needs_regeneration']} to regenerate, {report['target_native']} target-native); "
-        f"dropped {sum(report['drops'].values())}, duplicates {report['duplicates']['exact']} exact + "
-        f"{report['duplicates']['near']} near, decontaminated {report['decontaminated']}"
+        f"rows in {report.rows_in} → out {report.rows_out} "
+        f"({report.needs_regeneration} to regenerate, {report.target_native} target-native); "
+        f"dropped {sum(report.drops.values())}, duplicates {report.duplicates.exact} exact + "
+        f"{report.duplicates.near} near, decontaminated {report.decontaminated}"
     )
-    for key in report["failed_sources"]:
-        console.print(f"[red]failed source[/red] {key}: {report['per_source'][key]['error']}", soft_wrap=True)
-    for warning in report.get("warnings", []):
+    for key in report.failed_sources:
+        console.print(f"[red]failed source[/red] {key}: {report.per_source[key].error}", soft_wrap=True)
+    for warning in report.warnings:
         console.print(f"[yellow]warning[/yellow] {warning}", soft_wrap=True)
-    for category, short in report["unmet_budgets"].items():
+    for category, short in report.unmet_budgets.items():
         console.print(f"[yellow]budget unmet[/yellow] {category}: {short} rows short")
     if result.reused:
         console.print(f"reused {len(result.reused)} step(s) whose inputs had not changed")
-    failed = report["failed_sources"]
+    failed = report.failed_sources
     if failed and not allow_partial:
         typer.echo(
-            f"error: {len(failed)} of {len(report['per_source'])} source(s) failed: {', '.join(failed)}; "
+            f"error: {len(failed)} of {len(report.per_source)} source(s) failed: {', '.join(failed)}; "
             f"the set in {out} lacks them (pass --allow-partial to accept a partial set)",
             err=True,
         )

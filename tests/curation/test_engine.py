@@ -51,8 +51,8 @@ def test_engine_keeps_the_same_rows_on_the_mirror(mirror: Path, tmp_path: Path) 
     engine = curate_on("datatrove", manifest, tmp_path / "engine", jsonl=True, workers=2,
                        progress=lines.append).report
     assert engine == local
-    assert local["duplicates"]["exact"] >= 20 and local["decontaminated"] == 1
-    assert local["failed_sources"] == ["gone/missing"]
+    assert local.duplicates.exact >= 20 and local.decontaminated == 1
+    assert local.failed_sources == ["gone/missing"]
     _compare(tmp_path / "local", tmp_path / "engine")
     assert any(line.startswith("stage:") for line in lines) and any(line.startswith("write:") for line in lines)
     assert any("failed shard: source gone/missing" in line and "at row 0" in line for line in lines)
@@ -105,9 +105,9 @@ def test_engine_matches_on_planted_copies_over_many_shards(
     local = curate(manifest, tmp_path / "local", jsonl=True).report
     engine = curate_on("datatrove", manifest, tmp_path / "engine", jsonl=True, workers=2).report
     assert engine == local
-    assert local["duplicates"]["near"] >= 50 and local["duplicates"]["exact"] >= 300
-    assert local["per_category"]["math"]["selected"] == 1000
-    assert local["failed_sources"] == ["local/broken"]
+    assert local.duplicates.near >= 50 and local.duplicates.exact >= 300
+    assert local.per_category["math"].selected == 1000
+    assert local.failed_sources == ["local/broken"]
     _compare(tmp_path / "local", tmp_path / "engine")
     shards = len(list((tmp_path / "engine" / "engine").glob("*/meta/00000-*.json")))
     assert shards > 1
@@ -151,7 +151,7 @@ def test_failed_source_is_tried_again_on_rerun(mirror: Path, tmp_path: Path) -> 
     manifest = _manifest(mirror)
     manifest.sources.append(Source(hub_id="late/file", data_files=["late/rows.jsonl"], category=Category.MATH))
     first = curate_on("datatrove", manifest, tmp_path / "out", workers=1).report
-    assert first["failed_sources"] == ["late/file"]
+    assert first.failed_sources == ["late/file"]
     lines: list[str] = []  # the same inputs again: only the failed shard's task runs, and every job after it
     assert curate_on("datatrove", manifest, tmp_path / "out", workers=1, progress=lines.append).report == first
     tasks = len(manifest.sources)
@@ -161,7 +161,7 @@ def test_failed_source_is_tried_again_on_rerun(mirror: Path, tmp_path: Path) -> 
     (mirror / "late" / "rows.jsonl").write_text(json.dumps({"question": "What is two plus two, in words?",
                                                             "answer": "Four, written as a word."}) + "\n")
     second = curate_on("datatrove", manifest, tmp_path / "out", workers=1).report
-    assert second["failed_sources"] == [] and second["per_source"]["late/file"]["selected"] == 1
+    assert second.failed_sources == [] and second.per_source["late/file"].selected == 1
     assert second == curate(manifest, tmp_path / "local").report
 
 
@@ -183,7 +183,7 @@ def test_missing_engine_package_names_the_extra(monkeypatch: pytest.MonkeyPatch)
 def test_outputs_are_readable_parquet(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     report = curate_on("datatrove", _manifest(mirror), tmp_path / "out", workers=1).report
     rows = pq.read_table(tmp_path / "out" / "data" / "shard-00000.parquet").to_pylist()
-    assert len(rows) == report["rows_out"] and rows[0]["id"]
+    assert len(rows) == report.rows_out and rows[0]["id"]
 
 
 def test_cli_engine_option(mirror: Path, tmp_path: Path) -> None:  # noqa: F811

@@ -1,0 +1,49 @@
+"""The manifest resolved once: each source and eval set with its files, the mirror's eval entries added once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.types import Category
+from curation.manifest import EvalSet, Manifest, Source
+from curation.manifest_plan import plan_manifest
+from curation.mirror import read_mirror_index
+from curation.pipeline import curate
+from curation.report import CurationReport
+
+MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
+
+
+def test_sources_and_eval_sets_resolve_once_to_their_files() -> None:
+    entries = read_mirror_index(MIRROR)
+    manifest = Manifest(
+        sources=[
+            Source(hub_id="openai/gsm8k", config="main", category=Category.MATH),
+            Source(hub_id="local/own", data_files=["own/rows.jsonl"], category=Category.MATH),
+        ],
+        eval_sets=[EvalSet(name="gsm8k-test", hub_id="openai/gsm8k", split="test")],
+    )
+    plan = plan_manifest(manifest, MIRROR, entries)
+    assert [(p.source.key, p.order) for p in plan.sources] == [("openai/gsm8k:main", 0), ("local/own", 1)]
+    assert plan.sources[0].files and all(f.startswith("openai/gsm8k/") for f in plan.sources[0].files)
+    assert plan.sources[1].files == ["own/rows.jsonl"]  # the manifest's own files win over the mirror
+    names = [e.eval_set.name for e in plan.eval_sets]
+    assert names[0] == "gsm8k-test" and "openai/gsm8k/test.jsonl" in plan.eval_sets[0].files
+    mirror_evals = {e["id"] for e in entries if e.get("role") == "eval"}
+    assert len(names) == len(set(names)) and any(n.split(":")[0] in mirror_evals for n in names[1:])
+    assert plan_manifest(manifest, None, []).eval_sets[0].files == []  # no mirror: read from the Hub
+
+
+def test_report_json_is_the_report_model(tmp_path: Path) -> None:
+    manifest = Manifest(
+        sources=[Source(hub_id="openai/gsm8k", config="main", category=Category.MATH, max_rows=20)],
+        mirror=str(MIRROR),
+    )
+    result = curate(manifest, tmp_path / "out")
+    text = (tmp_path / "out" / "report.json").read_text(encoding="utf-8")
+    assert json.loads(text) == result.report.to_json()
+    assert CurationReport.model_validate_json(text) == result.report
+    assert result.report.shards == ["data/shard-00000.parquet"] and result.report.rows_out == 20
+    again = curate(manifest, tmp_path / "out")  # nothing changed: the report is read back from the file
+    assert again.reused[-1] == "final" and again.report == result.report
