@@ -17,12 +17,14 @@ from typing import Any
 
 import aiohttp
 
+from inference.errors import InferenceError
+
 logger = logging.getLogger(__name__)
 
 HEALTH_PATHS = ("/health", "/v1/models")
 
 
-class AllEndpointsDown(RuntimeError):
+class AllEndpointsDown(InferenceError, RuntimeError):
     """No endpoint has answered for longer than the pool's patience."""
 
 

@@ -34,14 +34,15 @@ def from_mirror(
     ] = None,
 ) -> None:
     """Write a manifest over a local mirror: train entries become sources, eval entries decontamination sets."""
-    from curation.manifest import ManifestError, dump_manifest
+    from curation.errors import CurationError
+    from curation.manifest import dump_manifest
     from curation.mirror import manifest_from_mirror
 
     try:
         manifest = manifest_from_mirror(mirror_dir, target=target)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(dump_manifest(manifest), encoding="utf-8")
-    except (ManifestError, ValueError, OSError) as exc:
+    except (CurationError, ValueError, OSError) as exc:
         _fail(str(exc))
         return
     print(
@@ -89,8 +90,9 @@ def curate(
     from rich.console import Console
     from rich.table import Table
 
-    from curation.engine import EngineError, check_engine, curate_on
-    from curation.manifest import ManifestError, dump_manifest, load_manifest
+    from curation.engine import check_engine, curate_on
+    from curation.errors import CurationError
+    from curation.manifest import dump_manifest, load_manifest
     from curation.pipeline import curate as run_curation
     from curation.shards import atomic_write_bytes
 
@@ -102,7 +104,7 @@ def curate(
         return
     try:
         check_engine(engine)
-    except EngineError as exc:
+    except CurationError as exc:
         _fail(str(exc))
     try:
         loaded = load_manifest(manifest)
@@ -117,7 +119,7 @@ def curate(
                 progress=lambda line: typer.echo(f"[{engine}] {line}", err=True),
             )
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
-    except (ManifestError, OSError) as exc:
+    except (CurationError, OSError) as exc:
         _fail(str(exc))
         return
     report = result.report
@@ -189,12 +191,13 @@ def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> Non
     from rich.table import Table
 
     from curation.check import check_manifest
-    from curation.manifest import ManifestError, load_manifest
+    from curation.errors import CurationError
+    from curation.manifest import load_manifest
     from curation.pipeline import make_context
 
     try:
         loaded = load_manifest(manifest)
-    except (ManifestError, OSError) as exc:
+    except (CurationError, OSError) as exc:
         _fail(str(exc))
         return
     found = check_manifest(loaded, make_context(loaded, out, mirror, None, hub_problem))
