@@ -58,7 +58,7 @@ ENGINE_VERSION = "1"
 Progress = Callable[[str], None]
 
 
-class CurationTask(PipelineStep):
+class CurationTask(PipelineStep):  # type: ignore[misc]  # datatrove ships no type information
     """One datatrove step running one of the engine's task functions for the task's rank."""
 
     type = "datahunt"

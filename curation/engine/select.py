@@ -39,7 +39,7 @@ class BroadcastIndex(EvalIndex):
 
     def usable(self, n: int) -> dict[int, str]:
         """Return the evidence n-grams of length n (cached)."""
-        cached = self.__dict__.setdefault("_usable", {})
+        cached: dict[int, dict[int, str]] = self.__dict__.setdefault("_usable", {})
         if n not in cached:
             cached[n] = super().usable(n)
         return cached[n]
