@@ -46,7 +46,7 @@ class MixResult:
 def quotas(budget: Budget, available: dict[str, int]) -> dict[str, int | None]:
     """Return the quota of each category present in `available` (None everywhere without a total)."""
     if budget.total is None:
-        return {category: None for category in available}
+        return dict.fromkeys(available)
     shared = {str(c): round(budget.total * s) for c, s in budget.shares.items()}
     rest = max(0, budget.total - sum(shared.values()))
     unshared = sorted(c for c in available if c not in shared)

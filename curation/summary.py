@@ -7,6 +7,7 @@ matplotlib's Agg backend: rows per category (selected and available) and the tok
 from __future__ import annotations
 
 import io
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ def token_histogram(counts: list[int]) -> list[tuple[str, int]]:
     values, _ = np.histogram(np.asarray(counts, dtype=np.int64), bins=np.asarray(HIST_EDGES))
     labels = [
         f"{lo}–{hi - 1}" if hi < 1 << 40 else f"≥{lo}"
-        for lo, hi in zip(HIST_EDGES, HIST_EDGES[1:], strict=False)
+        for lo, hi in itertools.pairwise(HIST_EDGES)
     ]
     return list(zip(labels, values.tolist(), strict=True))
 

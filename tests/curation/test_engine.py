@@ -43,6 +43,7 @@ def _compare(local: Path, engine: Path) -> None:
     assert [n for n in names if n in left and left[n] != right.get(n)] == []
 
 
+@pytest.mark.slow
 def test_engine_keeps_the_same_rows_on_the_mirror(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     manifest = _manifest(mirror, budget=Budget(total=60, shares={Category.MATH: 0.5}, seed=3))
     manifest.sources.append(Source(hub_id="gone/missing", data_files=["gone/x.jsonl"], category=Category.MATH))
@@ -82,6 +83,7 @@ def _synthetic(path: Path, rows: int, seed: int) -> None:
     path.write_text("\n".join(json.dumps({"conversations": c}) for c in chats) + "\n")
 
 
+@pytest.mark.slow
 def test_engine_matches_on_planted_copies_over_many_shards(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror: Path  # noqa: F811
 ) -> None:
@@ -113,6 +115,7 @@ def test_engine_matches_on_planted_copies_over_many_shards(
     assert shards > 1
 
 
+@pytest.mark.slow
 def test_sigkilled_run_resumes_without_rereading_finished_shards(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     _synthetic(mirror / "synthetic" / "chats.jsonl", 3000, seed=0)
     manifest = Manifest(
@@ -147,6 +150,7 @@ def test_sigkilled_run_resumes_without_rereading_finished_shards(mirror: Path, t
     assert again.report == curate(manifest, tmp_path / "local").report
 
 
+@pytest.mark.slow
 def test_failed_source_is_tried_again_on_rerun(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     manifest = _manifest(mirror)
     manifest.sources.append(Source(hub_id="late/file", data_files=["late/rows.jsonl"], category=Category.MATH))
@@ -180,12 +184,14 @@ def test_missing_engine_package_names_the_extra(monkeypatch: pytest.MonkeyPatch)
         check_engine("datatrove")
 
 
+@pytest.mark.slow
 def test_outputs_are_readable_parquet(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     report = curate_on("datatrove", _manifest(mirror), tmp_path / "out", workers=1).report
     rows = pq.read_table(tmp_path / "out" / "data" / "shard-00000.parquet").to_pylist()
     assert len(rows) == report.rows_out and rows[0]["id"]
 
 
+@pytest.mark.slow
 def test_cli_engine_option(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     from curation.manifest import dump_manifest
 

@@ -196,6 +196,7 @@ def test_failed_source_and_bad_mapping_are_reported(mirror: Path, tmp_path: Path
     assert report.rows_out > 100
 
 
+@pytest.mark.slow
 def test_target_native_rows_get_ids_and_loss_mask(mirror: Path, tmp_path: Path) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
