@@ -24,7 +24,7 @@ from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
 from curation.conversation import Drop, Row
 from curation.loading import INVALID_UTF8, SourceLoadError, iter_records, plan_load
 from curation.manifest import EvalSet, Source
-from curation.manifest_plan import SourcePlan, resolve_files
+from curation.manifest_plan import SourcePlan
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes
 
 logger = logging.getLogger(__name__)
@@ -58,17 +58,12 @@ class LoadContext:
                 logger.warning("Hub unreachable (%s): only mirror sources can be curated", self._hub_answer[0])
         return self._hub_answer[0]
 
-    def files_for(self, spec: Source | EvalSet) -> list[str]:
-        """Return the data files to read for `spec`: the manifest's own, else the mirror's entry for this dataset."""
-        return resolve_files(spec, self.mirror, self.mirror_entries)
-
-    def plan_for(self, spec: Source | EvalSet, *, files: list[str] | None = None, streaming: bool | None = None) -> Any:
+    def plan_for(self, spec: Source | EvalSet, *, files: list[str], streaming: bool | None = None) -> Any:
         """Return the load plan of a manifest source or eval set, with this run's mirror and Hub settings.
 
-        `files` are the entry's resolved data files (`curation.manifest_plan`); None resolves them here.
+        `files` are the entry's data files as the run's `curation.manifest_plan` resolved them.
         Raises SourceLoadError at once for a dataset the mirror lacks while the Hub cannot be reached.
         """
-        files = self.files_for(spec) if files is None else files
         needs_hub = not (files and self.mirror) and self.hub_root is None and spec.hub_id is not None
         if needs_hub and not self.offline:
             problem = self.hub_problem()

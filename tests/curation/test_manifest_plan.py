@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from core.types import Category
+from curation import manifest_plan
 from curation.manifest import EvalSet, Manifest, Source
 from curation.manifest_plan import plan_manifest
-from curation.mirror import read_mirror_index
+from curation.mirror import mirror_files, read_mirror_index
 from curation.pipeline import curate
 from curation.report import CurationReport
 
@@ -33,6 +37,24 @@ def test_sources_and_eval_sets_resolve_once_to_their_files() -> None:
     mirror_evals = {e["id"] for e in entries if e.get("role") == "eval"}
     assert len(names) == len(set(names)) and any(n.split(":")[0] in mirror_evals for n in names[1:])
     assert plan_manifest(manifest, None, []).eval_sets[0].files == []  # no mirror: read from the Hub
+
+
+def test_a_run_resolves_each_entry_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+
+    def counted(entries: list[dict[str, Any]], hub_id: str, config: str | None, split: str) -> list[str]:
+        asked.append(hub_id)
+        return mirror_files(entries, hub_id, config, split)
+
+    monkeypatch.setattr(manifest_plan, "mirror_files", counted)
+    manifest = Manifest(
+        sources=[Source(hub_id="openai/gsm8k", config="main", category=Category.MATH, max_rows=20)],
+        eval_sets=[EvalSet(name="gsm8k-test", hub_id="openai/gsm8k", split="test")],
+        mirror=str(MIRROR),
+    )
+    report = curate(manifest, tmp_path / "out").report
+    assert asked == ["openai/gsm8k", "openai/gsm8k"]  # the source, then the eval set: once each per run
+    assert report.rows_out == 20 and report.eval_sets["gsm8k-test"].items > 0
 
 
 def test_report_json_is_the_report_model(tmp_path: Path) -> None:
