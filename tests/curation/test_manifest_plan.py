@@ -39,7 +39,9 @@ def test_sources_and_eval_sets_resolve_once_to_their_files() -> None:
     assert plan_manifest(manifest, None, []).eval_sets[0].files == []  # no mirror: read from the Hub
 
 
-def test_a_run_resolves_each_entry_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_resolves_each_entry_once_and_writes_the_report_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     asked: list[str] = []
 
     def counted(entries: list[dict[str, Any]], hub_id: str, config: str | None, split: str) -> list[str]:
@@ -52,20 +54,13 @@ def test_a_run_resolves_each_entry_once(tmp_path: Path, monkeypatch: pytest.Monk
         eval_sets=[EvalSet(name="gsm8k-test", hub_id="openai/gsm8k", split="test")],
         mirror=str(MIRROR),
     )
-    report = curate(manifest, tmp_path / "out").report
-    assert asked == ["openai/gsm8k", "openai/gsm8k"]  # the source, then the eval set: once each per run
-    assert report.rows_out == 20 and report.eval_sets["gsm8k-test"].items > 0
-
-
-def test_report_json_is_the_report_model(tmp_path: Path) -> None:
-    manifest = Manifest(
-        sources=[Source(hub_id="openai/gsm8k", config="main", category=Category.MATH, max_rows=20)],
-        mirror=str(MIRROR),
-    )
     result = curate(manifest, tmp_path / "out")
+    assert asked == ["openai/gsm8k", "openai/gsm8k"]  # the source, then the eval set: once each per run
+    report = result.report
+    assert report.rows_out == 20 and report.eval_sets["gsm8k-test"].items > 0
+    assert report.shards == ["data/shard-00000.parquet"]
     text = (tmp_path / "out" / "report.json").read_text(encoding="utf-8")
-    assert json.loads(text) == result.report.to_json()
-    assert CurationReport.model_validate_json(text) == result.report
-    assert result.report.shards == ["data/shard-00000.parquet"] and result.report.rows_out == 20
+    assert json.loads(text) == report.to_json()
+    assert CurationReport.model_validate_json(text) == report
     again = curate(manifest, tmp_path / "out")  # nothing changed: the report is read back from the file
-    assert again.reused[-1] == "final" and again.report == result.report
+    assert again.reused[-1] == "final" and again.report == report
