@@ -32,6 +32,7 @@ run: $(VENV)/.installed-base
 test: $(VENV)/.installed-all
 	$(PY) -m pytest -q -m "not realserver"
 
+# About a minute on two shared cores: tests over about a second each are marked `slow` (`--durations=30` finds them).
 test-fast: $(VENV)/.installed-all
 	$(PY) -m pytest -q -m "not realserver and not postgres and not browser and not slow"
 

@@ -20,6 +20,7 @@ Run: `.venv/bin/python benchmarks/curate_scale.py [--sizes 30000 120000] [--work
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -218,7 +219,7 @@ def render(result: dict[str, Any]) -> str:
     lines += ["", "| engine | memory (PSS) per extra row | between |", "|---|---:|---|"]
     for engine in ("local", "datatrove"):
         have = [s for s in sizes if (s, engine) in by]
-        for lo, hi in zip(have, have[1:], strict=False):
+        for lo, hi in itertools.pairwise(have):
             extra = (by[(hi, engine)]["peak_tree_pss_mib"] - by[(lo, engine)]["peak_tree_pss_mib"]) * 2**20 / (hi - lo)
             lines.append(f"| {engine} | {extra / 1024:.2f} KiB | {lo:,} → {hi:,} |")
     lines += ["", "datatrove's stage and decontamination jobs use both cores; the in-process run is one process. "

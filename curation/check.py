@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from curation.loading import SourceLoadError
 from curation.manifest import EvalSet, Manifest, Source
-from curation.pipeline import eval_sets_for
+from curation.pipeline import plan_run
 from curation.staging import LoadContext
 
 logger = logging.getLogger(__name__)
@@ -48,9 +48,11 @@ def hub_data_size(hub_id: str, revision: str | None, *, token: str | None = None
     return len(data), sum(s.size or 0 for s in data)
 
 
-def _resolve(spec: Source | EvalSet, kind: str, name: str, ctx: LoadContext, hub_size: HubSize) -> Resolution:
+def _resolve(
+    spec: Source | EvalSet, files: list[str], kind: str, name: str, ctx: LoadContext, hub_size: HubSize
+) -> Resolution:
     try:
-        plan = ctx.plan_for(spec)
+        plan = ctx.plan_for(spec, files=files)
     except SourceLoadError as exc:
         return Resolution(name, kind, "missing", detail=str(exc))
     if plan.files:
@@ -58,17 +60,18 @@ def _resolve(spec: Source | EvalSet, kind: str, name: str, ctx: LoadContext, hub
     if ctx.hub_root is not None:
         return Resolution(name, kind, "local", detail=str(plan.hub_path))
     try:
-        files, size = hub_size(str(plan.hub_path), plan.revision)
+        count, size = hub_size(str(plan.hub_path), plan.revision)
     except Exception as exc:  # huggingface_hub raises its own tree plus httpx errors: each becomes the reason
         return Resolution(name, kind, "missing", detail=f"Hub: {type(exc).__name__}: {str(exc).splitlines()[0]}")
-    if not files:
+    if not count:
         return Resolution(name, kind, "missing", detail="the Hub repository holds no data files")
-    return Resolution(name, kind, "hub", files, size)
+    return Resolution(name, kind, "hub", count, size)
 
 
 def check_manifest(manifest: Manifest, ctx: LoadContext, hub_size: HubSize | None = None) -> list[Resolution]:
     """Return where each source, then each eval set (the mirror's too), would be read from."""
     size = hub_size or (lambda hub_id, revision: hub_data_size(hub_id, revision, token=ctx.token))
-    found = [_resolve(s, "source", s.key, ctx, size) for s in manifest.sources]
-    found += [_resolve(e, "eval", e.name, ctx, size) for e in eval_sets_for(manifest, ctx)]
+    planned = plan_run(manifest, ctx)
+    found = [_resolve(p.source, p.files, "source", p.source.key, ctx, size) for p in planned.sources]
+    found += [_resolve(e.eval_set, e.files, "eval", e.eval_set.name, ctx, size) for e in planned.eval_sets]
     return found

@@ -8,6 +8,7 @@ become user turns wrapped in `<tool_response>…</tool_response>`, so every row 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
@@ -42,6 +43,11 @@ class Row:
     source_order: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def key(self) -> tuple[str, int]:
+        """Return (source key, row index): what tells a row apart from every other row of a run."""
+        return self.source_key, self.row_index
+
 
 def message(role: str, content: object) -> Message:
     """Return a message with `content` coerced to text (None becomes the empty string)."""
@@ -51,10 +57,8 @@ def message(role: str, content: object) -> Message:
 def render_tool_call(name: str, arguments: object) -> str:
     """Return the text form of one tool call kept inside an assistant turn."""
     if isinstance(arguments, str):
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            pass
     payload = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, sort_keys=True)
     return f"<tool_call>\n{payload}\n</tool_call>"
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from curation.errors import CurationError
+
 logger = logging.getLogger(__name__)
 
 STREAMING_BYTES = 512 * 1024 * 1024
@@ -28,7 +30,7 @@ INVALID_UTF8 = "__invalid_utf8__"
 _BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
-class SourceLoadError(RuntimeError):
+class SourceLoadError(CurationError, RuntimeError):
     """A source could not be loaded at all (missing files, offline without a mirror, Hub error)."""
 
 

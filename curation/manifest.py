@@ -17,11 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.types import Category, parse_hub_id
 from curation.cleaning import CleaningConfig
+from curation.errors import CurationError
 
 SCHEMA_VERSION: Literal[1] = 1
 
 
-class ManifestError(ValueError):
+class ManifestError(CurationError, ValueError):
     """A manifest file is missing, not JSON, or does not match the schema; the message says where."""
 
 

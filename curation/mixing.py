@@ -46,7 +46,7 @@ class MixResult:
 def quotas(budget: Budget, available: dict[str, int]) -> dict[str, int | None]:
     """Return the quota of each category present in `available` (None everywhere without a total)."""
     if budget.total is None:
-        return {category: None for category in available}
+        return dict.fromkeys(available)
     shared = {str(c): round(budget.total * s) for c, s in budget.shares.items()}
     rest = max(0, budget.total - sum(shared.values()))
     unshared = sorted(c for c in available if c not in shared)
@@ -63,13 +63,13 @@ def sample_rank(seed: int, row_id: str) -> bytes:
     return hashlib.sha256(f"{seed}:{row_id}".encode()).digest()
 
 
-def mix(rows: list[Row], budget: Budget, *, seed: int, row_id: dict[int, str]) -> MixResult:
-    """Return the rows chosen by the budget; `row_id` maps id(row) to its stable id."""
+def mix(rows: list[Row], budget: Budget, *, seed: int, row_id: dict[tuple[str, int], str]) -> MixResult:
+    """Return the rows chosen by the budget; `row_id` maps each row's `key` to its stable id."""
     by_category: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         by_category[row.category].append(row)
     plan = quotas(budget, {c: len(v) for c, v in by_category.items()})
-    chosen: set[int] = set()
+    chosen: set[tuple[str, int]] = set()
     per_category: dict[str, CategoryMix] = {}
     for category in sorted(by_category):
         members = by_category[category]
@@ -77,13 +77,13 @@ def mix(rows: list[Row], budget: Budget, *, seed: int, row_id: dict[int, str]) -
         if quota is None:
             picked = members
         else:
-            picked = sorted(members, key=lambda r: sample_rank(seed, row_id[id(r)]))[:quota]
-        chosen.update(id(r) for r in picked)
+            picked = sorted(members, key=lambda r: sample_rank(seed, row_id[r.key]))[:quota]
+        chosen.update(r.key for r in picked)
         per_category[category] = CategoryMix(available=len(members), quota=quota, selected=len(picked))
     for category, quota in quotas(budget, {str(c): 0 for c in budget.shares}).items():
         if category not in per_category and quota:
             per_category[category] = CategoryMix(available=0, quota=quota, selected=0)
-    selected = [row for row in rows if id(row) in chosen]
+    selected = [row for row in rows if row.key in chosen]
     return MixResult(
         selected=selected, per_category=per_category, per_source=Counter(r.source_key for r in selected)
     )

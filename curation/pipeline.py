@@ -22,11 +22,20 @@ from curation.adapters import adapt, resolve_format
 from curation.cleaning import StepParams
 from curation.conversation import Drop, Row, prompt_text
 from curation.decontam import EvalIndex, find_contaminated
-from curation.dedup import deduplicate
+from curation.dedup import DedupResult, deduplicate
 from curation.loading import INVALID_UTF8, iter_records
-from curation.manifest import EvalSet, Manifest
-from curation.mirror import MIRROR_INDEX, mirror_eval_sets, read_mirror_index
-from curation.mixing import mix, mix_warnings
+from curation.manifest import Manifest
+from curation.manifest_plan import EvalPlan, ManifestPlan, plan_manifest
+from curation.mirror import MIRROR_INDEX, read_mirror_index
+from curation.mixing import MixResult, mix, mix_warnings
+from curation.report import (
+    CurationReport,
+    DuplicateCounts,
+    EvalSetStatus,
+    SourceReport,
+    StepCounts,
+    category_reports,
+)
 from curation.samples import build_sample
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes, write_shards
 from curation.staging import CODE_VERSION, LoadContext, StagedSource, sample_id, slug, stage_source
@@ -42,7 +51,7 @@ STATE_FILE = "state.json"
 class CurateResult:
     """What a run produced: the report, and which steps were skipped because their inputs had not changed."""
 
-    report: dict[str, Any]
+    report: CurationReport
     reused: list[str] = field(default_factory=list)
 
 
@@ -77,9 +86,10 @@ def make_context(
     )
 
 
-def eval_prompts(eval_set: EvalSet, ctx: LoadContext) -> list[tuple[str, str]]:
-    """Return (item id, user prompt text) for every item of an eval set."""
-    plan = ctx.plan_for(eval_set)
+def eval_prompts(planned: EvalPlan, ctx: LoadContext) -> list[tuple[str, str]]:
+    """Return (item id, user prompt text) for every item of a planned eval set."""
+    eval_set = planned.eval_set
+    plan = ctx.plan_for(eval_set, files=planned.files)
     items: list[tuple[str, str]] = []
     fmt: str | None = None
     for index, record in enumerate(iter_records(plan, cache_dir=ctx.cache_dir, token=ctx.token)):
@@ -94,41 +104,41 @@ def eval_prompts(eval_set: EvalSet, ctx: LoadContext) -> list[tuple[str, str]]:
     return items
 
 
-def eval_sets_for(manifest: Manifest, ctx: LoadContext) -> list[EvalSet]:
-    """Return the eval sets to decontaminate against: the manifest's, plus the mirror's eval entries not named."""
-    named = {e.name for e in manifest.eval_sets}
-    extra = mirror_eval_sets(ctx.mirror, ctx.mirror_entries) if ctx.mirror and ctx.mirror_entries else []
-    return [*manifest.eval_sets, *(e for e in extra if e.name not in named)]
+def plan_run(manifest: Manifest, ctx: LoadContext) -> ManifestPlan:
+    """Return the manifest's load plans under this run's mirror (see `curation.manifest_plan`)."""
+    return plan_manifest(manifest, ctx.mirror, ctx.mirror_entries)
 
 
-def _build_index(manifest: Manifest, ctx: LoadContext) -> tuple[EvalIndex, dict[str, dict[str, Any]]]:
+def build_index(eval_plans: list[EvalPlan], ctx: LoadContext) -> tuple[EvalIndex, dict[str, EvalSetStatus]]:
+    """Return the eval prompts' index and each eval set's status (a broken one is reported, not fatal)."""
     index = EvalIndex()
-    status: dict[str, dict[str, Any]] = {}
-    for eval_set in eval_sets_for(manifest, ctx):
+    status: dict[str, EvalSetStatus] = {}
+    for planned in eval_plans:
+        name = planned.eval_set.name
         try:
-            items = eval_prompts(eval_set, ctx)
+            items = eval_prompts(planned, ctx)
         except Exception as exc:  # a broken eval set is reported; decontamination goes on with the rest
-            logger.error("eval set %s failed: %s", eval_set.name, exc)
-            status[eval_set.name] = {"items": 0, "error": f"{type(exc).__name__}: {exc}"}
+            logger.error("eval set %s failed: %s", name, exc)
+            status[name] = EvalSetStatus(items=0, error=f"{type(exc).__name__}: {exc}")
             continue
         for item_id, text in items:
             index.add(item_id, text)
-        status[eval_set.name] = {"items": len(items), "error": None}
+        status[name] = EvalSetStatus(items=len(items), error=None)
     return index, status
 
 
 def _final_hash(
-    manifest: Manifest, staged: list[StagedSource], ctx: LoadContext, seed: int, jsonl: bool
+    manifest: Manifest, plan: ManifestPlan, staged: list[StagedSource], ctx: LoadContext, seed: int, jsonl: bool
 ) -> str:
     eval_files = [
         [f, (ctx.mirror / f).stat().st_size if ctx.mirror and (ctx.mirror / f).is_file() else None]
-        for e in eval_sets_for(manifest, ctx)
-        for f in ctx.files_for(e.hub_id, e.config, e.split, e.data_files)
+        for e in plan.eval_sets
+        for f in e.files
     ]
     payload = {
         "stages": [s.stage_hash for s in staged],
         "errors": [s.error for s in staged],
-        "evals": [e.model_dump(mode="json") for e in eval_sets_for(manifest, ctx)],
+        "evals": [e.eval_set.model_dump(mode="json") for e in plan.eval_sets],
         "eval_files": eval_files,
         "budget": manifest.budget.model_dump(mode="json"),
         "seed": seed,
@@ -160,47 +170,54 @@ def curate(
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = make_context(manifest, out_dir, mirror, hub_root, hub_probe, settings=settings)
     seed = manifest.budget.seed if seed is None else seed
+    plan = plan_run(manifest, ctx)
     staged: list[StagedSource] = []
-    for order, source in enumerate(manifest.sources):
+    for planned in plan.sources:
         if on_source is not None:
-            on_source(order, len(manifest.sources), source.key)
-        staged.append(stage_source(source, order, ctx))
+            on_source(planned.order, len(plan.sources), planned.source.key)
+        staged.append(stage_source(planned, ctx))
     if on_source is not None:
         on_source(len(manifest.sources), len(manifest.sources), "")
     reused = [f"stage:{s.key}" for s in staged if s.reused]
-    final = _final_hash(manifest, staged, ctx, seed, jsonl)
+    final = _final_hash(manifest, plan, staged, ctx, seed, jsonl)
     state_path = out_dir / STATE_FILE
     if state_path.is_file() and (out_dir / "report.json").is_file():
         state = json.loads(state_path.read_text(encoding="utf-8"))
         shards_there = all((out_dir / p).is_file() for p in state.get("outputs", []))
         if state.get("final") == final and shards_there:
             logger.info("nothing changed since the last run: outputs kept")
-            report = json.loads((out_dir / "report.json").read_text(encoding="utf-8"))
+            report = CurationReport.model_validate_json((out_dir / "report.json").read_text(encoding="utf-8"))
             return CurateResult(report=report, reused=[*reused, "final"])
-    report, outputs = _finish(manifest, out_dir, staged, ctx, seed, jsonl)
+    report, outputs = _finish(manifest, plan, out_dir, staged, ctx, seed, jsonl)
     atomic_write_json(state_path, {"final": final, "outputs": outputs})
     return CurateResult(report=report, reused=reused)
 
 
 def _finish(
-    manifest: Manifest, out_dir: Path, staged: list[StagedSource], ctx: LoadContext, seed: int, jsonl: bool
-) -> tuple[dict[str, Any], list[str]]:
+    manifest: Manifest,
+    plan: ManifestPlan,
+    out_dir: Path,
+    staged: list[StagedSource],
+    ctx: LoadContext,
+    seed: int,
+    jsonl: bool,
+) -> tuple[CurationReport, list[str]]:
     sources = {s.key: src for s, src in zip(staged, manifest.sources, strict=True)}
     rows: list[Row] = [row for s in staged for row in s.rows]
     for row in rows:
         text = normalise(prompt_text(row.messages))
         row.extra["prompt_hash"] = content_hash(text, normalised=True)
         row.extra["words"] = word_hashes(text, normalised=True)
-    row_ids = {id(r): sample_id(sources[r.source_key], r.row_index) for r in rows}
+    row_ids = {r.key: sample_id(sources[r.source_key], r.row_index) for r in rows}
     # Deduplicate across all sources, then decontaminate the survivors against the eval prompts.
     dedup = deduplicate(rows)
-    index, eval_status = _build_index(manifest, ctx)
+    index, eval_status = build_index(plan.eval_sets, ctx)
     contaminated = find_contaminated(index, [r.extra["words"] for r in dedup.kept])
     clean = [r for i, r in enumerate(dedup.kept) if i not in contaminated]
     mixed = mix(clean, manifest.budget, seed=seed, row_id=row_ids)
     # Split and write.
     samples = [
-        build_sample(r, sources[r.source_key], row_ids[id(r)], ctx.params.counter) for r in mixed.selected
+        build_sample(r, sources[r.source_key], row_ids[r.key], ctx.params.counter) for r in mixed.selected
     ]
     shard_paths = write_shards(samples, out_dir / "data")
     outputs = [p.relative_to(out_dir).as_posix() for p in shard_paths]
@@ -208,17 +225,17 @@ def _finish(
         atomic_write_bytes(out_dir / "samples.jsonl", jsonl_bytes(samples))
         outputs.append("samples.jsonl")
     dup_records = [
-        {"id": row_ids[id(d)], "kept_id": row_ids[id(k)], "kind": "exact", "similarity": 1.0}
+        {"id": row_ids[d.key], "kept_id": row_ids[k.key], "kind": "exact", "similarity": 1.0}
         for d, k in dedup.exact
     ]
     dup_records += [
-        {"id": row_ids[id(d)], "kept_id": row_ids[id(k)], "kind": "near", "similarity": s}
+        {"id": row_ids[d.key], "kept_id": row_ids[k.key], "kind": "near", "similarity": s}
         for d, k, s in dedup.near
     ]
     atomic_write_bytes(out_dir / "dropped" / "duplicates.jsonl", jsonl_bytes(dup_records))
     decon_records = [
         {
-            "id": row_ids[id(dedup.kept[i])],
+            "id": row_ids[dedup.kept[i].key],
             "source": dedup.kept[i].source_key,
             "row": dedup.kept[i].row_index,
             "eval_item": item,
@@ -231,8 +248,8 @@ def _finish(
     report = _report(
         manifest, staged, dedup, contaminated, mixed, samples, eval_status, ctx.params.counter, seed
     )
-    report["shards"] = outputs
-    atomic_write_json(out_dir / "report.json", report)
+    report.shards = outputs
+    atomic_write_json(out_dir / "report.json", report.to_json())
     regen = [s["token_count"] for s in samples if s["needs_regeneration"]]
     native = [s["token_count"] for s in samples if not s["needs_regeneration"]]
     write_summary(
@@ -246,65 +263,61 @@ def _finish(
 def _report(
     manifest: Manifest,
     staged: list[StagedSource],
-    dedup: Any,
+    dedup: DedupResult,
     contaminated: dict[int, str],
-    mixed: Any,
+    mixed: MixResult,
     samples: list[dict[str, Any]],
-    eval_status: dict[str, Any],
+    eval_status: dict[str, EvalSetStatus],
     counter: TokenCounter,
     seed: int,
-) -> dict[str, Any]:
+) -> CurationReport:
     drops: dict[str, int] = {}
-    per_source: dict[str, dict[str, Any]] = {}
-    for s in staged:
+    per_source: dict[str, SourceReport] = {}
+    for s, source in zip(staged, manifest.sources, strict=True):
         for reason, n in s.drops.items():
             drops[reason] = drops.get(reason, 0) + n
-        per_source[s.key] = {
-            "rows_in": s.rows_in,
-            "drops": dict(sorted(s.drops.items())),
-            "format": s.format,
-            "error": s.error,
-            "duplicates": 0,
-            "decontaminated": 0,
-            "selected": mixed.per_source.get(s.key, 0),
-            "slug": slug(manifest.sources[staged.index(s)]),
-        }
-    for row, *_ in [*dedup.exact, *dedup.near]:
-        per_source[row.source_key]["duplicates"] += 1
+        per_source[s.key] = SourceReport(
+            rows_in=s.rows_in,
+            drops=dict(sorted(s.drops.items())),
+            format=s.format,
+            error=s.error,
+            duplicates=0,
+            decontaminated=0,
+            selected=mixed.per_source.get(s.key, 0),
+            slug=slug(source),
+        )
+    for row in [d for d, _ in dedup.exact] + [d for d, _, _ in dedup.near]:
+        per_source[row.source_key].duplicates += 1
     for i in contaminated:
-        per_source[dedup.kept[i].source_key]["decontaminated"] += 1
-    per_category = {
-        c: {"available": m.available, "quota": m.quota, "selected": m.selected, "unmet": m.unmet}
-        for c, m in sorted(mixed.per_category.items())
-    }
+        per_source[dedup.kept[i].source_key].decontaminated += 1
+    per_category = category_reports(mixed.per_category)
     cleaned = sum(len(s.rows) for s in staged)
     native = sum(1 for s in samples if not s["needs_regeneration"])
-    return {
-        "schema_version": 1,
-        "seed": seed,
-        "token_counter": counter.name,
-        "rows_in": sum(s.rows_in for s in staged),
-        "rows_out": len(samples),
-        "drops": dict(sorted(drops.items())),
-        "duplicates": {"exact": len(dedup.exact), "near": len(dedup.near)},
-        "decontaminated": len(contaminated),
-        "per_category": per_category,
-        "unmet_budgets": {c: v["unmet"] for c, v in per_category.items() if v["unmet"]},
-        "warnings": mix_warnings(
+    return CurationReport(
+        seed=seed,
+        token_counter=counter.name,
+        rows_in=sum(s.rows_in for s in staged),
+        rows_out=len(samples),
+        drops=dict(sorted(drops.items())),
+        duplicates=DuplicateCounts(exact=len(dedup.exact), near=len(dedup.near)),
+        decontaminated=len(contaminated),
+        per_category=per_category,
+        unmet_budgets={c: v.unmet for c, v in per_category.items() if v.unmet},
+        warnings=mix_warnings(
             mixed.per_category,
             {str(s.category) for s in manifest.sources},
             {str(c) for c in manifest.budget.shares},
         ),
-        "target_native": native,
-        "needs_regeneration": len(samples) - native,
-        "per_source": per_source,
-        "failed_sources": [s.key for s in staged if s.error],
-        "eval_sets": eval_status,
-        "steps": {
-            "loaded": sum(s.rows_in for s in staged),
-            "after_cleaning": cleaned,
-            "after_dedup": len(dedup.kept),
-            "after_decontamination": len(dedup.kept) - len(contaminated),
-            "after_mix": len(samples),
-        },
-    }
+        target_native=native,
+        needs_regeneration=len(samples) - native,
+        per_source=per_source,
+        failed_sources=[s.key for s in staged if s.error],
+        eval_sets=eval_status,
+        steps=StepCounts(
+            loaded=sum(s.rows_in for s in staged),
+            after_cleaning=cleaned,
+            after_dedup=len(dedup.kept),
+            after_decontamination=len(dedup.kept) - len(contaminated),
+            after_mix=len(samples),
+        ),
+    )

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from core.jsonl import read_jsonl
 from core.samples import RegeneratedSample
 from curation.dataset_card import CardFacts, render_card
+from curation.errors import CurationError
 from curation.shards import SHARD_ROWS, atomic_write_bytes
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ REGENERATED_SCHEMA = pa.schema([
 ])
 
 
-class PublishError(ValueError):
+class PublishError(CurationError, ValueError):
     """The folder is not a curated set or a regeneration run, or lacks what a card must state."""
 
 

@@ -24,7 +24,7 @@ from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
 from curation.conversation import Drop, Row
 from curation.loading import INVALID_UTF8, SourceLoadError, iter_records, plan_load
 from curation.manifest import EvalSet, Source
-from curation.mirror import mirror_files
+from curation.manifest_plan import SourcePlan
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes
 
 logger = logging.getLogger(__name__)
@@ -58,20 +58,12 @@ class LoadContext:
                 logger.warning("Hub unreachable (%s): only mirror sources can be curated", self._hub_answer[0])
         return self._hub_answer[0]
 
-    def files_for(
-        self, hub_id: str | None, config: str | None, split: str, data_files: list[str]
-    ) -> list[str]:
-        """Return the data files to read: the manifest's own, else the mirror's entry for this dataset."""
-        if data_files or hub_id is None or self.mirror is None:
-            return list(data_files)
-        return mirror_files(self.mirror_entries, hub_id, config, split)
-
-    def plan_for(self, spec: Source | EvalSet, *, streaming: bool | None = None) -> Any:
+    def plan_for(self, spec: Source | EvalSet, *, files: list[str], streaming: bool | None = None) -> Any:
         """Return the load plan of a manifest source or eval set, with this run's mirror and Hub settings.
 
+        `files` are the entry's data files as the run's `curation.manifest_plan` resolved them.
         Raises SourceLoadError at once for a dataset the mirror lacks while the Hub cannot be reached.
         """
-        files = self.files_for(spec.hub_id, spec.config, spec.split, spec.data_files)
         needs_hub = not (files and self.mirror) and self.hub_root is None and spec.hub_id is not None
         if needs_hub and not self.offline:
             problem = self.hub_problem()
@@ -121,9 +113,8 @@ def _fingerprint(files: list[Path]) -> list[list[Any]]:
     ]
 
 
-def stage_hash(source: Source, ctx: LoadContext) -> str:
-    """Return the key of a source's staging: what it depends on, hashed."""
-    names = ctx.files_for(source.hub_id, source.config, source.split, source.data_files)
+def stage_hash(source: Source, names: list[str], ctx: LoadContext) -> str:
+    """Return the key of a source's staging (`names`: its resolved data files): what it depends on, hashed."""
     files = [ctx.mirror / f for f in names] if ctx.mirror else []
     payload = {
         "source": source.model_dump(mode="json"),
@@ -169,9 +160,10 @@ def _reuse(source: Source, order: int, ctx: LoadContext, key: str) -> StagedSour
     )
 
 
-def stage_source(source: Source, order: int, ctx: LoadContext) -> StagedSource:
-    """Return the cleaned rows of `source`, from the staging cache when its key matches."""
-    key = stage_hash(source, ctx)
+def stage_source(planned: SourcePlan, ctx: LoadContext) -> StagedSource:
+    """Return the cleaned rows of a planned source, from the staging cache when its key matches."""
+    source, order = planned.source, planned.order
+    key = stage_hash(source, planned.files, ctx)
     cached = _reuse(source, order, ctx, key)
     if cached is not None:
         logger.info("reusing staged %s", source.key)
@@ -193,7 +185,7 @@ def stage_source(source: Source, order: int, ctx: LoadContext) -> StagedSource:
 
     runner = StepRunner(DEFAULT_STEPS, ctx.params, on_drop)
     try:
-        staged.rows = list(runner.run(_rows(source, order, ctx, staged, on_drop)))
+        staged.rows = list(runner.run(_rows(planned, ctx, staged, on_drop)))
     except Exception as exc:  # one source failing must not stop the run: recorded in the report
         logger.error("source %s failed: %s", source.key, exc)
         staged.error = f"{type(exc).__name__}: {exc}"
@@ -204,8 +196,9 @@ def stage_source(source: Source, order: int, ctx: LoadContext) -> StagedSource:
     return staged
 
 
-def _rows(source: Source, order: int, ctx: LoadContext, staged: StagedSource, on_drop: Any) -> Any:
-    plan = ctx.plan_for(source, streaming=source.streaming)
+def _rows(planned: SourcePlan, ctx: LoadContext, staged: StagedSource, on_drop: Any) -> Any:
+    source, order = planned.source, planned.order
+    plan = ctx.plan_for(source, files=planned.files, streaming=source.streaming)
     fmt: str | None = None
     for index, record in enumerate(iter_records(plan, cache_dir=ctx.cache_dir, token=ctx.token)):
         if source.max_rows is not None and index >= source.max_rows:

@@ -1,16 +1,18 @@
 """The human-readable side of a curation run: `summary.md` (counts per step, drops, mix, token histograms) and `mix.png`.
 
-Both are drawn from `report.json`'s content plus the token counts, and hold no timestamps. The plot uses
+Both are drawn from the run's `CurationReport` plus the token counts, and hold no timestamps. The plot uses
 matplotlib's Agg backend: rows per category (selected and available) and the token-length histogram.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from curation.report import CurationReport
 
 HIST_EDGES = (0, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 1 << 40)
 
@@ -20,7 +22,7 @@ def token_histogram(counts: list[int]) -> list[tuple[str, int]]:
     values, _ = np.histogram(np.asarray(counts, dtype=np.int64), bins=np.asarray(HIST_EDGES))
     labels = [
         f"{lo}–{hi - 1}" if hi < 1 << 40 else f"≥{lo}"
-        for lo, hi in zip(HIST_EDGES, HIST_EDGES[1:], strict=False)
+        for lo, hi in itertools.pairwise(HIST_EDGES)
     ]
     return list(zip(labels, values.tolist(), strict=True))
 
@@ -29,40 +31,39 @@ def _bar(n: int, top: int, width: int = 30) -> str:
     return "█" * (round(width * n / top) if top else 0)
 
 
-def render_summary(report: dict[str, Any], tokens_regen: list[int], tokens_native: list[int]) -> str:
+def render_summary(report: CurationReport, tokens_regen: list[int], tokens_native: list[int]) -> str:
     """Return summary.md's text."""
     lines = ["# Curation summary", ""]
     lines += ["## Counts per step", "", "| step | rows |", "|---|---:|"]
-    steps = report["steps"]
+    steps = report.steps.model_dump()
     for name in ("loaded", "after_cleaning", "after_dedup", "after_decontamination", "after_mix"):
         lines.append(f"| {name} | {steps[name]} |")
     lines += [
         "",
-        f"Rows in: {report['rows_in']}; rows out: {report['rows_out']} "
-        f"({report['target_native']} target-native, {report['needs_regeneration']} to regenerate).",
+        f"Rows in: {report.rows_in}; rows out: {report.rows_out} "
+        f"({report.target_native} target-native, {report.needs_regeneration} to regenerate).",
         "",
     ]
     lines += ["## Drops by reason", "", "| reason | rows |", "|---|---:|"]
-    for reason, n in sorted(report["drops"].items()):
+    for reason, n in sorted(report.drops.items()):
         lines.append(f"| {reason} | {n} |")
-    dup = report["duplicates"]
     lines += [
-        f"| duplicate (exact) | {dup['exact']} |",
-        f"| duplicate (near) | {dup['near']} |",
-        f"| decontaminated | {report['decontaminated']} |",
+        f"| duplicate (exact) | {report.duplicates.exact} |",
+        f"| duplicate (near) | {report.duplicates.near} |",
+        f"| decontaminated | {report.decontaminated} |",
         "",
     ]
-    if report.get("warnings"):
-        lines += ["## Warnings", "", *[f"- {w}" for w in report["warnings"]], ""]
+    if report.warnings:
+        lines += ["## Warnings", "", *[f"- {w}" for w in report.warnings], ""]
     lines += [
         "## Mix per category",
         "",
         "| category | available | quota | selected | unmet |",
         "|---|---:|---:|---:|---:|",
     ]
-    for category, mix in sorted(report["per_category"].items()):
-        quota = "all" if mix["quota"] is None else mix["quota"]
-        lines.append(f"| {category} | {mix['available']} | {quota} | {mix['selected']} | {mix['unmet']} |")
+    for category, mix in sorted(report.per_category.items()):
+        quota = "all" if mix.quota is None else mix.quota
+        lines.append(f"| {category} | {mix.available} | {quota} | {mix.selected} | {mix.unmet} |")
     lines += [
         "",
         "## Per source",
@@ -70,14 +71,14 @@ def render_summary(report: dict[str, Any], tokens_regen: list[int], tokens_nativ
         "| source | rows in | dropped | duplicates | decontaminated | selected | status |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
-    for key, src in report["per_source"].items():
-        status = "failed: " + src["error"] if src.get("error") else "ok"
+    for key, src in report.per_source.items():
+        status = "failed: " + src.error if src.error else "ok"
         lines.append(
-            f"| {key} | {src['rows_in']} | {sum(src['drops'].values())} | {src['duplicates']} | "
-            f"{src['decontaminated']} | {src['selected']} | {status} |"
+            f"| {key} | {src.rows_in} | {sum(src.drops.values())} | {src.duplicates} | "
+            f"{src.decontaminated} | {src.selected} | {status} |"
         )
     for title, counts in (("needs_regeneration (prompt)", tokens_regen), ("target_native", tokens_native)):
-        lines += ["", f"## Token histogram: {title} ({report['token_counter']})", "", "```"]
+        lines += ["", f"## Token histogram: {title} ({report.token_counter})", "", "```"]
         hist = token_histogram(counts)
         top = max((n for _, n in hist), default=0)
         for label, n in hist:
@@ -86,21 +87,21 @@ def render_summary(report: dict[str, Any], tokens_regen: list[int], tokens_nativ
     return "\n".join(lines) + "\n"
 
 
-def render_plot(report: dict[str, Any], tokens: list[int]) -> bytes:
+def render_plot(report: CurationReport, tokens: list[int]) -> bytes:
     """Return mix.png: rows per category and the token-length distribution."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    categories = sorted(report["per_category"])
+    categories = sorted(report.per_category)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     ys = np.arange(len(categories))
     left.barh(
-        ys, [report["per_category"][c]["available"] for c in categories], color="#c9d6e8", label="available"
+        ys, [report.per_category[c].available for c in categories], color="#c9d6e8", label="available"
     )
     left.barh(
-        ys, [report["per_category"][c]["selected"] for c in categories], color="#2f6db5", label="selected"
+        ys, [report.per_category[c].selected for c in categories], color="#2f6db5", label="selected"
     )
     left.set_yticks(ys, categories)
     left.set_xlabel("rows")
@@ -109,7 +110,7 @@ def render_plot(report: dict[str, Any], tokens: list[int]) -> bytes:
     hist = token_histogram(tokens)
     right.bar(range(len(hist)), [n for _, n in hist], color="#2f6db5")
     right.set_xticks(range(len(hist)), [label for label, _ in hist], rotation=45, ha="right", fontsize=7)
-    right.set_title(f"Tokens per conversation ({report['token_counter']})")
+    right.set_title(f"Tokens per conversation ({report.token_counter})")
     right.set_ylabel("rows")
     fig.tight_layout()
     buffer = io.BytesIO()

@@ -11,10 +11,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from inference.errors import InferenceError
+
 logger = logging.getLogger(__name__)
 
 
-class TemplateError(ValueError):
+class TemplateError(InferenceError, ValueError):
     """The tokenizer cannot be loaded or has no chat template; the message says which."""
 
 

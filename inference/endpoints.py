@@ -10,6 +10,7 @@ comes back takes its share again. A pool with no healthy endpoint for `dead_afte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -17,12 +18,14 @@ from typing import Any
 
 import aiohttp
 
+from inference.errors import InferenceError
+
 logger = logging.getLogger(__name__)
 
 HEALTH_PATHS = ("/health", "/v1/models")
 
 
-class AllEndpointsDown(RuntimeError):
+class AllEndpointsDown(InferenceError, RuntimeError):
     """No endpoint has answered for longer than the pool's patience."""
 
 
@@ -129,10 +132,8 @@ class EndpointPool:
                             f"no endpoint answered for {self.dead_after_s:.0f}s: "
                             + "; ".join(f"{e.url}: {e.last_error}" for e in self.endpoints)
                         )
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), timeout=self.reprobe_interval_s)
-                except TimeoutError:
-                    pass
 
     async def release(self, endpoint: Endpoint, *, error: str | None = None, fault: str = "none", tokens: int = 0) -> None:
         """Return `endpoint` to the pool and count the outcome.

@@ -60,7 +60,7 @@ class LocalEngineBackend:
         cfg = self.model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         per_position = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * self.model.dtype.itemsize
-        return per_position * self.slots * (self.max_prompt_tokens + max_tokens)
+        return int(per_position * self.slots * (self.max_prompt_tokens + max_tokens))
 
     def check_fits(self, max_tokens: int, *, headroom: float = 0.8) -> None:
         """Raise ValueError, saying what to lower, when the KV cache would not fit the device's free memory."""

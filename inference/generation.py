@@ -18,6 +18,8 @@ from typing import Any, Protocol
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 
+from inference.errors import InferenceError
+
 THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.DOTALL)
 
 
@@ -65,7 +67,7 @@ class TurnResult:
         return self.content
 
 
-class RetryableError(Exception):
+class RetryableError(InferenceError):
     """A failure worth retrying: connection error, timeout, 429 or 5xx. `endpoint_fault` marks a dead server."""
 
     def __init__(
@@ -82,7 +84,7 @@ class RetryableError(Exception):
         self.retry_after_s = retry_after_s
 
 
-class RowError(Exception):
+class RowError(InferenceError):
     """A failure of this row that a retry would repeat: a 4xx or a malformed answer."""
 
     def __init__(self, message: str, *, status_code: int | None = None) -> None:

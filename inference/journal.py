@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from inference.errors import InferenceError
 from inference.quality import QualityCounts, category_of, record_flags
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ DONE_FILE = "regenerated.jsonl"
 ERRORS_FILE = "errors.jsonl"
 
 
-class JournalError(RuntimeError):
+class JournalError(InferenceError, RuntimeError):
     """A journal file has a corrupt line that is not the torn last one; the message names it."""
 
 

@@ -24,12 +24,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from inference.errors import InferenceError
+
 logger = logging.getLogger(__name__)
 
 SERVER_SCRIPT = "llama-cpp-server"
 
 
-class LocalServerError(RuntimeError):
+class LocalServerError(InferenceError, RuntimeError):
     """The server is not installed, or did not come up; the message says which and shows its log tail."""
 
 

@@ -10,6 +10,7 @@ Markdown, the form a team would otherwise write by hand.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 from collections import Counter
@@ -112,10 +113,8 @@ def build_plan(
     todo = [r for r in rows if r.needs_regeneration]
     turns = 0
     for row in todo:
-        try:
+        with contextlib.suppress(PromptError):
             turns += len(user_turns(row.messages)[1])
-        except PromptError:
-            pass
     lengths = probe.completion_tokens
     per_turn = {
         "mean": statistics.fmean(lengths) if lengths else 0.0,

@@ -19,16 +19,17 @@ from typing import Any
 
 from core.jsonl import JsonlError, iter_jsonl
 from core.samples import ROLES, canonical_role
+from inference.errors import InferenceError
 
 logger = logging.getLogger(__name__)
 
 
 
-class InputError(ValueError):
+class InputError(InferenceError, ValueError):
     """The input is missing, unreadable, or has duplicate ids; the message names the file and row."""
 
 
-class PromptError(ValueError):
+class PromptError(InferenceError, ValueError):
     """One row's messages cannot be regenerated (no user turn, unsupported role); recorded on the row."""
 
 

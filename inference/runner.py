@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 
 from inference.endpoints import AllEndpointsDown, Endpoint, EndpointPool
+from inference.errors import InferenceError
 from inference.generation import (
     GenerationBackend,
     Reasoning,
@@ -81,11 +82,11 @@ class RunSummary:
     status: dict[str, Any]
 
 
-class SamplingChangedError(ValueError):
+class SamplingChangedError(InferenceError, ValueError):
     """Resuming a run with other sampling settings than its finished rows were made with."""
 
 
-class RowFailed(Exception):
+class RowFailed(InferenceError):
     """A row's final failure, with what errors.jsonl records about it."""
 
     def __init__(self, message: str, *, status_code: int | None, attempts: int, turn: int, server: str | None):

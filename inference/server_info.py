@@ -19,13 +19,15 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field
 
+from inference.errors import InferenceError
+
 logger = logging.getLogger(__name__)
 
 INFO_PATHS = ("/server_info", "/get_server_info")  # current first; the deprecated alias only as fallback
 MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 
 
-class ServerInfoError(Exception):
+class ServerInfoError(InferenceError):
     """The server is unreachable or does not answer SGLang's introspection endpoints; the message says which."""
 
 

@@ -28,10 +28,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from inference.errors import InferenceError
+
 SUPPORTED = {"llama"}
 
 
-class UnsupportedTarget(ValueError):
+class UnsupportedTarget(InferenceError, ValueError):
     """The model is not one this runner implements (the caller falls back to plain `generate`)."""
 
 
@@ -145,7 +147,7 @@ class StaticLlama:
         qkv = x @ layer.qkv.T
         if layer.qkv_bias is not None:
             qkv = qkv + layer.qkv_bias
-        q, k, v = qkv.split([self.heads * hd, kvh * hd, kvh * hd], dim=-1)
+        q, k, v = torch.split(qkv, [self.heads * hd, kvh * hd, kvh * hd], dim=-1)
         q = self._rope(q.view(s, t, self.heads, hd), positions)
         k = self._rope(k.view(s, t, kvh, hd), positions)
         v = v.view(s, t, kvh, hd)
@@ -197,7 +199,7 @@ class DecodeGraph:
         return logits, aux
 
     def _capture(self) -> None:
-        stream = torch.cuda.Stream()
+        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(2):  # warm up kernels (and their workspaces) outside the graph

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings, get_settings
+from inference.errors import InferenceError
 from inference.quality import QualityCounts, category_of, record_flags
 
 STATUS_FILE = "status.json"
@@ -37,7 +38,8 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 def read_status(run_dir: Path) -> dict[str, Any] | None:
     """Return the status of the run in `run_dir`, or None when it has none (yet)."""
     try:
-        return json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
+        status: dict[str, Any] = json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
+        return status
     except FileNotFoundError:
         return None
 
@@ -164,7 +166,7 @@ RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LINK_SUFFIX = ".path"
 
 
-class UnknownRunError(LookupError):
+class UnknownRunError(InferenceError, LookupError):
     """No run with this id is registered (or the id is malformed)."""
 
 

@@ -20,13 +20,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from inference.errors import InferenceError
+
 logger = logging.getLogger(__name__)
 
 TARGET_RECORD = "datahunt_target.json"
 GGUF_MAGIC = b"GGUF"
 
 
-class TargetError(ValueError):
+class TargetError(InferenceError, ValueError):
     """A source that cannot become a target folder (missing, not a GGUF, unreadable), said in one line."""
 
 

@@ -14,10 +14,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from training.errors import TrainingError
+
 CONFIG_FILE = "train_config.json"
 
 
-class ConfigError(ValueError):
+class ConfigError(TrainingError, ValueError):
     """A run configuration that cannot be used (unknown key, bad value, unreadable file)."""
 
 

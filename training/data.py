@@ -16,9 +16,10 @@ from typing import Any
 
 from core.jsonl import JsonlError, iter_jsonl
 from core.samples import ROLES, canonical_role
+from training.errors import TrainingError
 
 
-class DataError(ValueError):
+class DataError(TrainingError, ValueError):
     """A training file or row that cannot be used, with the line number where known."""
 
 

@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from training.draft_model import DraftConfig, Eagle3Draft
+from training.errors import TrainingError
 from training.hidden_states import AuxLayers
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -27,7 +28,7 @@ WEIGHTS_FILE = "model.safetensors"
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
-class ExportError(ValueError):
+class ExportError(TrainingError, ValueError):
     """A checkpoint with missing, extra or mis-shaped tensors, or an unreadable export folder."""
 
 
@@ -156,9 +157,9 @@ def aux_layers_of(config: dict[str, Any]) -> AuxLayers | None:
     """The aux layers an exported draft was trained with (our record first, else eagle_config as output ids)."""
     ours = (config.get("datahunt") or {}).get("aux_layer_ids_input_of_layer")
     if ours:
-        return AuxLayers(tuple(ours), "input")  # type: ignore[arg-type]
+        return AuxLayers(tuple(ours), "input")
     ids = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    return AuxLayers(tuple(ids), "output") if ids else None  # type: ignore[arg-type]
+    return AuxLayers(tuple(ids), "output") if ids else None
 
 
 def load_draft(folder: Path, embed_weight: Tensor) -> tuple[Eagle3Draft, AuxLayers]:

@@ -17,10 +17,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from training.errors import TrainingError
+
 EXPONENTS = [round(0.02 * i, 2) for i in range(1, 101)]  # c in 0.02 .. 2.0
 
 
-class ForecastError(ValueError):
+class ForecastError(TrainingError, ValueError):
     """Results that cannot be fitted (too few data sizes, no regenerated runs)."""
 
 
@@ -34,7 +36,8 @@ class Fit:
     sse: float
 
     def predict(self, n: float) -> float:
-        return self.a - self.b * n ** (-self.c)
+        value: float = self.a - self.b * n ** (-self.c)
+        return value
 
     def needed(self, accept: float) -> float:
         """Samples for `accept` on this curve (inf when the ceiling a is not above it)."""
@@ -42,7 +45,8 @@ class Fit:
             return math.inf
         if accept <= self.predict(1.0):
             return 1.0
-        return (self.b / (self.a - accept)) ** (1.0 / self.c)
+        size: float = (self.b / (self.a - accept)) ** (1.0 / self.c)
+        return size
 
 
 def fit_curve(sizes: list[float], accepts: list[float]) -> Fit:

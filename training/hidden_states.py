@@ -96,7 +96,8 @@ def target_embeddings(target: Any) -> Tensor:
     embed = target.get_input_embeddings()
     weight = embed.weight.detach().float()
     scale = getattr(embed, "embed_scale", None)
-    return weight * float(scale) if scale is not None else weight
+    scaled: Tensor = weight * float(scale) if scale is not None else weight
+    return scaled
 
 
 def output_head(target: Any) -> tuple[Tensor, float | None]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from training.errors import TrainingError
 from training.preflight import (
     DraftCheckpoint,
     check_aux_layers,
@@ -24,7 +25,7 @@ from training.preflight import (
 )
 
 
-class LaunchError(ValueError):
+class LaunchError(TrainingError, ValueError):
     """Flags that contradict each other or the draft."""
 
 

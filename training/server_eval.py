@@ -22,13 +22,14 @@ from typing import Any
 import httpx
 
 from core.spec_counters import SpecCounters
+from training.errors import TrainingError
 
 logger = logging.getLogger(__name__)
 
 Prompt = list[int] | str  # token ids (the default), or text the server tokenizes itself
 
 
-class ServerEvalError(RuntimeError):
+class ServerEvalError(TrainingError, RuntimeError):
     """A server that cannot be measured: unreachable, an HTTP error, or no speculation counters."""
 
 

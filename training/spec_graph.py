@@ -109,7 +109,7 @@ class GreedyRoundGraph:
         return torch.cat(proposals)
 
     def _capture(self) -> None:
-        stream = torch.cuda.Stream()
+        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
         stream.wait_stream(torch.cuda.current_stream())
         saved = [t.clone() for t in (self.start, self.last, self.hidden)]
         with torch.cuda.stream(stream):

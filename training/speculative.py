@@ -190,7 +190,7 @@ class FullRecompute:
         return logits[start:], aux[start:]
 
     def decode(self, token: int, position: int) -> Tensor:
-        self.seq = self.seq[:position] + [token]
+        self.seq = [*self.seq[:position], token]
         return self._run()[0][-1]
 
 

@@ -19,10 +19,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from training.errors import TrainingError
+
 logger = logging.getLogger(__name__)
 
 
-class VocabError(ValueError):
+class VocabError(TrainingError, ValueError):
     """A draft vocab that is inconsistent, or a cached one that does not match the run."""
 
 

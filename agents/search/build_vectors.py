@@ -10,6 +10,7 @@ import logging
 import time
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from agents.search.embedding import MODEL_NAME, default_encoder
 from agents.search.offline import SNAPSHOT_NAME, OfflineIndex
@@ -18,7 +19,7 @@ from agents.search.vectors import VECTORS_NAME, DocumentVectors, document_text, 
 logger = logging.getLogger(__name__)
 
 
-def build_vectors(records: list[dict]) -> DocumentVectors:
+def build_vectors(records: list[dict[str, Any]]) -> DocumentVectors:
     """Return the embeddings of `records` (one unit row each, in record order)."""
     texts = [document_text(r) for r in records]
     matrix = default_encoder().encode(texts)

@@ -125,7 +125,8 @@ class SentenceEncoder:
             x = self._layer(x, key_bias, f"encoder.layer.{layer}")
         # Mean pooling over real tokens, then unit length.
         pooled = (x * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        unit: np.ndarray = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return unit
 
     def _layer(self, x: np.ndarray, key_bias: np.ndarray, prefix: str) -> np.ndarray:
         batch, width, hidden = x.shape
@@ -151,7 +152,8 @@ class SentenceEncoder:
     def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
         mean = x.mean(axis=-1, keepdims=True)
         var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-        return (x - mean) / np.sqrt(var + self._eps) * self._w[f"{name}.weight"] + self._w[f"{name}.bias"]
+        out: np.ndarray = (x - mean) / np.sqrt(var + self._eps) * self._w[f"{name}.weight"] + self._w[f"{name}.bias"]
+        return out
 
 
 def _is_projection(name: str) -> bool:
@@ -164,7 +166,8 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     t = 1.0 / (1.0 + 0.3275911 * z)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
     erf = np.sign(x) * (1.0 - poly * np.exp(-z * z))
-    return 0.5 * x * (1.0 + erf)
+    out: np.ndarray = 0.5 * x * (1.0 + erf)
+    return out
 
 
 _default_lock = threading.Lock()

@@ -12,6 +12,7 @@ the search error tree: 429, 5xx, timeouts and connection errors are transient; o
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
 from collections.abc import Callable
@@ -39,7 +40,7 @@ def id_variants(query: str) -> list[str]:
     variants = ["-".join(words)]
     if len(words) == 2:
         variants += ["_".join(words), "".join(words)]
-    for first, second in zip(words, words[1:], strict=False):  # longer queries: their leading word pairs
+    for first, second in itertools.pairwise(words):  # longer queries: their leading word pairs
         variants += [f"{first}-{second}", f"{first}{second}"]
     unique: list[str] = []
     for variant in variants:

@@ -14,8 +14,7 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 STOPWORDS = frozenset(
-    "a an and are as at be by for from in into is it of on or the to with dataset datasets data hf huggingface "
-    "co https http www".split()
+    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "into", "is", "it", "of", "on", "or", "the", "to", "with", "dataset", "datasets", "data", "hf", "huggingface", "co", "https", "http", "www"]
 )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from curation.adapters import agents, chat, code
 from curation.conversation import Drop, Message
+from curation.errors import CurationError
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ DETECTION_RULES: tuple[tuple[str, frozenset[str]], ...] = (
 )
 
 
-class FormatError(ValueError):
+class FormatError(CurationError, ValueError):
     """No adapter fits a dataset, or a field mapping names columns the dataset does not have."""
 
 

@@ -23,9 +23,9 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
-from sqlmodel import Session
+from sqlmodel import Session, SQLModel
 
-from curation.catalog import models
+from curation.catalog import models  # noqa: F401  (importing it registers the catalog's tables)
 from curation.catalog.errors import ConcurrentUpdateError, DatabaseError
 from curation.catalog.storable import guard_session
 
@@ -87,7 +87,7 @@ def catalog_tables_only(name: str | None, type_: str, parent_names: Any) -> bool
     """Alembic `include_name` hook: look only at the catalog's tables, never at others in the same database
     (the LangGraph checkpointer keeps its tables beside ours), so autogenerate never proposes dropping them."""
     if type_ == "table":
-        return name in models.SQLModel.metadata.tables
+        return name in SQLModel.metadata.tables
     return True
 
 

@@ -6,8 +6,10 @@ clear message; anything else escaping the store is a bug or a database outage.
 
 from __future__ import annotations
 
+from curation.errors import CurationError
 
-class CatalogError(Exception):
+
+class CatalogError(CurationError):
     """Base of every error the catalog store raises on purpose."""
 
 

@@ -79,10 +79,10 @@ def _review_once(
     if entry is None:
         raise EntryNotFoundError(f"no catalog entry for {hub_id.strip()!r}")
     previous = entry.status
-    if target == EntryStatus.APPROVED.value and previous != target and entry.verifier_decision == Decision.REJECT.value:
-        if not override:
-            codes = ", ".join(sorted({r.get("code", "?") for r in entry.reasons if r.get("blocking")})) or "no reason given"
-            raise OverrideRequiredError(f"the verifier rejected {entry.hub_id!r} ({codes}); approving it needs override")
+    overruled = entry.verifier_decision == Decision.REJECT.value
+    if target == EntryStatus.APPROVED.value and previous != target and overruled and not override:
+        codes = ", ".join(sorted({r.get("code", "?") for r in entry.reasons if r.get("blocking")})) or "no reason given"
+        raise OverrideRequiredError(f"the verifier rejected {entry.hub_id!r} ({codes}); approving it needs override")
     if previous != target:
         result = session.execute(
             update(CatalogEntry)

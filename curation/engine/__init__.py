@@ -13,11 +13,13 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from curation.errors import CurationError
+
 ENGINES = ("local", "datatrove")
 EXTRA = {"datatrove": "engine"}
 
 
-class EngineError(RuntimeError):
+class EngineError(CurationError, RuntimeError):
     """The requested engine cannot run."""
 
 

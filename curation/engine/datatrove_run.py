@@ -47,9 +47,11 @@ from curation.engine.report import build_report, failure_bound, per_category, sh
 from curation.engine.select import decontaminate_shard, mix_thresholds, save_index
 from curation.engine.stage import stage_shard
 from curation.manifest import Manifest
-from curation.pipeline import CurateResult, _build_index, make_context
+from curation.manifest_plan import ManifestPlan
+from curation.pipeline import CurateResult, build_index, make_context, plan_run
+from curation.report import CurationReport, EvalSetStatus
 from curation.shards import atomic_write_json
-from curation.staging import CODE_VERSION, stage_hash
+from curation.staging import CODE_VERSION, LoadContext, stage_hash
 from curation.summary import render_plot, render_summary, write_summary
 
 logger = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ ENGINE_VERSION = "1"
 Progress = Callable[[str], None]
 
 
-class CurationTask(PipelineStep):
+class CurationTask(PipelineStep):  # type: ignore[misc]  # datatrove ships no type information
     """One datatrove step running one of the engine's task functions for the task's rank."""
 
     type = "datahunt"
@@ -140,10 +142,10 @@ def _run_job(plan: EnginePlan, job: str, tasks: int, workers: int, progress: Pro
     return done < tasks
 
 
-def run_key(manifest: Manifest, plan_ctx: Any, seed: int, jsonl: bool) -> str:
+def run_key(manifest: Manifest, load: ManifestPlan, ctx: LoadContext, seed: int, jsonl: bool) -> str:
     """Return the hash of everything an engine run's result depends on."""
     payload = {
-        "stages": [stage_hash(s, plan_ctx) for s in manifest.sources],
+        "stages": [stage_hash(p.source, p.files, ctx) for p in load.sources],
         "evals": [e.model_dump(mode="json") for e in manifest.eval_sets],
         "budget": manifest.budget.model_dump(mode="json"),
         "seed": seed,
@@ -161,14 +163,15 @@ def _retry_failed(plan: EnginePlan) -> None:
             (plan.work / "logs" / "stage" / "completions" / f"{rank:05d}").unlink(missing_ok=True)
 
 
-def _shards(manifest: Manifest, ctx: Any) -> tuple[list[Shard], int]:
+def _shards(load: ManifestPlan, ctx: LoadContext) -> tuple[list[Shard], int]:
     shards: list[Shard] = []
     total = 0
-    for order, source in enumerate(manifest.sources):
-        size = source_size(source, ctx)
+    for planned in load.sources:
+        size = source_size(planned, ctx)
         total += size
-        parts = 1 if source.max_rows is not None and source.max_rows <= 50_000 else shards_for(size)
-        shards += [Shard(order, k, parts) for k in range(parts)]
+        max_rows = planned.source.max_rows
+        parts = 1 if max_rows is not None and max_rows <= 50_000 else shards_for(size)
+        shards += [Shard(planned.order, k, parts) for k in range(parts)]
     return shards, partitions_for(total)
 
 
@@ -191,18 +194,19 @@ def curate_datatrove(
     ctx = make_context(manifest, out_dir, mirror, hub_root, settings=settings)
     seed = manifest.budget.seed if seed is None else seed
     workers = workers or os.cpu_count() or 1
-    key = run_key(manifest, ctx, seed, jsonl)
+    load = plan_run(manifest, ctx)
+    key = run_key(manifest, load, ctx, seed, jsonl)
     root = out_dir / "engine"
     for stale in root.glob("*") if root.is_dir() else []:
         if stale.name != key:
             shutil.rmtree(stale, ignore_errors=True)
-    shards, partitions = _shards(manifest, ctx)
-    plan = EnginePlan(manifest, ctx, seed, jsonl, root / key, shards, partitions)
+    shards, partitions = _shards(load, ctx)
+    plan = EnginePlan(manifest, load, ctx, seed, jsonl, root / key, shards, partitions)
     plan.work.mkdir(parents=True, exist_ok=True)
     reused = len(list((plan.work / "logs" / "stage" / "completions").glob("*"))) if (
         plan.work / "logs" / "stage" / "completions").is_dir() else 0
 
-    index, eval_status = _build_index(manifest, ctx)
+    index, eval_status = build_index(load.eval_sets, ctx)
     save_index(plan, index)
     _retry_failed(plan)
     ran = _run_job(plan, "stage", len(shards), workers, say)
@@ -219,12 +223,12 @@ def curate_datatrove(
     available, plan_quota, thresholds = mix_thresholds(plan)
     _run_job(plan, "write", len(shards), workers, say, {"thresholds": thresholds}, stale=ran)
     report = _finish(plan, out_dir, near, available, plan_quota, eval_status)
-    say(f"merge: {report['rows_out']} rows into {len(report['shards'])} file(s)")
+    say(f"merge: {report.rows_out} rows into {len(report.shards)} file(s)")
     return CurateResult(report=report, reused=[f"engine:{reused} stage task(s)"] if reused else [])
 
 
 def _finish(plan: EnginePlan, out_dir: Path, near: Any, available: dict[str, int],
-            plan_quota: dict[str, int | None], eval_status: dict[str, Any]) -> dict[str, Any]:
+            plan_quota: dict[str, int | None], eval_status: dict[str, EvalSetStatus]) -> CurationReport:
     outputs, tokens = write_samples(plan, out_dir)
     duplicates = write_duplicates(plan, out_dir, near)
     contaminated = write_decontaminated(plan, out_dir)
@@ -254,8 +258,8 @@ def _finish(plan: EnginePlan, out_dir: Path, near: Any, available: dict[str, int
         "decontaminated": sum(contaminated.values()),
     }
     report = build_report(plan, sources, per_category(plan, available, plan_quota, selected), counts, eval_status)
-    report["shards"] = outputs
-    atomic_write_json(out_dir / "report.json", report)
+    report.shards = outputs
+    atomic_write_json(out_dir / "report.json", report.to_json())
     # The summary's histograms take any int sequence; numpy arrays keep 8 bytes per output row.
     regen, native, original = (cast(list[int], tokens[k]) for k in ("regen", "native", "original"))
     write_summary(out_dir, render_summary(report, regen, native), render_plot(report, original))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from curation.manifest import Manifest, Source
+from curation.manifest_plan import ManifestPlan, SourcePlan
 from curation.staging import LoadContext
 
 SHARD_BYTES = 24 * 2**20
@@ -49,9 +50,10 @@ class Shard:
 
 @dataclass
 class EnginePlan:
-    """Everything a task needs, pickled to the workers: manifest, load context, seed and the layout."""
+    """Everything a task needs, pickled to the workers: manifest and its load plans, load context, seed, layout."""
 
     manifest: Manifest
+    load: ManifestPlan
     ctx: LoadContext
     seed: int
     jsonl: bool
@@ -62,6 +64,10 @@ class EnginePlan:
     def source(self, shard: Shard) -> Source:
         """Return the manifest source a shard reads."""
         return self.manifest.sources[shard.order]
+
+    def files(self, shard: Shard) -> list[str]:
+        """Return the resolved data files of the source a shard reads."""
+        return self.load.sources[shard.order].files
 
     def shards_of(self, order: int) -> list[Shard]:
         """Return the shards of one source, in part order."""
@@ -80,9 +86,8 @@ class EnginePlan:
         return folder
 
 
-def source_size(source: Source, ctx: LoadContext) -> int:
+def source_size(planned: SourcePlan, ctx: LoadContext) -> int:
     """Return the bytes of a source's local files (0 when it is read from the Hub or its files are missing)."""
     if ctx.mirror is None:
         return 0
-    names = ctx.files_for(source.hub_id, source.config, source.split, source.data_files)
-    return sum((ctx.mirror / n).stat().st_size for n in names if (ctx.mirror / n).is_file())
+    return sum((ctx.mirror / n).stat().st_size for n in planned.files if (ctx.mirror / n).is_file())

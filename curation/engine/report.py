@@ -13,6 +13,14 @@ from typing import Any
 
 from curation.engine.plan import EnginePlan
 from curation.mixing import CategoryMix, mix_warnings, quotas
+from curation.report import (
+    CurationReport,
+    DuplicateCounts,
+    EvalSetStatus,
+    SourceReport,
+    StepCounts,
+    category_reports,
+)
 from curation.staging import slug
 
 
@@ -44,56 +52,52 @@ def build_report(
     sources: list[dict[str, Any]],
     mix: dict[str, CategoryMix],
     counts: dict[str, int],
-    eval_status: dict[str, Any],
-) -> dict[str, Any]:
+    eval_status: dict[str, EvalSetStatus],
+) -> CurationReport:
     """Return report.json's content; `sources` holds each source's counts in manifest order."""
     drops: Counter[str] = Counter()
-    per_source: dict[str, dict[str, Any]] = {}
+    per_source: dict[str, SourceReport] = {}
     for source, s in zip(plan.manifest.sources, sources, strict=True):
         drops.update(s["drops"])
-        per_source[source.key] = {
-            "rows_in": s["rows_in"],
-            "drops": dict(sorted(s["drops"].items())),
-            "format": s["format"],
-            "error": s["error"],
-            "duplicates": s["duplicates"],
-            "decontaminated": s["decontaminated"],
-            "selected": s["selected"],
-            "slug": slug(source),
-        }
-    categories = {
-        c: {"available": m.available, "quota": m.quota, "selected": m.selected, "unmet": m.unmet}
-        for c, m in sorted(mix.items())
-    }
+        per_source[source.key] = SourceReport(
+            rows_in=s["rows_in"],
+            drops=dict(sorted(s["drops"].items())),
+            format=s["format"],
+            error=s["error"],
+            duplicates=s["duplicates"],
+            decontaminated=s["decontaminated"],
+            selected=s["selected"],
+            slug=slug(source),
+        )
+    categories = category_reports(mix)
     rows_in = sum(s["rows_in"] for s in sources)
     cleaned = sum(s["kept"] for s in sources)
     deduped = cleaned - counts["exact"] - counts["near"]
-    return {
-        "schema_version": 1,
-        "seed": plan.seed,
-        "token_counter": plan.ctx.params.counter.name,
-        "rows_in": rows_in,
-        "rows_out": counts["rows_out"],
-        "drops": dict(sorted(drops.items())),
-        "duplicates": {"exact": counts["exact"], "near": counts["near"]},
-        "decontaminated": counts["decontaminated"],
-        "per_category": categories,
-        "unmet_budgets": {c: v["unmet"] for c, v in categories.items() if v["unmet"]},
-        "warnings": mix_warnings(
+    return CurationReport(
+        seed=plan.seed,
+        token_counter=plan.ctx.params.counter.name,
+        rows_in=rows_in,
+        rows_out=counts["rows_out"],
+        drops=dict(sorted(drops.items())),
+        duplicates=DuplicateCounts(exact=counts["exact"], near=counts["near"]),
+        decontaminated=counts["decontaminated"],
+        per_category=categories,
+        unmet_budgets={c: v.unmet for c, v in categories.items() if v.unmet},
+        warnings=mix_warnings(
             mix,
             {str(s.category) for s in plan.manifest.sources},
             {str(c) for c in plan.manifest.budget.shares},
         ),
-        "target_native": counts["native"],
-        "needs_regeneration": counts["rows_out"] - counts["native"],
-        "per_source": per_source,
-        "failed_sources": [src.key for src, s in zip(plan.manifest.sources, sources, strict=True) if s["error"]],
-        "eval_sets": eval_status,
-        "steps": {
-            "loaded": rows_in,
-            "after_cleaning": cleaned,
-            "after_dedup": deduped,
-            "after_decontamination": deduped - counts["decontaminated"],
-            "after_mix": counts["rows_out"],
-        },
-    }
+        target_native=counts["native"],
+        needs_regeneration=counts["rows_out"] - counts["native"],
+        per_source=per_source,
+        failed_sources=[src.key for src, s in zip(plan.manifest.sources, sources, strict=True) if s["error"]],
+        eval_sets=eval_status,
+        steps=StepCounts(
+            loaded=rows_in,
+            after_cleaning=cleaned,
+            after_dedup=deduped,
+            after_decontamination=deduped - counts["decontaminated"],
+            after_mix=counts["rows_out"],
+        ),
+    )

@@ -39,7 +39,7 @@ class BroadcastIndex(EvalIndex):
 
     def usable(self, n: int) -> dict[int, str]:
         """Return the evidence n-grams of length n (cached)."""
-        cached = self.__dict__.setdefault("_usable", {})
+        cached: dict[int, dict[int, str]] = self.__dict__.setdefault("_usable", {})
         if n not in cached:
             cached[n] = super().usable(n)
         return cached[n]
@@ -137,11 +137,9 @@ def mix_thresholds(plan: EnginePlan) -> tuple[dict[str, int], dict[str, int | No
         cumulative = np.cumsum(hists[category])
         boundary = int(np.searchsorted(cumulative, quota))  # the bin holding the quota-th smallest rank
         before = int(cumulative[boundary - 1]) if boundary else 0
-        inside = [
-            d for shard in by_category[category]
-            for d in (lambda ds: ds[_bins(ds) == boundary])(
-                read_all([plan.path("clean", shard.name + ".bin")], CLEAN)["digest"]
-            ).tolist()
-        ]
+        inside: list[bytes] = []
+        for shard in by_category[category]:
+            digests = read_all([plan.path("clean", shard.name + ".bin")], CLEAN)["digest"]
+            inside += digests[_bins(digests) == boundary].tolist()
         thresholds[category] = sorted(inside)[quota - before - 1]
     return available, plan_quota, thresholds

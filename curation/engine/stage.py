@@ -160,7 +160,7 @@ def stage_shard(plan: EnginePlan, shard: Shard) -> dict[str, Any]:
 def _rows(plan: EnginePlan, shard: Shard, meta: dict[str, Any], on_drop: Any) -> Any:
     source = plan.source(shard)
     ctx = plan.ctx
-    load = ctx.plan_for(source, streaming=source.streaming)
+    load = ctx.plan_for(source, files=plan.files(shard), streaming=source.streaming)
     fmt: str | None = None
     for index, record in enumerate(iter_records(load, cache_dir=ctx.cache_dir, token=ctx.token)):
         if source.max_rows is not None and index >= source.max_rows:

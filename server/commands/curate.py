@@ -34,14 +34,15 @@ def from_mirror(
     ] = None,
 ) -> None:
     """Write a manifest over a local mirror: train entries become sources, eval entries decontamination sets."""
-    from curation.manifest import ManifestError, dump_manifest
+    from curation.errors import CurationError
+    from curation.manifest import dump_manifest
     from curation.mirror import manifest_from_mirror
 
     try:
         manifest = manifest_from_mirror(mirror_dir, target=target)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(dump_manifest(manifest), encoding="utf-8")
-    except (ManifestError, ValueError, OSError) as exc:
+    except (CurationError, ValueError, OSError) as exc:
         _fail(str(exc))
         return
     print(
@@ -90,8 +91,9 @@ def curate(
     from rich.table import Table
 
     from core.settings import get_settings
-    from curation.engine import EngineError, check_engine, curate_on
-    from curation.manifest import ManifestError, dump_manifest, load_manifest
+    from curation.engine import check_engine, curate_on
+    from curation.errors import CurationError
+    from curation.manifest import dump_manifest, load_manifest
     from curation.pipeline import curate as run_curation
     from curation.shards import atomic_write_bytes
 
@@ -103,7 +105,7 @@ def curate(
         return
     try:
         check_engine(engine)
-    except EngineError as exc:
+    except CurationError as exc:
         _fail(str(exc))
     try:
         loaded = load_manifest(manifest)
@@ -118,7 +120,7 @@ def curate(
                 progress=lambda line: typer.echo(f"[{engine}] {line}", err=True),
             )
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
-    except (ManifestError, OSError) as exc:
+    except (CurationError, OSError) as exc:
         _fail(str(exc))
         return
     report = result.report
@@ -126,28 +128,28 @@ def curate(
     table = Table(title=f"curated set in {out}")
     for column in ("category", "available", "quota", "selected"):
         table.add_column(column, justify="left" if column == "category" else "right")
-    for category, mix in report["per_category"].items():
-        quota = "all" if mix["quota"] is None else str(mix["quota"])
-        table.add_row(category, str(mix["available"]), quota, str(mix["selected"]))
+    for category, mix in report.per_category.items():
+        quota = "all" if mix.quota is None else str(mix.quota)
+        table.add_row(category, str(mix.available), quota, str(mix.selected))
     console.print(table)
     console.print(
-        f"rows in {report['rows_in']} → out {report['rows_out']} "
-        f"({report['needs_regeneration']} to regenerate, {report['target_native']} target-native); "
-        f"dropped {sum(report['drops'].values())}, duplicates {report['duplicates']['exact']} exact + "
-        f"{report['duplicates']['near']} near, decontaminated {report['decontaminated']}"
+        f"rows in {report.rows_in} → out {report.rows_out} "
+        f"({report.needs_regeneration} to regenerate, {report.target_native} target-native); "
+        f"dropped {sum(report.drops.values())}, duplicates {report.duplicates.exact} exact + "
+        f"{report.duplicates.near} near, decontaminated {report.decontaminated}"
     )
-    for key in report["failed_sources"]:
-        console.print(f"[red]failed source[/red] {key}: {report['per_source'][key]['error']}", soft_wrap=True)
-    for warning in report.get("warnings", []):
+    for key in report.failed_sources:
+        console.print(f"[red]failed source[/red] {key}: {report.per_source[key].error}", soft_wrap=True)
+    for warning in report.warnings:
         console.print(f"[yellow]warning[/yellow] {warning}", soft_wrap=True)
-    for category, short in report["unmet_budgets"].items():
+    for category, short in report.unmet_budgets.items():
         console.print(f"[yellow]budget unmet[/yellow] {category}: {short} rows short")
     if result.reused:
         console.print(f"reused {len(result.reused)} step(s) whose inputs had not changed")
-    failed = report["failed_sources"]
+    failed = report.failed_sources
     if failed and not allow_partial:
         typer.echo(
-            f"error: {len(failed)} of {len(report['per_source'])} source(s) failed: {', '.join(failed)}; "
+            f"error: {len(failed)} of {len(report.per_source)} source(s) failed: {', '.join(failed)}; "
             f"the set in {out} lacks them (pass --allow-partial to accept a partial set)",
             err=True,
         )
@@ -191,12 +193,13 @@ def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> Non
 
     from core.settings import get_settings
     from curation.check import check_manifest
-    from curation.manifest import ManifestError, load_manifest
+    from curation.errors import CurationError
+    from curation.manifest import load_manifest
     from curation.pipeline import make_context
 
     try:
         loaded = load_manifest(manifest)
-    except (ManifestError, OSError) as exc:
+    except (CurationError, OSError) as exc:
         _fail(str(exc))
         return
     found = check_manifest(loaded, make_context(loaded, out, mirror, None, hub_problem, settings=get_settings()))

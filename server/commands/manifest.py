@@ -35,6 +35,7 @@ def export(
 
     from core.settings import get_settings
     from curation.catalog import store
+    from curation.errors import CurationError
     from curation.manifest import TargetModel
     from server.manifest_builder import (
         ExportPathError,
@@ -62,7 +63,7 @@ def export(
         finally:
             engine.dispose()
         write_manifest(manifest, path, data_dir=settings.resolved_data_dir)
-    except (ExportPathError, ValueError, store.CatalogError, OSError) as exc:
+    except (ExportPathError, CurationError, ValueError, OSError) as exc:
         _fail(str(exc))
         return
     except SQLAlchemyError as exc:

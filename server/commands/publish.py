@@ -47,7 +47,8 @@ def publish(
     """Write DIR as a Hub dataset folder (Parquet shards and a dataset card), then upload it when online."""
     from core.settings import get_settings
     from core.types import parse_hub_id
-    from curation.publish import PublishError, build_folder, upload
+    from curation.errors import CurationError
+    from curation.publish import build_folder, upload
 
     try:
         repo_id = parse_hub_id(repo)
@@ -59,7 +60,7 @@ def publish(
     folder = (out or src.resolve().parent / f"{src.resolve().name}-hub").resolve()
     try:
         written = build_folder(src, folder, repo_id=repo_id, version=_version())
-    except (PublishError, OSError, ValueError, KeyError) as exc:
+    except (CurationError, OSError, ValueError, KeyError) as exc:
         _fail(f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc))
         return
     offline = _offline_reason()

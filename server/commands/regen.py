@@ -151,13 +151,11 @@ def regen(
     """Regenerate every curated prompt with the target model; run again to resume."""
     from rich.console import Console
 
-    from inference.endpoints import AllEndpointsDown
+    from inference.errors import InferenceError
     from inference.generation import Reasoning, Sampling
-    from inference.journal import JournalError
     from inference.monitor import LiveStatus
     from inference.quality import warnings
-    from inference.records import InputError
-    from inference.runner import RunConfig, SamplingChangedError, regenerate
+    from inference.runner import RunConfig, regenerate
 
     try:
         mode = Reasoning(reasoning)
@@ -189,7 +187,7 @@ def regen(
     try:
         with live:
             summary = regenerate(config, backend)
-    except (InputError, JournalError, AllEndpointsDown, SamplingChangedError) as exc:
+    except InferenceError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         _fail(f"interrupted; run the same command again to resume ({out})", 130)

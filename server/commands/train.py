@@ -25,14 +25,9 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
-    from training.config import ConfigError
-    from training.data import DataError
-    from training.export import ExportError
-    from training.launch import LaunchError
-    from training.server_eval import ServerEvalError
-    from training.vocab import VocabError
+    from training.errors import TrainingError
 
-    return (ConfigError, DataError, ExportError, LaunchError, ServerEvalError, VocabError, OSError, ValueError)
+    return (TrainingError, OSError, ValueError)
 
 
 def train(

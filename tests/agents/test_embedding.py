@@ -33,6 +33,7 @@ def test_the_model_comes_from_the_installed_package_zip(encoder: SentenceEncoder
     assert encoder.dim == 384
 
 
+@pytest.mark.slow
 def test_vectors_match_transformers_bert_with_mean_pooling(encoder: SentenceEncoder, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     from transformers import AutoTokenizer, BertModel

@@ -77,6 +77,7 @@ def test_without_a_base_url_there_is_no_llm() -> None:
     assert make_llm(Settings()) is None
 
 
+@pytest.mark.slow
 def test_llm_plans_queries_and_judges_relevance() -> None:
     deliverable, requests, backend = run_with("plan_queries_ok.json", "judge_relevance_ok.json")
     assert deliverable.planner == "llm"

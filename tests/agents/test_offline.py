@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def test_fts_hostile_queries_never_crash(index: OfflineIndex, query: str) -> Non
 def test_search_returns_ranked_hits_with_the_records_metadata(index: OfflineIndex) -> None:
     hits = asyncio.run(index.search("code review", limit=10))
     assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
-    assert all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
+    assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
     by_id = {h.hub_id: h for h in hits}
     assert "irfanalee/github-code-review-full" in by_id
     hit = by_id["irfanalee/github-code-review-full"]

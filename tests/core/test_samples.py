@@ -24,6 +24,7 @@ def test_the_curated_parquet_schema_is_the_curated_sample_model() -> None:
     assert SCHEMA.names == list(CuratedSample.model_fields)
 
 
+@pytest.mark.slow
 def test_curated_rows_validate(tmp_path: Path) -> None:
     from core.jsonl import read_jsonl
     from core.types import Category

@@ -19,6 +19,7 @@ MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_from_mirror_then_curate(tmp_path: Path) -> None:
     manifest_path = tmp_path / "manifest.json"
     result = runner.invoke(app, ["manifest", "from-mirror", str(MIRROR), "--out", str(manifest_path)])
@@ -74,6 +75,7 @@ def _mixed_manifest(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_unreachable_hub_fails_missing_sources_at_once_and_exits_non_zero(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -107,6 +109,7 @@ def test_unreachable_hub_fails_missing_sources_at_once_and_exits_non_zero(
     assert "failed source" in partial.output and "error:" not in partial.output
 
 
+@pytest.mark.slow
 def test_huggingface_hub_offline_mode_counts_as_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from huggingface_hub import constants
 
@@ -118,6 +121,7 @@ def test_huggingface_hub_offline_mode_counts_as_unreachable(tmp_path: Path, monk
     assert "the Hub is unreachable (huggingface_hub offline mode (HF_HUB_OFFLINE))" in result.output
 
 
+@pytest.mark.slow
 def test_a_bare_manifest_name_is_found_in_the_data_directory(tmp_path: Path) -> None:
     data_dir = get_settings().resolved_data_dir
     data_dir.mkdir(parents=True)
@@ -191,6 +195,7 @@ def test_check_says_where_each_source_resolves_with_sizes(tmp_path: Path, record
     assert "2 of 3 resolve, 3.1 MiB in all" in table.stdout
 
 
+@pytest.mark.slow
 def test_the_load_step_draws_a_bar_on_a_terminal_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     manifest = tmp_path / "m.json"
     sources = [{"hub_id": "openai/gsm8k", "config": "main", "category": "math", "max_rows": 5},

@@ -44,6 +44,7 @@ def _compare(local: Path, engine: Path) -> None:
     assert [n for n in names if n in left and left[n] != right.get(n)] == []
 
 
+@pytest.mark.slow
 def test_engine_keeps_the_same_rows_on_the_mirror(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     manifest = _manifest(mirror, budget=Budget(total=60, shares={Category.MATH: 0.5}, seed=3))
     manifest.sources.append(Source(hub_id="gone/missing", data_files=["gone/x.jsonl"], category=Category.MATH))
@@ -52,8 +53,8 @@ def test_engine_keeps_the_same_rows_on_the_mirror(mirror: Path, tmp_path: Path) 
     engine = curate_on("datatrove", manifest, tmp_path / "engine", settings=get_settings(), jsonl=True, workers=2,
                        progress=lines.append).report
     assert engine == local
-    assert local["duplicates"]["exact"] >= 20 and local["decontaminated"] == 1
-    assert local["failed_sources"] == ["gone/missing"]
+    assert local.duplicates.exact >= 20 and local.decontaminated == 1
+    assert local.failed_sources == ["gone/missing"]
     _compare(tmp_path / "local", tmp_path / "engine")
     assert any(line.startswith("stage:") for line in lines) and any(line.startswith("write:") for line in lines)
     assert any("failed shard: source gone/missing" in line and "at row 0" in line for line in lines)
@@ -83,6 +84,7 @@ def _synthetic(path: Path, rows: int, seed: int) -> None:
     path.write_text("\n".join(json.dumps({"conversations": c}) for c in chats) + "\n")
 
 
+@pytest.mark.slow
 def test_engine_matches_on_planted_copies_over_many_shards(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror: Path  # noqa: F811
 ) -> None:
@@ -106,14 +108,15 @@ def test_engine_matches_on_planted_copies_over_many_shards(
     local = curate(manifest, tmp_path / "local", settings=get_settings(), jsonl=True).report
     engine = curate_on("datatrove", manifest, tmp_path / "engine", settings=get_settings(), jsonl=True, workers=2).report
     assert engine == local
-    assert local["duplicates"]["near"] >= 50 and local["duplicates"]["exact"] >= 300
-    assert local["per_category"]["math"]["selected"] == 1000
-    assert local["failed_sources"] == ["local/broken"]
+    assert local.duplicates.near >= 50 and local.duplicates.exact >= 300
+    assert local.per_category["math"].selected == 1000
+    assert local.failed_sources == ["local/broken"]
     _compare(tmp_path / "local", tmp_path / "engine")
     shards = len(list((tmp_path / "engine" / "engine").glob("*/meta/00000-*.json")))
     assert shards > 1
 
 
+@pytest.mark.slow
 def test_sigkilled_run_resumes_without_rereading_finished_shards(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     _synthetic(mirror / "synthetic" / "chats.jsonl", 3000, seed=0)
     manifest = Manifest(
@@ -148,11 +151,12 @@ def test_sigkilled_run_resumes_without_rereading_finished_shards(mirror: Path, t
     assert again.report == curate(manifest, tmp_path / "local", settings=get_settings()).report
 
 
+@pytest.mark.slow
 def test_failed_source_is_tried_again_on_rerun(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     manifest = _manifest(mirror)
     manifest.sources.append(Source(hub_id="late/file", data_files=["late/rows.jsonl"], category=Category.MATH))
     first = curate_on("datatrove", manifest, tmp_path / "out", settings=get_settings(), workers=1).report
-    assert first["failed_sources"] == ["late/file"]
+    assert first.failed_sources == ["late/file"]
     lines: list[str] = []  # the same inputs again: only the failed shard's task runs, and every job after it
     assert curate_on("datatrove", manifest, tmp_path / "out", settings=get_settings(), workers=1, progress=lines.append).report == first
     tasks = len(manifest.sources)
@@ -162,7 +166,7 @@ def test_failed_source_is_tried_again_on_rerun(mirror: Path, tmp_path: Path) -> 
     (mirror / "late" / "rows.jsonl").write_text(json.dumps({"question": "What is two plus two, in words?",
                                                             "answer": "Four, written as a word."}) + "\n")
     second = curate_on("datatrove", manifest, tmp_path / "out", settings=get_settings(), workers=1).report
-    assert second["failed_sources"] == [] and second["per_source"]["late/file"]["selected"] == 1
+    assert second.failed_sources == [] and second.per_source["late/file"].selected == 1
     assert second == curate(manifest, tmp_path / "local", settings=get_settings()).report
 
 
@@ -181,12 +185,14 @@ def test_missing_engine_package_names_the_extra(monkeypatch: pytest.MonkeyPatch)
         check_engine("datatrove")
 
 
+@pytest.mark.slow
 def test_outputs_are_readable_parquet(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     report = curate_on("datatrove", _manifest(mirror), tmp_path / "out", settings=get_settings(), workers=1).report
     rows = pq.read_table(tmp_path / "out" / "data" / "shard-00000.parquet").to_pylist()
-    assert len(rows) == report["rows_out"] and rows[0]["id"]
+    assert len(rows) == report.rows_out and rows[0]["id"]
 
 
+@pytest.mark.slow
 def test_cli_engine_option(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     from curation.manifest import dump_manifest
 

@@ -13,7 +13,7 @@ MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
 
 
 def _plan(files: list[str], **kwargs: object) -> object:
-    defaults = dict(hub_id="x/y", config=None, split="train", revision=None, mirror=MIRROR, offline=True)
+    defaults = {"hub_id": "x/y", "config": None, "split": "train", "revision": None, "mirror": MIRROR, "offline": True}
     defaults.update(kwargs)
     return plan_load(data_files=files, **defaults)  # type: ignore[arg-type]
 

@@ -25,21 +25,21 @@ def test_quotas_from_shares_and_rest() -> None:
 
 
 def test_no_budget_keeps_everything() -> None:
-    rows = _rows("math", 5) + _rows("general_chat", 3)
-    result = mix(rows, Budget(), seed=0, row_id={id(r): f"{r.category}{r.row_index}" for r in rows})
+    rows = _rows("math", 5, "m/m") + _rows("general_chat", 3, "g/g")
+    result = mix(rows, Budget(), seed=0, row_id={r.key: f"{r.category}{r.row_index}" for r in rows})
     assert result.selected == rows
     assert result.per_category["math"].quota is None and result.per_category["math"].unmet == 0
 
 
 def test_budget_sampling_is_seeded_and_reports_unmet() -> None:
     rows = _rows("math", 50, "m/m") + _rows("general_chat", 4, "g/g")
-    ids = {id(r): f"{r.category}-{r.row_index}" for r in rows}
+    ids = {r.key: f"{r.category}-{r.row_index}" for r in rows}
     budget = Budget(total=20, shares={Category.MATH: 0.5, Category.GENERAL_CHAT: 0.3, Category.TOOL_USE: 0.2})
     first = mix(rows, budget, seed=1, row_id=ids)
     again = mix(list(reversed(rows)), budget, seed=1, row_id=ids)
     other = mix(rows, budget, seed=2, row_id=ids)
-    assert sorted(ids[id(r)] for r in first.selected) == sorted(ids[id(r)] for r in again.selected)
-    assert {ids[id(r)] for r in first.selected} != {ids[id(r)] for r in other.selected}
+    assert sorted(ids[r.key] for r in first.selected) == sorted(ids[r.key] for r in again.selected)
+    assert {ids[r.key] for r in first.selected} != {ids[r.key] for r in other.selected}
     assert first.per_category["math"].selected == 10
     assert first.per_category["general_chat"].unmet == 2
     assert first.per_category["tool_use"].available == 0 and first.per_category["tool_use"].unmet == 4

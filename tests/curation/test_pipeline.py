@@ -13,6 +13,7 @@ from core.settings import get_settings
 from core.types import Category
 from curation.manifest import Budget, EvalSet, Manifest, Source, TargetModel
 from curation.pipeline import curate
+from curation.report import EvalSetStatus
 from curation.staging import sample_id
 
 MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
@@ -110,18 +111,18 @@ def _files(folder: Path) -> dict[str, bytes]:
 def test_curate_writes_the_curated_set(mirror: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     report = curate(_manifest(mirror), out, settings=get_settings(), jsonl=True).report
-    assert report["rows_in"] == 80 + 40 + 60 + 20 + 1 + 5 + 6
-    assert report["drops"]["invalid_utf8"] == 1 and report["drops"]["empty_turn"] == 1
-    assert report["duplicates"]["exact"] >= 20  # the dummy conversations repeat, plus the re-cased copy
+    assert report.rows_in == 80 + 40 + 60 + 20 + 1 + 5 + 6
+    assert report.drops["invalid_utf8"] == 1 and report.drops["empty_turn"] == 1
+    assert report.duplicates.exact >= 20  # the dummy conversations repeat, plus the re-cased copy
     duplicates = [json.loads(line) for line in (out / "dropped/duplicates.jsonl").read_text().splitlines()]
     recased = sample_id(_manifest(mirror).sources[5], 1)
     assert any(d["id"] == recased and d["kind"] == "exact" for d in duplicates)
-    assert report["decontaminated"] == 1
+    assert report.decontaminated == 1
     leaked = [json.loads(line) for line in (out / "decontaminated.jsonl").read_text().splitlines()]
     assert leaked[0]["eval_item"] == "gsm8k-test#3" and leaked[0]["source"] == "local/odd"
-    assert report["target_native"] == 6
-    assert report["needs_regeneration"] == report["rows_out"] - 6
-    assert report["per_source"]["local/odd"]["drops"] == {"empty_turn": 1, "invalid_utf8": 1}
+    assert report.target_native == 6
+    assert report.needs_regeneration == report.rows_out - 6
+    assert report.per_source["local/odd"].drops == {"empty_turn": 1, "invalid_utf8": 1}
     dropped = (out / "dropped").glob("local_odd-*.jsonl")
     reasons = [json.loads(line)["reason"] for path in dropped for line in path.read_text().splitlines()]
     assert sorted(reasons) == ["empty_turn", "invalid_utf8"]
@@ -130,7 +131,7 @@ def test_curate_writes_the_curated_set(mirror: Path, tmp_path: Path) -> None:
     assert "## Drops by reason" in (out / "summary.md").read_text()
     assert (out / "mix.png").read_bytes()[:4] == b"\x89PNG"
     rows = pq.read_table(out / "data/shard-00000.parquet").to_pylist()
-    assert len(rows) == report["rows_out"]
+    assert len(rows) == report.rows_out
     regen = [r for r in rows if r["needs_regeneration"]]
     assert all(m["role"] != "assistant" for r in regen for m in r["messages"])
     assert all(any(m["role"] == "assistant" for m in r["original_messages"]) for r in regen)
@@ -157,7 +158,7 @@ def test_same_manifest_and_seed_give_identical_bytes(mirror: Path, tmp_path: Pat
     assert first.keys() == second.keys()
     assert [k for k in first if first[k] != second[k]] == []
     other = curate(manifest, tmp_path / "c", settings=get_settings(), seed=4).report
-    assert other["per_category"]["math"]["selected"] == 30
+    assert other.per_category["math"].selected == 30
     assert _files(tmp_path / "c")["data/shard-00000.parquet"] != first["data/shard-00000.parquet"]
 
 
@@ -171,8 +172,8 @@ def test_rerun_resumes_and_budget_change_reuses_stages(mirror: Path, tmp_path: P
     assert _files(out) == before
     budgeted = curate(_manifest(mirror, budget=Budget(total=20)), out, settings=get_settings())
     assert "final" not in budgeted.reused and len(budgeted.reused) == 7
-    unmet = sum(budgeted.report["unmet_budgets"].values())
-    assert unmet > 0 and budgeted.report["rows_out"] == 20 - unmet
+    unmet = sum(budgeted.report.unmet_budgets.values())
+    assert unmet > 0 and budgeted.report.rows_out == 20 - unmet
 
 
 def test_failed_source_and_bad_mapping_are_reported(mirror: Path, tmp_path: Path) -> None:
@@ -190,12 +191,13 @@ def test_failed_source_and_bad_mapping_are_reported(mirror: Path, tmp_path: Path
         )
     )
     report = curate(manifest, tmp_path / "out", settings=get_settings()).report
-    assert report["failed_sources"] == ["gone/missing", "openai/gsm8k:mapped"]
-    assert "mirror files missing" in report["per_source"]["gone/missing"]["error"]
-    assert "columns are ['answer', 'question']" in report["per_source"]["openai/gsm8k:mapped"]["error"]
-    assert report["rows_out"] > 100
+    assert report.failed_sources == ["gone/missing", "openai/gsm8k:mapped"]
+    assert "mirror files missing" in report.per_source["gone/missing"].error
+    assert "columns are ['answer', 'question']" in report.per_source["openai/gsm8k:mapped"].error
+    assert report.rows_out > 100
 
 
+@pytest.mark.slow
 def test_target_native_rows_get_ids_and_loss_mask(mirror: Path, tmp_path: Path) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -208,7 +210,7 @@ def test_target_native_rows_get_ids_and_loss_mask(mirror: Path, tmp_path: Path) 
     tokenizer.save_pretrained(tmp_path / "tok")
     manifest = _manifest(mirror, target=TargetModel(model=str(tmp_path / "tok")))
     report = curate(manifest, tmp_path / "out", settings=get_settings()).report
-    assert report["token_counter"] == str(tmp_path / "tok")
+    assert report.token_counter == str(tmp_path / "tok")
     rows = pq.read_table(tmp_path / "out/data/shard-00000.parquet").to_pylist()
     native = [r for r in rows if r["target_native"]]
     assert native and all(len(r["input_ids"]) == len(r["loss_mask"]) for r in native)
@@ -227,15 +229,15 @@ def test_sources_without_files_are_found_in_the_mirror(tmp_path: Path) -> None:
         eval_sets=[EvalSet(name="gsm8k-test", hub_id="openai/gsm8k", config="main", split="test")],
     )
     report = curate(manifest, tmp_path / "out", settings=get_settings(), mirror=MIRROR).report
-    assert report["failed_sources"] == [] and report["rows_in"] == 50
-    assert report["eval_sets"]["gsm8k-test"] == {"items": 400, "error": None}
+    assert report.failed_sources == [] and report.rows_in == 50
+    assert report.eval_sets["gsm8k-test"] == EvalSetStatus(items=400, error=None)
     # The mirror's own eval entries are always added to the manifest's.
-    assert report["eval_sets"]["openai/openai_humaneval"] == {"items": 164, "error": None}
+    assert report.eval_sets["openai/openai_humaneval"] == EvalSetStatus(items=164, error=None)
     offline = curate(manifest, tmp_path / "out2", settings=get_settings()).report  # no mirror anywhere, offline
     assert (
-        "not in a local mirror and datahunt is offline" in offline["per_source"]["openai/gsm8k:main"]["error"]
+        "not in a local mirror and datahunt is offline" in offline.per_source["openai/gsm8k:main"].error
     )
-    assert offline["eval_sets"]["gsm8k-test"]["error"]
+    assert offline.eval_sets["gsm8k-test"].error
 
 
 def test_rerun_reuses_a_stage_whose_rows_hold_line_separators(tmp_path: Path) -> None:
@@ -249,10 +251,10 @@ def test_rerun_reuses_a_stage_whose_rows_hold_line_separators(tmp_path: Path) ->
     out = tmp_path / "out"
     first = curate(manifest, out, settings=get_settings(), jsonl=True)
     again = curate(manifest.model_copy(update={"budget": Budget(total=4)}), out, settings=get_settings(), jsonl=True)
-    assert again.reused == ["stage:local/seps"] and again.report["rows_out"] == 4
+    assert again.reused == ["stage:local/seps"] and again.report.rows_out == 4
     samples = (out / "samples.jsonl").read_text().split("\n")
     texts = {json.loads(line)["messages"][-1]["content"] for line in samples if line}
-    assert first.report["rows_out"] == 5 and all("\u2028" in t and "\u2029" in t for t in texts)
+    assert first.report.rows_out == 5 and all("\u2028" in t and "\u2029" in t for t in texts)
 
 
 def test_the_hub_is_probed_only_for_a_source_the_mirror_lacks(
@@ -269,14 +271,14 @@ def test_the_hub_is_probed_only_for_a_source_the_mirror_lacks(
         return "ConnectError: refused"
 
     manifest = _manifest(mirror)
-    assert curate(manifest, tmp_path / "a", settings=get_settings(), hub_probe=probe).report["failed_sources"] == []
+    assert curate(manifest, tmp_path / "a", settings=get_settings(), hub_probe=probe).report.failed_sources == []
     assert asked == []
     manifest.sources += [Source(hub_id=f"gone/d{i}", category=Category.MATH) for i in range(2)]
     manifest.sources.append(Source(hub_id="gone/d2", category=Category.CODE_REVIEW))
     report = curate(manifest, tmp_path / "b", settings=get_settings(), hub_probe=probe).report
-    assert asked == [1] and report["failed_sources"] == ["gone/d0", "gone/d1", "gone/d2"]
-    assert "code_review has approved sources but no rows in the mix" in " ".join(report["warnings"])
+    assert asked == [1] and report.failed_sources == ["gone/d0", "gone/d1", "gone/d2"]
+    assert "code_review has approved sources but no rows in the mix" in " ".join(report.warnings)
     assert "## Warnings" in (tmp_path / "b" / "summary.md").read_text()
     assert "not in the mirror and the Hub is unreachable (ConnectError: refused)" in (
-        report["per_source"]["gone/d2"]["error"]
+        report.per_source["gone/d2"].error
     )

@@ -48,6 +48,7 @@ def test_hub_license_ids_from_free_text() -> None:
     assert size_category(30) == "n<1K" and size_category(12_000) == "10K<n<100K"
 
 
+@pytest.mark.slow
 def test_a_curated_set_loads_back_with_its_card(tmp_path: Path) -> None:
     src = curated_set(tmp_path / "curated")
     written = build_folder(src, tmp_path / "hub", repo_id="me/eagle-set", version="0.1.0")
@@ -69,6 +70,7 @@ def test_a_curated_set_loads_back_with_its_card(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_one_license_for_every_source_is_the_card_license(tmp_path: Path) -> None:
     src = curated_set(tmp_path / "curated", alpaca_license="MIT")
     build_folder(src, tmp_path / "hub", repo_id="me/eagle-set", version="0.1.0")

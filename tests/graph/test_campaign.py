@@ -100,6 +100,7 @@ def test_failing_and_empty_subagents_leave_eight_stored_and_two_rerunnable(engin
         assert "math" in store.get_entry(session, hub_id="org-math/math-set-a").categories
 
 
+@pytest.mark.slow
 def test_thirty_percent_failing_searches_lose_nothing_and_retry_boundedly(engine: Engine) -> None:
     backends = [FlakySearch("hub", failure_rate=0.3, seed=7), FlakySearch("offline", failure_rate=0.3, seed=11)]
     retries = get_settings().search_retries

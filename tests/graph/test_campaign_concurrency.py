@@ -56,6 +56,7 @@ def run_side_by_side(engine: Engine, count: int) -> tuple[list[str], list[BaseEx
     return ids, errors
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [2, 4])
 def test_concurrent_campaigns_all_succeed_and_merge_every_dataset(engine: Engine, count: int) -> None:
     ids, errors = run_side_by_side(engine, count)

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from campaign_fakes import FakeIndex, ScriptedSubagent, stored_branch_results
 
 from core.settings import get_settings
@@ -30,6 +31,7 @@ def wait_for(predicate: object, *, timeout_s: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow
 def test_killed_campaign_resumes_without_redoing_finished_categories(database_url: str, tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     log.touch()

@@ -58,6 +58,7 @@ def test_a_campaign_another_process_holds_is_refused_untouched(engine: Engine) -
         assert store.lease_holder(session, name=store.campaign_lease("c")) is None  # released at the end
 
 
+@pytest.mark.slow
 def test_the_heartbeat_keeps_a_long_campaign_its_lease(engine: Engine, short_leases: float) -> None:
     _pending(engine, "c")
     stop = threading.Event()

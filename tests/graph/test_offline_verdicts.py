@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from sqlalchemy import Engine
 from sqlmodel import select
 
@@ -23,6 +24,7 @@ KNOWN_EVAL_SETS = {"princeton-nlp/SWE-bench_Verified", "HuggingFaceH4/MATH-500",
                    "ronantakizawa/codereview-bench", "devarshidev/codra-review-evals"}
 
 
+@pytest.mark.slow
 def test_offline_campaign_blocks_benchmarks_and_counts_like_the_catalog(engine: Engine) -> None:
     events: list[CampaignEvent] = []
     index = OfflineIndex.default()

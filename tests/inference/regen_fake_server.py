@@ -18,6 +18,7 @@ curated input rows for the tests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import random
@@ -156,10 +157,8 @@ class FakeServer:
 
     async def _nap(self, seconds: float) -> None:
         """Sleep `seconds`, or less when the server is stopping."""
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._closing.wait(), timeout=seconds)
-        except TimeoutError:
-            pass
 
     async def _respond(self, writer: asyncio.StreamWriter, method: str, path: str, raw: bytes) -> bool:
         self.requests[path] += 1

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from regen_fake_server import FakeServer, write_samples
 
 from inference.records import load_rows
@@ -34,6 +35,7 @@ def _ids(path: Path) -> list[str]:
     return [json.loads(line)["id"] for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume_gives_every_row_exactly_once(tmp_path: Path) -> None:
     rows = write_samples(tmp_path / "in.jsonl", 300, turns=2)
     for i in (5, 50, 150):

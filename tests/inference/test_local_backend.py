@@ -74,6 +74,7 @@ def test_batched_greedy_answers_equal_one_prompt_at_a_time(tiny_dir: Path) -> No
     assert {r.finish_reason for r in together} <= {"stop", "length"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["generate", "static"])
 def test_seeded_sampling_is_reproducible_and_differs_from_greedy(tiny_dir: Path, engine: str) -> None:
     import asyncio

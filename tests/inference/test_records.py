@@ -59,7 +59,7 @@ def test_bad_input_gives_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
         load_rows(tmp_path / "missing.jsonl")
     (tmp_path / "bad.jsonl").write_text('{"messages": []}\nnot json\n')
-    with pytest.raises(InputError, match="bad.jsonl:2"):
+    with pytest.raises(InputError, match=r"bad\.jsonl:2"):
         load_rows(tmp_path / "bad.jsonl")
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="no data"):

@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from regen_fake_server import FakeServer, write_samples
 
 from core.samples import RegeneratedSample
@@ -23,8 +24,8 @@ def _lines(path: Path) -> list[dict]:
 
 
 def _config(tmp_path: Path, urls: list[str], **kwargs) -> RunConfig:
-    defaults = dict(concurrency=4, backoff_base_s=0.01, backoff_cap_s=0.05, reprobe_interval_s=0.05,
-                    request_timeout_s=2.0, status_interval_s=0.05)
+    defaults = {"concurrency": 4, "backoff_base_s": 0.01, "backoff_cap_s": 0.05, "reprobe_interval_s": 0.05,
+                    "request_timeout_s": 2.0, "status_interval_s": 0.05}
     defaults.update(kwargs)
     return RunConfig(tmp_path / "in.jsonl", tmp_path / "run", urls, **defaults)
 
@@ -137,6 +138,7 @@ def test_native_api_end_to_end_with_reasoning_dropped(tmp_path: Path, tiny_token
     assert server.requests["/generate"] == 6
 
 
+@pytest.mark.slow
 def test_three_endpoints_one_dies_mid_run_and_comes_back(tmp_path: Path) -> None:
     servers = [FakeServer(delay_s=0.03, seed=i).start() for i in range(3)]
     victim = servers[1]

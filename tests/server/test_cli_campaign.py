@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from core.types import Category
@@ -12,6 +13,7 @@ from server.cli import app
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_offline_campaign_stores_all_ten_then_status_and_rerun() -> None:
     result = runner.invoke(app, ["campaign", "run", "--offline", "--json"])
     assert result.exit_code == 0, result.output

@@ -39,6 +39,7 @@ def curated_set(out: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_offline_writes_the_folder_and_says_it_was_not_uploaded(tmp_path: Path) -> None:
     src = curated_set(tmp_path / "curated")
     result = runner.invoke(app, ["publish", str(src), "--repo", "me/eagle-set"])
@@ -99,6 +100,7 @@ def recorded_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, st
     _http.set_client_factory(_http.default_client_factory)
 
 
+@pytest.mark.slow
 def test_online_creates_a_private_repo_and_uploads_shards_and_card(
     tmp_path: Path, recorded_hub: list[tuple[str, str, bytes]]
 ) -> None:

@@ -80,6 +80,7 @@ def live_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 CROSS_FIELD_RULES = {"GET /manifest", "POST /manifest/export"}  # shares summing over 1 are a 422 the schema cannot foresee
 
 
+@pytest.mark.slow
 def test_every_check_passes(live_url: str) -> None:
     load_all_checks()
     every_check = CHECKS.get_all()

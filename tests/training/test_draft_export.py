@@ -76,5 +76,5 @@ def test_loading_a_malformed_export_is_refused(tmp_path: Path) -> None:
     config = json.loads((tmp_path / "config.json").read_text())
     config["draft_vocab_size"] = 41
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ExportError, match="lm_head.weight has shape"):
+    with pytest.raises(ExportError, match=r"lm_head\.weight has shape"):
         load_draft(tmp_path, torch.zeros(60, 32))

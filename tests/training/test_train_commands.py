@@ -92,6 +92,7 @@ def _chat_prompts(path: Path, n: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_eval_accept_on_a_server_sends_ids_and_counts_an_answer_without_counters_as_zero_rounds(
         target_without_weights: Path, tiny_draft: Path, tmp_path: Path) -> None:
     prompts = _chat_prompts(tmp_path / "prompts.jsonl", 3)

@@ -27,7 +27,7 @@ def _prompts(tokenizer: Any, path: Path) -> list[list[int]]:
 def test_trained_draft_accepts_clearly_more_than_an_untrained_one(
     trained_run: Any, llama_dir: Path, regenerated_data: dict[str, Path], tokenizer: Any
 ) -> None:
-    cfg, result = trained_run
+    _cfg, result = trained_run
     assert result.steps == 150 and result.vocab_coverage > 0.99
     target, _ = load_target(llama_dir, torch.device("cpu"))
     draft, layers = load_draft(result.export_dir, target_embeddings(target))

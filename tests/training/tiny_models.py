@@ -70,7 +70,7 @@ def regenerate(model: Any, tokenizer: Any, n: int, new_tokens: int, seed: int) -
                for _ in range(n)]
     ids = torch.tensor([tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=True,
                                                       add_generation_prompt=True)["input_ids"] for p in prompts])
-    special = torch.tensor(tokenizer.convert_tokens_to_ids(SPECIAL + ["<unk>"]))
+    special = torch.tensor(tokenizer.convert_tokens_to_ids([*SPECIAL, "<unk>"]))
     for _ in range(new_tokens):
         logits = model(input_ids=ids).logits[:, -1]
         logits[:, special] = float("-inf")

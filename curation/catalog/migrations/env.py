@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import Connection
+from sqlmodel import SQLModel
 
-from curation.catalog import models
+from curation.catalog import models  # noqa: F401  (importing it registers the catalog's tables)
 from curation.catalog.database import catalog_tables_only
 
-target_metadata = models.SQLModel.metadata
+target_metadata = SQLModel.metadata
 
 
 def _run(connection: Connection) -> None:

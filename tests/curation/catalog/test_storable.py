@@ -82,11 +82,11 @@ def test_typed_text_is_refused_with_the_field_named(engine: Engine) -> None:
 
 def test_a_direct_write_of_bad_text_fails_as_a_catalog_error(engine: Engine) -> None:
     for bad in ("x\x00", "\ud800"):
-        with pytest.raises(store.InvalidValueError, match="auditevent.note contains"), \
+        with pytest.raises(store.InvalidValueError, match=r"auditevent\.note contains"), \
                 store.open_session(engine) as session:
             session.add(AuditEvent(entity="entry", entity_id="org/x", action="note", note=bad))
             session.flush()
-        with pytest.raises(store.InvalidValueError, match="auditevent.detail contains"), \
+        with pytest.raises(store.InvalidValueError, match=r"auditevent\.detail contains"), \
                 store.open_session(engine) as session:
             session.add(AuditEvent(entity="entry", entity_id="org/x", action="note", detail={"k": [bad]}))
     with store.open_session(engine) as session:
