@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from core.settings import get_settings
 from core.types import Category
 from curation import manifest_plan
 from curation.manifest import EvalSet, Manifest, Source
@@ -54,7 +55,7 @@ def test_a_run_resolves_each_entry_once_and_writes_the_report_model(
         eval_sets=[EvalSet(name="gsm8k-test", hub_id="openai/gsm8k", split="test")],
         mirror=str(MIRROR),
     )
-    result = curate(manifest, tmp_path / "out")
+    result = curate(manifest, tmp_path / "out", settings=get_settings())
     assert asked == ["openai/gsm8k", "openai/gsm8k"]  # the source, then the eval set: once each per run
     report = result.report
     assert report.rows_out == 20 and report.eval_sets["gsm8k-test"].items > 0
@@ -62,5 +63,5 @@ def test_a_run_resolves_each_entry_once_and_writes_the_report_model(
     text = (tmp_path / "out" / "report.json").read_text(encoding="utf-8")
     assert json.loads(text) == report.to_json()
     assert CurationReport.model_validate_json(text) == report
-    again = curate(manifest, tmp_path / "out")  # nothing changed: the report is read back from the file
+    again = curate(manifest, tmp_path / "out", settings=get_settings())  # nothing changed: the report is read back from the file
     assert again.reused[-1] == "final" and again.report == report
