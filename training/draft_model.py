@@ -107,7 +107,8 @@ class DraftMLP(nn.Module):
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        out: Tensor = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return out
 
 
 class DraftLayer(nn.Module):
@@ -128,8 +129,9 @@ class DraftLayer(nn.Module):
 
     def finish(self, attn: Tensor, residual: Tensor) -> Tensor:
         """o_proj + residual, then the MLP block with its own residual. attn is [B, T, h*d]."""
-        h = residual + self.self_attn.o_proj(attn)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        h: Tensor = residual + self.self_attn.o_proj(attn)
+        out: Tensor = h + self.mlp(self.post_attention_layernorm(h))
+        return out
 
 
 def ttt_attention(q: Tensor, keys: list[Tensor], values: list[Tensor], impl: str = "auto") -> Tensor:
@@ -203,7 +205,8 @@ class Eagle3Draft(nn.Module):
 
     def logits(self, hidden: Tensor) -> Tensor:
         """Draft-vocab logits from the layer's output hidden state."""
-        return self.lm_head(self.norm(hidden))
+        out: Tensor = self.lm_head(self.norm(hidden))
+        return out
 
     def forward(self, input_ids: Tensor, aux: Tensor, steps: int, attention: str = "auto") -> list[Tensor]:
         """Unroll `steps` TTT steps; return each step's draft-vocab logits [B, T, draft_vocab].

@@ -121,7 +121,8 @@ def ttt_loss(
             continue
         mask = (shift_left(loss_mask, j + 2) * shift_left(in_vocab, j + 1)).float()[:, :width]
         n = mask.sum()
-        step = _SoftCrossEntropy.apply(logits[:, :width], target_p[:, 1 + j :], mask / n.clamp(min=1.0))
+        step: Tensor = _SoftCrossEntropy.apply(  # type: ignore[no-untyped-call]  # autograd's apply is untyped
+            logits[:, :width], target_p[:, 1 + j :], mask / n.clamp(min=1.0))
         total = total + (decay**j) * step
         agree = (logits[:, :width].argmax(-1) == target_choice[:, 1 + j :]).float()
         losses.append(step.detach())

@@ -112,7 +112,7 @@ def train(cfg: TrainConfig) -> TrainResult:
                 step_logits = model(ids, aux, cfg.ttt_steps)
             result = ttt_loss(step_logits, target_draft_logits, in_vocab, mask, cfg.step_decay)
             optimizer.zero_grad(set_to_none=True)
-            result.total.backward()
+            result.total.backward()  # type: ignore[no-untyped-call]  # torch's backward is untyped
             torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.grad_clip)
             optimizer.step()
             scheduler.step()
@@ -328,7 +328,8 @@ def target_states(target: Any, source: Any, ids: Tensor, attn: Tensor, layers: A
     the same function without transformers' per-call overhead; checked equal in the tests).
     """
     if source is not None:
-        return source.lookup(ids, attn)
+        looked_up: tuple[Tensor, Tensor] = source.lookup(ids, attn)
+        return looked_up
     if isinstance(target, StaticLlama):
         logits, aux = target.states(ids, layers.as_input().ids)
         return aux, logits
