@@ -4,7 +4,7 @@ Stages (each resumable; results accumulate in WORK/results.json and are copied t
 - `prepare` (CPU, in the repo): single-turn prompts of the curated mirror set (prompt <= 384 tokens, original
   answer present, seeded shuffle so every prefix is a random sample of the whole), held-out eval prompts
   (EAGLE-bench alpaca / humaneval / gsm8k / qa, MT-bench turn 1; checked absent from the training prompts),
-  the GGUF split into two parts that fit one carry each.
+  the GGUF split into parts (default 3) that fit one carry each beside the tracked tree.
 - `target` (GPU): join the parts, check the sha256, `datahunt target prepare` (inference.target_folder).
 - `bench-regen`: the same prompts through `regenerate()` (journal, resume, status as always) with plain
   `generate` and with the continuous-batching engine, side by side: tok/s, finish reasons, repetition.
@@ -85,11 +85,11 @@ def prepare(args: argparse.Namespace) -> None:
     _write_jsonl(carry / "data" / "prompts.jsonl.gz", picked)
     _write_jsonl(carry / "data" / "eval.jsonl", evals)
     blob = gguf.read_bytes()
-    half = (len(blob) + 1) // 2
-    for i in range(2):
+    size = -(-len(blob) // args.parts)  # one part per carry: with the tracked tree it must stay under 64 MiB
+    for i in range(args.parts):
         part = carry / f"g{i}" / f"part{i}"
         part.parent.mkdir(parents=True, exist_ok=True)
-        part.write_bytes(blob[i * half : (i + 1) * half])
+        part.write_bytes(blob[i * size : (i + 1) * size])
     print(json.dumps({"prompts": len(picked), "categories": dict(Counter(r["category"] for r in picked)),
                       "eval": dict(Counter(e["set"] for e in evals))}))
 
@@ -375,6 +375,7 @@ def main() -> None:
     parser.add_argument("--data", default=".carry/data")
     parser.add_argument("--out", default="benchmarks/results/gpu_scaling")
     parser.add_argument("--max-prompt-tokens", type=int, default=384)
+    parser.add_argument("--parts", type=int, default=3, help="prepare: GGUF parts, one carried per call.")
     parser.add_argument("--max-tokens", type=int, default=384, help="Regeneration: new tokens per answer.")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--top-p", type=float, default=0.95)

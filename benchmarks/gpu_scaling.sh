@@ -51,10 +51,11 @@ case "$stage" in
     for p in .carry/g*/part*; do [ -f "$p" ] && cp "$p" "$WORK/parts/"; done
     [ -d .carry/data ] && cp .carry/data/* "$WORK/data/"
     [ -d .carry/tok ] && mkdir -p "$WORK/tok" && cp .carry/tok/* "$WORK/tok/"
-    # A regenerated set from an earlier session (benchmarks/results/gpu_scaling/regenerated_*.jsonl.gz, carried in
-    # .carry/regen/) spares the regeneration: `regen` then only answers the overfit and eval prompts.
-    if ls .carry/regen/*.jsonl.gz >/dev/null 2>&1; then
-      mkdir -p "$WORK/regen" && zcat .carry/regen/*.jsonl.gz > "$WORK/regen/regenerated.jsonl"
+    # The regenerated set of an earlier session spares the regeneration (`regen` then only answers the overfit
+    # and eval prompts); FRESH_REGEN=1 regenerates anyway.
+    saved=benchmarks/results/gpu_scaling/regenerated_smollm2_16k.jsonl.gz  # tracked: it travels with the tree
+    if [ -z "${FRESH_REGEN:-}" ] && [ -f "$saved" ] && [ ! -f "$WORK/regen/regenerated.jsonl" ]; then
+      mkdir -p "$WORK/regen" && zcat "$saved" > "$WORK/regen/regenerated.jsonl"
     fi
     nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
     ls -la "$WORK/parts"
