@@ -126,38 +126,21 @@ def evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[l
         return _evaluate_greedy_rounds(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos,
                                        baseline=baseline, use_graph=use_graph, max_len=max_len, on_prompt=on_prompt)
     runner = target_runner(target, layers, max_len, k, use_graph=use_graph)
-    report = AcceptReport(temperature=temperature)
     generator = torch.Generator(device=device)
 
     def rule() -> Any:
         return GreedyRule() if temperature <= 0 else SamplingRule(temperature, generator)
 
-    for i, prompt in enumerate(prompts):
-        reference = None
-        if baseline:
-            generator.manual_seed(seed + i)
-            _sync(device)
-            start = time.perf_counter()
-            reference = target_decode(runner, prompt, max_new, eos, rule())
-            _sync(device)
-            report.baseline_s += time.perf_counter() - start
-            report.baseline_tokens += len(reference)
-        counts = RoundCounts()
+    def alone(i: int, prompt: list[int]) -> list[int]:
+        generator.manual_seed(seed + i)
+        return target_decode(runner, prompt, max_new, eos, rule())
+
+    def speculative(i: int, prompt: list[int], counts: RoundCounts) -> list[int]:
         generator.manual_seed(seed + 10_000 + i)
-        _sync(device)
-        start = time.perf_counter()
-        spec = speculative_decode(runner, draft, prompt, max_new, k, eos, rule(), counts, max_len)
-        _sync(device)
-        report.speculative_s += time.perf_counter() - start
-        report.add(counts)  # counts.tokens = len(spec) - 1: the prefill's token is not a round's
-        if temperature <= 0 and reference is not None:
-            report.identical &= spec == reference
-        report.prompts += 1
-        if on_prompt:
-            on_prompt(i)
-    if not baseline:
-        report.speculative_s = 0.0  # no baseline to compare with: report no speedup
-    return report
+        return speculative_decode(runner, draft, prompt, max_new, k, eos, rule(), counts, max_len)
+
+    return _timed(prompts, alone if baseline else None, speculative, device, AcceptReport(temperature=temperature),
+                  on_prompt)
 
 
 def _evaluate_greedy_rounds(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *,
@@ -166,25 +149,36 @@ def _evaluate_greedy_rounds(target: Any, draft: Eagle3Draft, layers: AuxLayers, 
     """Greedy chain on a Llama-family target: each round one replayed graph, against the graph-replayed target."""
     device = next(target.parameters()).device
     rounds = GreedyRoundGraph(target, draft, layers, k=k, max_len=max_len, use_graph=use_graph)
-    alone = GreedyBaseline(target, max_len=max_len, use_graph=use_graph) if baseline else None
-    report = AcceptReport()
+    base = GreedyBaseline(target, max_len=max_len, use_graph=use_graph) if baseline else None
+    alone = (lambda i, prompt: base.decode(prompt, max_new, eos)) if base is not None else None
+    return _timed(prompts, alone, lambda i, prompt, counts: rounds.decode(prompt, max_new, eos, counts), device,
+                  AcceptReport(), on_prompt)
+
+
+def _timed(prompts: list[list[int]], alone: Callable[[int, list[int]], list[int]] | None,
+           speculative: Callable[[int, list[int], RoundCounts], list[int]], device: torch.device,
+           report: AcceptReport, on_prompt: Callable[[int], None] | None) -> AcceptReport:
+    """Decode each prompt alone (when given) and speculatively, each timed to the device's end; pool the counts.
+
+    At temperature 0 the two outputs must be equal token for token (`identical`); sampled outputs differ by design.
+    """
     for i, prompt in enumerate(prompts):
         reference = None
         if alone is not None:
             _sync(device)
             start = time.perf_counter()
-            reference = alone.decode(prompt, max_new, eos)
+            reference = alone(i, prompt)
             _sync(device)
             report.baseline_s += time.perf_counter() - start
             report.baseline_tokens += len(reference)
         counts = RoundCounts()
         _sync(device)
         start = time.perf_counter()
-        spec = rounds.decode(prompt, max_new, eos, counts)
+        spec = speculative(i, prompt, counts)
         _sync(device)
         report.speculative_s += time.perf_counter() - start
-        report.add(counts)
-        if reference is not None:
+        report.add(counts)  # counts.tokens = len(spec) - 1: the prefill's token is not a round's
+        if report.temperature <= 0 and reference is not None:
             report.identical &= spec == reference
         report.prompts += 1
         if on_prompt:

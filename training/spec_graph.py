@@ -30,7 +30,7 @@ from torch import Tensor
 from inference.static_llama import DecodeGraph, StaticLlama
 from training.draft_model import Eagle3Draft
 from training.hidden_states import AuxLayers
-from training.speculative import RoundCounts
+from training.speculative import RoundCounts, cut_output
 
 
 class GreedyRoundGraph:
@@ -160,7 +160,7 @@ class GreedyRoundGraph:
             new = new[:remaining]
             counts.record(min(accepted, remaining), self.k, len(new))
             out_tokens += new
-        return _cut(out_tokens, max_new, eos)
+        return cut_output(out_tokens, max_new, eos)
 
 
 class GreedyBaseline:
@@ -193,10 +193,5 @@ class GreedyBaseline:
             tokens = out[:made].tolist()
             if any(t in eos for t in tokens):
                 break
-        return _cut(out[:made].tolist(), max_new, eos)
+        return cut_output(out[:made].tolist(), max_new, eos)
 
-
-def _cut(out: list[int], max_new: int, eos: set[int]) -> list[int]:
-    out = out[:max_new]
-    stop = next((i for i, t in enumerate(out) if t in eos), None)
-    return out if stop is None else out[: stop + 1]

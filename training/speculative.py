@@ -293,7 +293,7 @@ def speculative_decode(target: TargetRunner, draft: Eagle3Draft, prompt: list[in
         if len(out) < max_new and out[-1] not in eos:
             # Verified positions start..start+accepted have final aux states; each reads the token after it.
             cache.advance(aux[: accepted + 1], new[: accepted + 1])
-    return _cut(out, max_new, eos)
+    return cut_output(out, max_new, eos)
 
 
 @torch.no_grad()
@@ -304,10 +304,11 @@ def target_decode(target: TargetRunner, prompt: list[int], max_new: int, eos: se
     out = [rule.first(logits[-1])]
     while len(out) < max_new and out[-1] not in eos:
         out.append(rule.first(target.decode(out[-1], len(prompt) + len(out) - 1)))
-    return _cut(out, max_new, eos)
+    return cut_output(out, max_new, eos)
 
 
-def _cut(out: list[int], max_new: int, eos: set[int]) -> list[int]:
+def cut_output(out: list[int], max_new: int, eos: set[int]) -> list[int]:
+    """The tokens up to max_new, ending at the first end-of-sequence token where there is one."""
     out = out[:max_new]
     stop = next((i for i, t in enumerate(out) if t in eos), None)
     return out if stop is None else out[: stop + 1]
