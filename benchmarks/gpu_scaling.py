@@ -390,8 +390,14 @@ def main() -> None:
     parser.add_argument("--overfit-epochs", type=int, default=60)
     parser.add_argument("--overfit-lr", type=float, default=1e-3)
     parser.add_argument("--base", type=int, default=1600, help="Samples at data scale 1.")
-    parser.add_argument("--scales", type=int, nargs="+", default=[400, 1600, 4800, 16000])
+    parser.add_argument("--scales", type=int, nargs="+", default=[1600, 4800, 16000])
     parser.add_argument("--control-scales", type=int, nargs="+", default=[1600, 4800, 16000])
+    parser.add_argument("--head-init", choices=["auto", "target", "random"], default="auto",
+                        help="auto: train the first regenerated scale both ways and keep, for every other point, "
+                        "the start with the lower final training loss (no eval data in the choice).")
+    parser.add_argument("--overfit-last", action="store_true",
+                        help="Run the overfit gate after the curve (when it already passed with this trainer).")
+    parser.add_argument("--time-control", action="store_true", help="Also time the top control draft.")
     parser.add_argument("--max-length", type=int, default=1024)
     parser.add_argument("--batch-tokens", type=int, default=16384)
     parser.add_argument("--epochs", type=int, default=4)

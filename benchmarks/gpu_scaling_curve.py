@@ -24,38 +24,84 @@ def curve(args: argparse.Namespace) -> None:
     prompts = _jsonl(work / "prompts.jsonl")
     regen = {r["id"]: r for r in _jsonl(work / "regen" / "regenerated.jsonl")}
     ordered = [p for p in prompts if p["id"] in regen]
-    if "overfit" not in results.data:
+    if "overfit" not in results.data and not args.overfit_last:
         results.data["overfit"] = overfit_gate(args, work)
         results.save()
         print("overfit", json.dumps(results.data["overfit"]))
-    plan = [(s, True) for s in args.scales] + [(s, False) for s in args.control_scales]
-    done = {(r["samples"], r["regenerated"]) for r in results.data["runs"]}
-    for samples, regenerated in plan:
-        if (samples, regenerated) in done:
-            continue
-        if time.perf_counter() - started > args.budget_s:
-            results.data["stopped"] = f"budget {args.budget_s}s reached before {samples} regenerated={regenerated}"
-            results.save()
-            break
-        rows = ordered[:samples]
-        results.data["runs"] += train_and_eval(args, work, samples, regenerated, rows, regen)
+    # The lm_head start, chosen once on training loss alone (the eval sets play no part): the first regenerated
+    # scale trained from both starts, the lower final loss kept for every other point.
+    first = min(args.scales)
+    head = args.head_init
+    if head == "auto":
+        for start in ("random", "target"):
+            if not _has(results, first, True, start):
+                results.data["runs"] += train_and_eval(args, work, first, True, ordered[:first], regen, start)
+                results.save()
+        loss = {start: next(r["final_loss"] for r in results.data["runs"] if r["samples"] == first
+                            and r["regenerated"] and r.get("head_init") == start) for start in ("random", "target")}
+        head = min(loss, key=lambda k: loss[k])
+        results.data["head_init"] = {"chosen": head, "rule": f"lower final training loss at {first} samples",
+                                     "final_loss": loss}
         results.save()
-    # Timing and sampled acceptance last: each replayed point is saved before the slow decoding starts.
-    top = max(args.scales)
-    for regenerated in (True, False):
-        if time.perf_counter() - started > args.budget_s:
-            break
-        runs = [r for r in results.data["runs"] if r["samples"] == top and r["regenerated"] is regenerated]
-        for run in runs:
-            if "speedup" in run:
+        print("head_init", json.dumps(results.data["head_init"]))
+    # Each scale's regenerated point, then its control, smallest first (a call cut short leaves whole pairs);
+    # the top scale's timing right after its regenerated point; sampling last.
+    plan: list[tuple[str, Any]] = []
+    for samples in sorted(set(args.scales) | set(args.control_scales)):
+        if samples in args.scales:
+            plan.append(("point", (samples, True, head)))
+            if samples == max(args.scales):
+                plan.append(("timed", (samples, True)))
+        if samples in args.control_scales:
+            plan.append(("point", (samples, False, head)))
+    if args.time_control:
+        plan.append(("timed", (max(args.control_scales), False)))
+    plan.append(("sampled", (max(args.scales), True)))
+    plan.append(("overfit", None))
+    for kind, spec in plan:
+        left = args.budget_s - (time.perf_counter() - started)
+        if kind == "overfit":
+            if "overfit" not in results.data and left > 90:
+                results.data["overfit"] = overfit_gate(args, work)
+                print("overfit", json.dumps(results.data["overfit"]))
+        elif kind == "point":
+            samples, regenerated, _ = spec
+            if _has(results, samples, regenerated, head):
                 continue
-            name = f"{'regen' if regenerated else 'orig'}_{top}"
-            prompts_of_set = [e["prompt"] for e in eval_items(args) if e["set"] == run["eval_set"]]
-            run.update(timed_decode(args, work / "runs" / name / "export", prompts_of_set[: args.timed_prompts],
-                                    sampled=regenerated))
-            results.save()
-            print(json.dumps({k: run.get(k) for k in ("samples", "regenerated", "eval_set", "speedup",
-                                                       "decoded_accept_length", "accept_length_sampled")}))
+            need = estimate_train_s(args, results, samples, regenerated)
+            if need > left:
+                results.data["stopped"] = (f"{left:.0f}s left, {need:.0f}s needed for {samples} "
+                                           f"regenerated={regenerated} head={head}")
+                results.save()
+                print(results.data["stopped"])
+                return
+            rows = ordered[:samples]
+            results.data["runs"] += train_and_eval(args, work, samples, regenerated, rows, regen, head)
+        else:
+            samples, regenerated = spec
+            runs = [r for r in results.data["runs"] if r["samples"] == samples and r["regenerated"] is regenerated
+                    and r.get("head_init") == head]
+            key = "speedup" if kind == "timed" else "accept_length_sampled"
+            for run in runs:
+                if key in run:
+                    continue
+                if time.perf_counter() - started > args.budget_s - 30:
+                    results.data["stopped"] = f"budget reached before {kind} {samples} {run['eval_set']}"
+                    results.save()
+                    return
+                name = run_name(samples, regenerated, head)
+                prompts_of_set = [e["prompt"] for e in eval_items(args) if e["set"] == run["eval_set"]]
+                export = work / "runs" / name / "export"
+                if kind == "timed":
+                    run.update(timed_decode(args, export, prompts_of_set[: args.timed_prompts]))
+                else:
+                    run.update(sampled_accept(args, export, prompts_of_set[: args.sampled_prompts]))
+                results.save()
+                print(json.dumps({k: run.get(k) for k in ("samples", "regenerated", "eval_set", "speedup",
+                                                           "decoded_accept_length", "accept_length_sampled")}))
+        results.save()
+    results.data.pop("stopped", None)
+    results.save()
     for r in results.data["runs"]:
         print(r["samples"], r["regenerated"], r["eval_set"], r["accept_length"], r.get("speedup"))
 
@@ -73,7 +119,8 @@ def overfit_gate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     pairs = [(_user_prompt(r), [t for t in r["conversations"] if t["role"] == "assistant"][0]["content"])
              for r in rows]
     counts = replay_on(args, result.export_dir, pairs, k=args.k)
-    return {"samples": len(rows), "epochs": args.overfit_epochs, "lr": args.overfit_lr, **train_stats(result),
+    return {"samples": len(rows), "epochs": args.overfit_epochs, "lr": args.overfit_lr, "head_init": cfg.head_init,
+            **train_stats(result),
             "accept_length": round(counts.tokens / max(1, counts.rounds), 4),
             "per_position_accept": [round(a / n, 4) if n else 0.0 for a, n in zip(counts.accepted, counts.attempted, strict=True)]}
 
@@ -114,18 +161,38 @@ def replay_on(args: argparse.Namespace, export_dir: Path, pairs: list[tuple[str,
     return replay_counts(target, draft, layers, prompts, outputs, k=k, batch=16)
 
 
+def _has(results: Any, samples: int, regenerated: bool, head: str) -> bool:
+    return any(r["samples"] == samples and r["regenerated"] is regenerated and r.get("head_init") == head
+               for r in results.data["runs"])
+
+
+def run_name(samples: int, regenerated: bool, head: str) -> str:
+    return f"{'regen' if regenerated else 'orig'}_{samples}_{head}head"
+
+
+def estimate_train_s(args: argparse.Namespace, results: Any, samples: int, regenerated: bool) -> float:
+    """Seconds a point will take: its tokens (epochs x samples x the mean row length of the runs so far, else
+    300 regenerated / 150 original) at the slowest throughput seen so far (else 40k tok/s), plus replay."""
+    seen = [r for r in results.data["runs"] if r["regenerated"] is regenerated and r.get("train_tokens")]
+    per_row = (sum(r["train_tokens"] / (r["samples"] * args.epochs) for r in seen) / len(seen)) if seen else \
+        (300.0 if regenerated else 150.0)
+    speed = min((r["train_tokens_per_s"] for r in results.data["runs"] if r.get("train_tokens_per_s")),
+                default=40_000.0)
+    return args.epochs * samples * per_row / speed + 25.0
+
+
 def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerated: bool,
-                   rows: list[dict[str, Any]], regen: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+                   rows: list[dict[str, Any]], regen: dict[str, dict[str, Any]], head: str) -> list[dict[str, Any]]:
     """Train one draft on `rows` (regenerated answers, or the dataset's own), evaluate it per eval set."""
     from training.trainer import train
 
-    name = f"{'regen' if regenerated else 'orig'}_{samples}"
+    name = run_name(samples, regenerated, head)
     data = work / f"{name}.jsonl"
     if regenerated:
         _write_jsonl(data, [{"id": r["id"], "conversations": regen[r["id"]]["conversations"]} for r in rows])
     else:
         _write_jsonl(data, [{"id": r["id"], "conversations": r["original_messages"]} for r in rows])
-    result = train(train_config(args, data, "conversations", work / "runs" / name))
+    result = train(train_config(args, data, "conversations", work / "runs" / name, head_init=head))
     info = train_stats(result)
     evals = eval_items(args)
     greedy = {r["id"]: r for r in _jsonl(work / "eval_greedy" / "regenerated.jsonl")}
@@ -136,7 +203,7 @@ def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerat
                  for e in items]
         counts = replay_on(args, result.export_dir, pairs, k=args.k)
         run = {"data_scale": round(samples / args.base, 3), "samples": samples, "eval_set": set_name,
-               "regenerated": regenerated, "prompts": len(pairs), "method": "greedy replay",
+               "regenerated": regenerated, "prompts": len(pairs), "method": "greedy replay", "head_init": head,
                "accept_length": round(counts.tokens / max(1, counts.rounds), 4),
                "per_position_accept": [round(a / n, 4) if n else 0.0 for a, n in zip(counts.accepted, counts.attempted, strict=True)],
                "rounds": counts.rounds, "tokens": counts.tokens, **info}
@@ -145,9 +212,7 @@ def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerat
     return out
 
 
-def timed_decode(args: argparse.Namespace, export_dir: Path, prompts: list[str], sampled: bool) -> dict[str, Any]:
-    """The KV-cached speculative decoder against the target's own decoding, batch 1, same prompts."""
-    from training.accept import evaluate
+def _loaded(args: argparse.Namespace, export_dir: Path, prompts: list[str]) -> tuple[Any, ...]:
     from training.export import load_draft
     from training.hidden_states import target_embeddings
 
@@ -159,18 +224,29 @@ def timed_decode(args: argparse.Namespace, export_dir: Path, prompts: list[str],
     for p in prompts:
         enc = tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=True, add_generation_prompt=True)
         ids.append(list(enc["input_ids"] if hasattr(enc, "keys") else enc))
+    return target, draft, layers, ids, eos
+
+
+def timed_decode(args: argparse.Namespace, export_dir: Path, prompts: list[str]) -> dict[str, Any]:
+    """The KV-cached speculative decoder against the target's own decoding, batch 1, same prompts."""
+    from training.accept import evaluate
+
+    target, draft, layers, ids, eos = _loaded(args, export_dir, prompts)
     evaluate(target, draft, layers, ids[:2], max_new=32, k=args.k, eos=eos)  # warm-up: graphs, kernels
     report = evaluate(target, draft, layers, ids, max_new=args.eval_max_new, k=args.k, eos=eos)
-    out = {"timed_prompts": len(ids), "decoded_accept_length": round(report.accept_length, 4),
-           "decoded_per_position_accept": [round(x, 4) for x in report.position_rates],
-           "speculative_tok_s": round(report.speculative_tok_s, 1), "baseline_tok_s": round(report.baseline_tok_s, 1),
-           "speedup": round(report.speedup, 3), "identical_to_target_greedy": report.identical}
-    if sampled:
-        hot = evaluate(target, draft, layers, ids[: args.sampled_prompts], max_new=args.eval_max_new, k=args.k,
-                       eos=eos, temperature=args.temperature, seed=0)
-        out.update(accept_length_sampled=round(hot.accept_length, 4), sampled_prompts=hot.prompts,
-                   per_position_accept_sampled=[round(x, 4) for x in hot.position_rates],
-                   sampling_temperature=args.temperature)
-    return out
+    return {"timed_prompts": len(ids), "decoded_accept_length": round(report.accept_length, 4),
+            "decoded_per_position_accept": [round(x, 4) for x in report.position_rates],
+            "speculative_tok_s": round(report.speculative_tok_s, 1), "baseline_tok_s": round(report.baseline_tok_s, 1),
+            "speedup": round(report.speedup, 3), "identical_to_target_greedy": report.identical}
 
 
+def sampled_accept(args: argparse.Namespace, export_dir: Path, prompts: list[str]) -> dict[str, Any]:
+    """Acceptance of speculative sampling at the regeneration temperature (exact rejection sampling)."""
+    from training.accept import evaluate
+
+    target, draft, layers, ids, eos = _loaded(args, export_dir, prompts)
+    hot = evaluate(target, draft, layers, ids, max_new=args.eval_max_new, k=args.k, eos=eos,
+                   temperature=args.temperature, seed=0, baseline=False)
+    return {"accept_length_sampled": round(hot.accept_length, 4), "sampled_prompts": hot.prompts,
+            "per_position_accept_sampled": [round(x, 4) for x in hot.position_rates],
+            "sampling_temperature": args.temperature}

@@ -41,6 +41,9 @@ class TrainConfig(BaseModel):
     aux_layer_ids: tuple[int, int, int] | None = Field(
         default=None, description="Input-of-layer ids (SGLang convention); default [2, L//2, L-3]."
     )
+    head_init: Literal["random", "target"] = Field(
+        default="random", description="random (SpecForge's start), or the draft's lm_head from the target's "
+        "output rows of the draft vocab and its final norm (Llama-style norms only): a warm start.")
     draft_intermediate_size: int | None = Field(default=None, description="Default: the target's.")
     serving_context: int | None = Field(
         default=None, description="max_position_embeddings written to the draft; default the target's."

@@ -34,6 +34,7 @@ from training.hidden_states import (
     data_hash,
     default_aux_layers,
     logits_from_final,
+    output_head,
     read_shards,
     target_embeddings,
     write_shards,
@@ -231,7 +232,24 @@ def build_draft(target: Any, cfg: TrainConfig, vocab: DraftVocab) -> Eagle3Draft
     draft = Eagle3Draft(draft_cfg)
     draft.embed_tokens.weight.data.copy_(target_embeddings(target))
     draft.set_vocab(vocab.d2t, vocab.t2d)
+    if cfg.head_init == "target":
+        init_head_from_target(draft, target)
     return draft
+
+
+def init_head_from_target(draft: Eagle3Draft, target: Any) -> None:
+    """Warm-start the draft's output side from the target's: lm_head row i is the target's output row of
+    target id d2t-mapped i, and the final norm is the target's where both use the Llama convention (Gemma's
+    norm scales by 1 + w, so it stays at ones). The draft then starts out reading its hidden state the way
+    the target reads its last one; the fused layer-(L-3) state it starts from is already close to that."""
+    head, _ = output_head(target)
+    rows = draft.draft_to_target(torch.arange(draft.cfg.draft_vocab_size, device=draft.d2t.device))
+    draft.lm_head.weight.data.copy_(head.float()[rows.to(head.device)].to(draft.lm_head.weight.device))
+    norm = getattr(getattr(target, "model", None), "norm", None)
+    model_type = str(getattr(target.config, "model_type", ""))
+    weight = getattr(norm, "weight", None)
+    if weight is not None and not model_type.startswith("gemma") and weight.shape == draft.norm.weight.shape:
+        draft.norm.weight.data.copy_(weight.detach().float())
 
 
 def export_dtype(cfg: TrainConfig, target: Any) -> str:

@@ -44,6 +44,8 @@ def train(
                                             "packed up to it (the fast path on a GPU, e.g. 16384)."),
     log_every: int | None = typer.Option(None, "--log-every", help="Steps between progress lines (default 50)."),
     lr: float | None = typer.Option(None, "--lr"),
+    head_init: str | None = typer.Option(None, "--head-init", help="random (default, SpecForge's start) | target "
+                                         "(lm_head rows and final norm from the target)."),
     mode: str | None = typer.Option(None, "--mode", help="online (target runs each batch) or offline (cached)."),
     messages_field: str | None = typer.Option(None, "--messages-field",
                                               help="conversations | messages | original_messages (control)."),
@@ -62,7 +64,7 @@ def train(
     overrides = {k: v for k, v in {
         "data": data, "target": target, "out": out, "max_steps": steps, "epochs": epochs, "ttt_steps": ttt_steps,
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
-        "log_every": log_every, "lr": lr, "mode": mode,
+        "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
     }.items() if v is not None}
     try:
