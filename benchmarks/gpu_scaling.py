@@ -357,7 +357,8 @@ def report(args: argparse.Namespace) -> None:
                        **{k: v for k, v in raw["overfit"].items() if k not in {"samples", "accept_length"}}}
            if "overfit" in raw else None,
            "regeneration": raw.get("regen"), "bench_regen": raw.get("bench_regen"),
-           "bench_train": raw.get("bench_train"), "runs": runs}
+           "bench_train": raw.get("bench_train"), "head_init": raw.get("head_init"),
+           "ablation_head_init": raw.get("ablation_head_init"), "not_measured": raw.get("not_measured"), "runs": runs}
     doc["forecast"] = forecast_from_results(doc, target_accept=args.target_accept)
     (out / "scaling.json").write_text(json.dumps(doc, indent=1) + "\n")
     plot_scaling(doc, out / "scaling.png")

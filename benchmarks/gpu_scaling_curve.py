@@ -172,12 +172,13 @@ def run_name(samples: int, regenerated: bool, head: str) -> str:
 
 def estimate_train_s(args: argparse.Namespace, results: Any, samples: int, regenerated: bool) -> float:
     """Seconds a point will take: its tokens (epochs x samples x the mean row length of the runs so far, else
-    300 regenerated / 150 original) at the slowest throughput seen so far (else 40k tok/s), plus replay."""
+    300 regenerated / 150 original) at the throughput of the longest run so far (else 40k tok/s), plus replay."""
     seen = [r for r in results.data["runs"] if r["regenerated"] is regenerated and r.get("train_tokens")]
     per_row = (sum(r["train_tokens"] / (r["samples"] * args.epochs) for r in seen) / len(seen)) if seen else \
         (300.0 if regenerated else 150.0)
-    speed = min((r["train_tokens_per_s"] for r in results.data["runs"] if r.get("train_tokens_per_s")),
-                default=40_000.0)
+    largest = max((r for r in results.data["runs"] if r.get("train_tokens_per_s")), default=None,
+                  key=lambda r: r["train_tokens"])  # the longest run's speed: start-up weighs least there
+    speed = largest["train_tokens_per_s"] if largest else 40_000.0
     return args.epochs * samples * per_row / speed + 25.0
 
 
