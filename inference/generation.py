@@ -41,6 +41,13 @@ class Sampling(BaseModel):
     max_tokens: int = Field(default=2048, gt=0)
     seed: int | None = None
 
+    def for_sample(self, sample: int) -> Sampling:
+        """The settings for a prompt's `sample`-th answer: with a seed, seed + sample (a server answers the same
+        prompt with the same seed identically, so every sample needs its own); without one, unchanged."""
+        if sample == 0 or self.seed is None:
+            return self
+        return self.model_copy(update={"seed": self.seed + sample})
+
 
 @dataclass
 class TurnResult:

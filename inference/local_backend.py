@@ -159,11 +159,13 @@ class LocalTransformersBackend:
             while len(batch) < self.max_batch and not queue.empty():
                 batch.append(queue.get_nowait())
             live = [p for p in batch if not p.future.done()]
-            # One generate call per sampling setting (a run normally has one).
+            # One generate call per sampling setting (a run normally has one). The seed does not split a batch:
+            # it differs per sample of a prompt (--samples), and this backend seeds per batch anyway.
             groups: dict[Sampling, list[_Pending]] = {}
             for pending in live:
-                groups.setdefault(pending.sampling, []).append(pending)
-            for sampling, group in groups.items():
+                groups.setdefault(pending.sampling.model_copy(update={"seed": None}), []).append(pending)
+            for _, group in groups.items():
+                sampling = group[0].sampling
                 try:
                     results = await asyncio.to_thread(self._generate, [p.ids for p in group], sampling)
                 except Exception as exc:  # an OOM or a model error fails these turns as row errors

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,35 @@ class InputRow:
     category: str | None = None
     source: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    sample: int = 0  # which of the prompt's answers this row asks for (0: the first; see expand_samples)
+    prompt_id: str | None = None  # the input row's id when this is a further sample of it
+
+
+SAMPLE_SEP = "#s"
+
+
+def expand_samples(rows: list[InputRow], samples: int) -> list[InputRow]:
+    """`samples` answers per prompt: each row to regenerate is followed by copies asking for answers 1..N-1.
+
+    Sample 0 keeps the row's id, so a run made with one answer per prompt grows into N answers by running it
+    again with --samples N (only the new samples are generated). Sample k has id `<id>#s<k>`. Target-native
+    rows are not copied: they have one answer, their own.
+    """
+    if samples < 1:
+        raise InputError(f"samples must be at least 1, not {samples}")
+    if samples == 1:
+        return rows
+    out: list[InputRow] = []
+    for row in rows:
+        out.append(row)
+        if row.needs_regeneration:
+            out.extend(replace(row, id=f"{row.id}{SAMPLE_SEP}{k}", sample=k, prompt_id=row.id)
+                       for k in range(1, samples))
+    ids = [r.id for r in out]
+    if len(ids) != len(set(ids)):
+        clash = next(i for i in ids if ids.count(i) > 1)
+        raise InputError(f"row id {clash!r} is both an input id and a sample id: rename it or use --samples 1")
+    return out
 
 
 def content_id(messages: list[dict[str, Any]]) -> str:

@@ -35,7 +35,7 @@ from inference.generation import (
     strip_thinking,
 )
 from inference.journal import Journal
-from inference.records import InputError, InputRow, PromptError, load_rows, user_turns
+from inference.records import InputError, InputRow, PromptError, expand_samples, load_rows, user_turns
 from inference.status import STATUS_FILE, StatusTracker, register_run, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ class RunConfig:
     limit: int | None = None
     model: str | None = None
     allow_new_sampling: bool = False  # resume a run whose earlier rows used other sampling settings
+    samples: int = 1  # answers per prompt to regenerate (expand_samples)
 
 
 @dataclass
@@ -111,14 +112,16 @@ class _Run:
     journal: Journal
     tracker: StatusTracker
 
-    async def call(self, history: list[dict[str, str]], turn: int) -> tuple[TurnResult, str, int]:
+    async def call(self, history: list[dict[str, str]], turn: int, sampling: Sampling | None = None
+                   ) -> tuple[TurnResult, str, int]:
         """Answer the last user turn of `history`; return (result, endpoint url, attempts)."""
+        sampling = sampling or self.config.sampling
         soft = hard = 0
         endpoint: Endpoint | None = None
         while True:
             endpoint = await self.pool.acquire()
             try:
-                result = await self.backend.generate_turn(self.client, endpoint.url, history, self.config.sampling)
+                result = await self.backend.generate_turn(self.client, endpoint.url, history, sampling)
             except RetryableError as exc:
                 # A dead server (connection refused/dropped) is the pool's problem: it ejects the endpoint and
                 # the row moves on to another; those attempts get a wider budget than the row's own failures.
@@ -154,10 +157,11 @@ class _Run:
         history: list[dict[str, str]] = [{"role": "system", "content": system}] if system is not None else []
         conversations = list(history)
         turns: list[dict[str, Any]] = []
+        sampling = self.config.sampling.for_sample(row.sample)
         for index, question in enumerate(users):
             history.append({"role": "user", "content": question})
             conversations.append({"role": "user", "content": question})
-            result, server, attempts = await self.call(history, index)
+            result, server, attempts = await self.call(history, index, sampling)
             self.tracker.add_turn(result.prompt_tokens, result.completion_tokens)
             text = result.training_text(self.config.reasoning)
             if not text.strip():
@@ -168,9 +172,9 @@ class _Run:
             history.append({"role": "assistant", "content": strip_thinking(result.content)})
             conversations.append({"role": "assistant", "content": text})
             turns.append(_turn_meta(result, server, attempts))
-        return {"id": row.id, "conversations": conversations, "meta": self._row_meta(row, turns)}
+        return {"id": row.id, "conversations": conversations, "meta": self._row_meta(row, turns, sampling)}
 
-    def _row_meta(self, row: InputRow, turns: list[dict[str, Any]]) -> dict[str, Any]:
+    def _row_meta(self, row: InputRow, turns: list[dict[str, Any]], sampling: Sampling) -> dict[str, Any]:
         meta: dict[str, Any] = {
             "regenerated": True,
             "finish_reason": turns[-1]["finish_reason"],
@@ -180,12 +184,14 @@ class _Run:
             "latency_s": round(sum(t["latency_s"] for t in turns), 4),
             "api": self.backend.api,
             "model": turns[-1].get("model") or self.config.model,
-            "sampling": self.config.sampling.model_dump(),
+            "sampling": sampling.model_dump(),
             "reasoning": self.config.reasoning.value,
             "turns": turns,
             "category": row.category,
             "source": row.source,
         }
+        if self.config.samples > 1:
+            meta.update(sample=row.sample, prompt_id=row.prompt_id or row.id)
         for counter in SPEC_COUNTS:  # summed over the turns that carry them (SGLang omits them when 0)
             values = [t[counter] for t in turns if t.get(counter) is not None]
             if values:
@@ -264,6 +270,7 @@ def _write_run_file(config: RunConfig, api: str) -> None:
         "sampling": config.sampling.model_dump(),
         "reasoning": config.reasoning.value,
         "concurrency": config.concurrency,
+        "samples": config.samples,
     }
     path = config.out_dir / RUN_FILE
     if path.exists():
@@ -283,6 +290,7 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
     rows, duplicates = load_rows(config.input_path)
     if config.limit is not None:
         rows = rows[: config.limit]
+    rows = expand_samples(rows, config.samples)
     if not rows:
         raise InputError(f"{config.input_path} holds no rows to regenerate")
     config.out_dir.mkdir(parents=True, exist_ok=True)

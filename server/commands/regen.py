@@ -143,6 +143,8 @@ def regen(
     max_attempts: int = typer.Option(6, "--max-attempts", min=1, help="Attempts per turn on 429/5xx/timeouts."),
     request_timeout: float = typer.Option(600.0, "--request-timeout", min=0.1, help="Seconds one request may take."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N input rows (a trial run)."),
+    samples: int = typer.Option(1, "--samples", min=1, help="Answers per prompt (ids <id>#s1.. after the first; "
+                                "with --seed, seed + k for answer k). Run again with a larger N to add answers."),
     force: bool = typer.Option(False, "--force", help="Regenerate even through a server serving another model, "
                                "or resume a run with other sampling settings."),
     progress: bool = typer.Option(True, "--progress/--no-progress",
@@ -181,7 +183,7 @@ def regen(
         input_path=input_path, out_dir=out, endpoints=list(servers), concurrency=concurrency,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         reasoning=mode, max_attempts=max_attempts, request_timeout_s=request_timeout, retry_failed=retry_failed,
-        limit=limit, model=model or served or expected, allow_new_sampling=force,
+        limit=limit, model=model or served or expected, allow_new_sampling=force, samples=samples,
     )
     live = LiveStatus(out, Console(stderr=True)) if progress else contextlib.nullcontext()
     try:

@@ -187,3 +187,42 @@ def test_retry_after_is_honoured_within_the_cap() -> None:
         assert asyncio.run(run()) == 0.25
     finally:
         server.stop()
+
+
+def test_several_answers_per_prompt_each_with_its_own_seed_and_growing_on_resume(
+        tmp_path: Path, fake_server: FakeServer) -> None:
+    rows = write_samples(tmp_path / "in.jsonl", 3)
+    for i, row in enumerate(rows):
+        row["id"] = f"p{i}"
+    rows[2]["needs_regeneration"] = False
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    first = regenerate(_config(tmp_path, [fake_server.url], sampling=Sampling(seed=5)), OpenAIChatBackend())
+    assert first.done == 3
+    before = fake_server.requests["/v1/chat/completions"]
+    grown = regenerate(_config(tmp_path, [fake_server.url], sampling=Sampling(seed=5), samples=3), OpenAIChatBackend())
+    # Only the new answers were asked for: two more for each of the two prompts to regenerate, none for the native row.
+    assert grown.skipped == 3 and grown.done == 4 and grown.total == 7
+    assert fake_server.requests["/v1/chat/completions"] - before == 4
+    out = {r["id"]: r for r in _lines(tmp_path / "run" / "regenerated.jsonl")}
+    first_id, native_id = rows[0]["id"], rows[2]["id"]
+    assert set(out) == {first_id, f"{first_id}#s1", f"{first_id}#s2", rows[1]["id"], f"{rows[1]['id']}#s1",
+                        f"{rows[1]['id']}#s2", native_id}
+    extra = out[f"{first_id}#s2"]["meta"]
+    assert extra["sample"] == 2 and extra["prompt_id"] == first_id and extra["sampling"]["seed"] == 7
+    assert out[f"{first_id}#s2"]["conversations"][:2] == out[first_id]["conversations"][:2]  # the same prompt
+    question = next(m["content"] for m in rows[0]["messages"] if m["role"] == "user")
+    seeds = sorted(b["seed"] for b in fake_server.bodies if b["messages"][-1]["content"] == question)
+    assert seeds == [5, 6, 7]  # a server answers one prompt with one seed identically: each sample has its own
+    assert out[native_id]["meta"]["regenerated"] is False
+
+
+def test_sample_ids_that_clash_with_input_ids_are_refused(tmp_path: Path, fake_server: FakeServer) -> None:
+    from inference.records import InputError
+
+    rows = write_samples(tmp_path / "in.jsonl", 2)
+    rows[0]["id"], rows[1]["id"] = "a", "a#s1"
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match="both an input id and a sample id"):
+        regenerate(_config(tmp_path, [fake_server.url], samples=2), OpenAIChatBackend())
+    with pytest.raises(InputError, match="at least 1"):
+        regenerate(_config(tmp_path, [fake_server.url], samples=0), OpenAIChatBackend())
