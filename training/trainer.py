@@ -105,7 +105,9 @@ def train(cfg: TrainConfig) -> TrainResult:
     result = None
     epoch = step // max(1, per_epoch)
     while step < total_steps:
-        for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch)[:per_epoch]:
+        # A run resumed mid-epoch continues that epoch's batch order where the checkpoint left it.
+        done_in_epoch = step - epoch * per_epoch
+        for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:per_epoch]:
             ids, attn, mask = (t.to(device, non_blocking=True) for t in (ids, attn, mask))
             aux, target_logits = target_states(scorer, source, ids, attn, layers)
             target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)

@@ -151,3 +151,24 @@ def test_the_one_graph_round_decoder_runs_the_same_rounds_as_the_eager_one(
         assert rounds.decode(prompt, 24, eos, counts) == baseline.decode(prompt, 24, eos)
     assert (counts.rounds, counts.tokens) == (eager.rounds, eager.tokens)
     assert counts.accepted == eager.accepted and counts.attempted == eager.attempted
+
+
+def test_a_run_resumed_mid_epoch_ends_where_an_uninterrupted_one_does(tmp_path: Path, llama_dir: Path,
+                                                                        regenerated_data: dict[str, Path]) -> None:
+    """Killed after step 3 of an epoch and run again, training continues with batch 4 of that epoch (not batch
+    1 again): the final weights equal those of a run that was never interrupted."""
+    import shutil
+
+    base = {"data": str(regenerated_data["train"]), "target": str(llama_dir), "draft_vocab_size": 150,
+            "ttt_steps": 2, "batch_size": 4, "device": "cpu", "max_steps": 6, "lr": 3e-3}
+    whole = train(make_config({**base, "out": str(tmp_path / "whole"), "save_every": 100}))
+    assert whole.steps == 6
+    cut = tmp_path / "cut"
+    train(make_config({**base, "out": str(cut), "save_every": 3}))
+    shutil.rmtree(cut / "checkpoints" / "step_0000006")  # as if killed between steps 3 and 6
+    shutil.rmtree(cut / "export")
+    train(make_config({**base, "out": str(cut), "save_every": 3}))
+    a = torch.load(tmp_path / "whole/checkpoints/step_0000006/state.pt", weights_only=True)["draft"]
+    b = torch.load(cut / "checkpoints/step_0000006/state.pt", weights_only=True)["draft"]
+    for name in ("fc.weight", "lm_head.weight", "midlayer.self_attn.q_proj.weight"):
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0)
