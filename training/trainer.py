@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import pickle
 import random
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -398,20 +400,25 @@ def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, schedu
     """Write out/checkpoints/step_N: weights, optimizer, scheduler, step, and the run config beside them."""
     folder = cfg.out / "checkpoints" / f"step_{step:07d}"
     folder.mkdir(parents=True, exist_ok=True)
-    torch.save({"draft": draft.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "step": step}, folder / "state.pt")
     save_config(cfg, folder)
+    partial = folder / "state.pt.partial"  # renamed into place whole: a kill mid-write leaves no state.pt
+    torch.save({"draft": draft.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "step": step}, partial)
+    os.replace(partial, folder / "state.pt")
     return folder
 
 
 def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any) -> int:
     """Load the newest checkpoint under out/checkpoints (if any) and return its step, else 0."""
-    found = sorted((cfg.out / "checkpoints").glob("step_*/state.pt"))
-    if not found:
-        return 0
-    state = torch.load(found[-1], weights_only=True)
-    draft.load_state_dict(state["draft"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    logger.info("resumed from %s", found[-1].parent)
-    return int(state["step"])
+    for path in sorted((cfg.out / "checkpoints").glob("step_*/state.pt"), reverse=True):
+        try:
+            state = torch.load(path, weights_only=True)
+        except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+            logger.warning("skipping unreadable checkpoint %s (%s); trying the one before", path.parent, exc)
+            continue
+        draft.load_state_dict(state["draft"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        logger.info("resumed from %s", path.parent)
+        return int(state["step"])
+    return 0

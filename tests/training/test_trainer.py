@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from tiny_models import make_gemma, regenerate
 
@@ -172,3 +174,21 @@ def test_a_run_resumed_mid_epoch_ends_where_an_uninterrupted_one_does(tmp_path: 
     b = torch.load(cut / "checkpoints/step_0000006/state.pt", weights_only=True)["draft"]
     for name in ("fc.weight", "lm_head.weight", "midlayer.self_attn.q_proj.weight"):
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=0)
+
+
+def test_an_unreadable_newest_checkpoint_falls_back_to_the_one_before(tmp_path: Path, llama_dir: Path,
+                                                                       regenerated_data: dict[str, Path],
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """A checkpoint from another tool's crash (truncated file) is skipped with a warning, not fatal."""
+    base = {"data": str(regenerated_data["train"]), "target": str(llama_dir), "out": str(tmp_path),
+            "draft_vocab_size": 150, "ttt_steps": 2, "batch_size": 4, "device": "cpu", "save_every": 2}
+    train(make_config({**base, "max_steps": 2}))
+    broken = tmp_path / "checkpoints" / "step_0000003"
+    broken.mkdir()
+    (broken / "state.pt").write_bytes(b"PK\x03\x04 truncated")
+    with caplog.at_level(logging.INFO, logger="training"):
+        result = train(make_config({**base, "max_steps": 4}))
+    assert result.steps == 4
+    assert "skipping unreadable checkpoint" in caplog.text and "resumed from" in caplog.text
+    assert caplog.text.split("resumed from", 1)[1].split()[0].endswith("step_0000002")
+    assert not list(tmp_path.glob("checkpoints/*/state.pt.partial"))  # checkpoints land whole
