@@ -175,7 +175,7 @@ def repetition(answers: list[str]) -> dict[str, float]:
 
 
 def regen_run(args: argparse.Namespace, rows_file: Path, out_dir: Path, engine: str, slots: int,
-              temperature: float, limit: int | None = None) -> dict[str, Any]:
+              temperature: float, limit: int | None = None, samples: int = 1) -> dict[str, Any]:
     """One `regenerate()` run through the local backend; its throughput, finish reasons and repetition."""
 
     from inference.generation import Sampling
@@ -187,7 +187,8 @@ def regen_run(args: argparse.Namespace, rows_file: Path, out_dir: Path, engine: 
     sampling = Sampling(temperature=temperature, top_p=args.top_p if temperature > 0 else 1.0,
                         max_tokens=args.max_tokens, seed=0)
     config = RunConfig(input_path=rows_file, out_dir=out_dir, endpoints=[LOCAL_URL], concurrency=slots,
-                       sampling=sampling, model="SmolLM2-135M-Instruct (GGUF Q4_1 dequantized, bf16)", limit=limit)
+                       sampling=sampling, model="SmolLM2-135M-Instruct (GGUF Q4_1 dequantized, bf16)", limit=limit,
+                       samples=samples)
     _sync()
     start = time.perf_counter()
     summary = regenerate(config, backend)
@@ -246,6 +247,12 @@ def regen_all(args: argparse.Namespace) -> None:
         results.data["regen"] = regen_run(args, prompts, work / "regen", "static", args.slots, args.temperature,
                                           limit=args.rows)
         results.save()
+    if args.answers > 1 and (results.data.get("regen_answers") or {}).get("answers") != args.answers:
+        # More answers to the same prompts (ids <id>#s<k>, seed 0 + k): the same run folder grows.
+        results.data["regen_answers"] = {"answers": args.answers, **regen_run(
+            args, prompts, work / "regen", "static", args.slots, args.temperature, limit=args.rows,
+            samples=args.answers)}
+        results.save()
     if "regen_greedy_overfit" not in results.data:
         results.data["regen_greedy_overfit"] = regen_run(args, prompts, work / "regen_greedy", "static", 256, 0.0,
                                                          limit=args.overfit_rows)
@@ -283,7 +290,8 @@ def train_config(args: argparse.Namespace, data: Path, field: str, out: Path, **
     values = {"data": str(data), "target": str(Path(args.work) / "target"), "out": str(out),
               "messages_field": field, "max_length": args.max_length, "batch_tokens": args.batch_tokens,
               "epochs": args.epochs, "lr": args.lr, "draft_vocab_size": args.draft_vocab, "log_every": 25,
-              "save_every": 10**9, "resume": False, "seed": 0, **extra}
+              # Checkpoints every 200 steps: a point cut by a call's time limit resumes in the next call.
+              "save_every": 200, "resume": True, "seed": 0, **extra}
     return make_config({k: v for k, v in values.items() if v is not None})
 
 
@@ -382,6 +390,8 @@ def main() -> None:
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--slots", type=int, default=1024, help="Engine slots for the full regeneration.")
     parser.add_argument("--rows", type=int, default=None, help="Regenerate only the first N prompts.")
+    parser.add_argument("--answers", type=int, default=1, help="regen: answers per prompt (the set grows to "
+                        "prompts x N; the curve takes every prompt's first answer before any second one).")
     parser.add_argument("--bench-rows", type=int, default=1024)
     parser.add_argument("--bench-generate-batch", type=int, default=1024)
     parser.add_argument("--bench-slots", type=int, default=256)

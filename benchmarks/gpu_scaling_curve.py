@@ -24,6 +24,12 @@ def curve(args: argparse.Namespace) -> None:
     prompts = _jsonl(work / "prompts.jsonl")
     regen = {r["id"]: r for r in _jsonl(work / "regen" / "regenerated.jsonl")}
     ordered = [p for p in prompts if p["id"] in regen]
+    # Regenerated rows in curve order: every prompt's first answer, then every second answer (<id>#s1), ...
+    answer_ids = [p["id"] for p in ordered]
+    k = 1
+    while more := [f"{p['id']}#s{k}" for p in ordered if f"{p['id']}#s{k}" in regen]:
+        answer_ids += more
+        k += 1
     if "overfit" not in results.data and not args.overfit_last:
         results.data["overfit"] = overfit_gate(args, work)
         results.save()
@@ -35,7 +41,7 @@ def curve(args: argparse.Namespace) -> None:
     if head == "auto":
         for start in ("random", "target"):
             if not _has(results, first, True, start):
-                results.data["runs"] += train_and_eval(args, work, first, True, ordered[:first], regen, start)
+                results.data["runs"] += train_and_eval(args, work, first, True, answer_ids[:first], regen, start)
                 results.save()
         loss = {start: next(r["final_loss"] for r in results.data["runs"] if r["samples"] == first
                             and r["regenerated"] and r.get("head_init") == start) for start in ("random", "target")}
@@ -75,7 +81,11 @@ def curve(args: argparse.Namespace) -> None:
                 results.save()
                 print(results.data["stopped"])
                 return
-            rows = ordered[:samples]
+            if regenerated and samples > len(answer_ids) or not regenerated and samples > len(ordered):
+                print(f"skipping {samples} regenerated={regenerated}: only {len(answer_ids)} answers, "
+                      f"{len(ordered)} prompts")
+                continue
+            rows = answer_ids[:samples] if regenerated else ordered[:samples]
             results.data["runs"] += train_and_eval(args, work, samples, regenerated, rows, regen, head)
         else:
             samples, regenerated = spec
@@ -183,14 +193,15 @@ def estimate_train_s(args: argparse.Namespace, results: Any, samples: int, regen
 
 
 def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerated: bool,
-                   rows: list[dict[str, Any]], regen: dict[str, dict[str, Any]], head: str) -> list[dict[str, Any]]:
-    """Train one draft on `rows` (regenerated answers, or the dataset's own), evaluate it per eval set."""
+                   rows: list[Any], regen: dict[str, dict[str, Any]], head: str) -> list[dict[str, Any]]:
+    """Train one draft on `rows` (ids of regenerated answers, or prompt rows for the datasets' own answers),
+    evaluate it per eval set."""
     from training.trainer import train
 
     name = run_name(samples, regenerated, head)
     data = work / f"{name}.jsonl"
     if regenerated:
-        _write_jsonl(data, [{"id": r["id"], "conversations": regen[r["id"]]["conversations"]} for r in rows])
+        _write_jsonl(data, [{"id": rid, "conversations": regen[rid]["conversations"]} for rid in rows])
     else:
         _write_jsonl(data, [{"id": r["id"], "conversations": r["original_messages"]} for r in rows])
     result = train(train_config(args, data, "conversations", work / "runs" / name, head_init=head))
@@ -205,6 +216,7 @@ def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerat
         counts = replay_on(args, result.export_dir, pairs, k=args.k)
         run = {"data_scale": round(samples / args.base, 3), "samples": samples, "eval_set": set_name,
                "regenerated": regenerated, "prompts": len(pairs), "method": "greedy replay", "head_init": head,
+               "distinct_training_prompts": len({str(r if regenerated else r["id"]).split("#s")[0] for r in rows}),
                "accept_length": round(counts.tokens / max(1, counts.rounds), 4),
                "per_position_accept": [round(a / n, 4) if n else 0.0 for a, n in zip(counts.accepted, counts.attempted, strict=True)],
                "rounds": counts.rounds, "tokens": counts.tokens, **info}
