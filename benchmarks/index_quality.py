@@ -49,6 +49,8 @@ JUDGMENTS = ROOT / "tests" / "data" / "index_judgments.json"
 RESULTS = ROOT / "benchmarks" / "results"
 K = 20
 BEFORE = RESULTS / "index_quality_before.json"
+NOTES = RESULTS / "index_quality_notes.md"  # the hand-written diagnosis, appended to the generated results
+AIM_MEAN, AIM_EACH = 0.90, 0.75  # issue #11's aim for the subagent's recall@20 on the test half
 RANKERS = ("substring", "bm25", "hybrid", "subagent_before", "subagent")
 SEED_RANKERS = ("substring", "bm25", "hybrid")
 SPLITS = ("test", "dev", "all")
@@ -222,6 +224,15 @@ def markdown(result: dict) -> str:
         "of that half; unjudged counted as not relevant). `subagent_before` is the campaign's frozen top 20 from "
         f"before issue #11, `subagent` the current one. Retrieval: {result['retrieval']}.",
     ]
+    test = [r["halves"]["test"]["subagent"]["recall"] for r in result["rows"]]
+    short = [f"{r['category']} {v:.2f}" for r, v in zip(result["rows"], test, strict=True) if v < AIM_EACH]
+    mean = result["mean"]["test"]["subagent"]["recall"]
+    met = mean >= AIM_MEAN and not short
+    lines += [
+        "",
+        f"Aim (subagent recall@20 on test: mean >= {AIM_MEAN:.2f}, every category >= {AIM_EACH:.2f}): "
+        + ("**met**." if met else f"**not met**: mean {mean:.3f}" + (f"; below {AIM_EACH:.2f}: {', '.join(short)}" if short else "") + "."),
+    ]
     lines += split_tables(result)
     m = result["mean"]
     lines += [
@@ -251,6 +262,8 @@ def markdown(result: dict) -> str:
         "one after another, embedding model load included.",
         "",
     ]
+    if NOTES.exists():
+        lines += [NOTES.read_text(encoding="utf-8").rstrip(), ""]
     return "\n".join(lines)
 
 
