@@ -8,7 +8,10 @@ issue-to-patch set is bug fixing even when it never says "bug". Being found by s
 adds a little, but never lifts a candidate with no evidence at all. The sum is squashed into [0, 1] with a
 one-line reason. An evaluation-only benchmark or a raw corpus (`agents/dataset_kind.py`) keeps `BENCHMARK_DISCOUNT` of its
 relevance: it is still delivered (the verifier offers a benchmark as an eval set and flags a corpus) but ranks
-below training data. The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic. `guess_format`
+below training data. Keyword evidence is contrastive too: when another category's keywords fit the candidate
+better than this one's (a code-review set that also mentions summaries), its relevance keeps
+exp(-`KEYWORD_CONTRAST` × the difference), so look-alikes from a neighbouring category sink without being
+dropped (a dataset kept for two categories matches both, and loses little). The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic. `guess_format`
 names the row layout (sharegpt, openai_messages, alpaca, …) from features, tags and description.
 """
 
@@ -35,6 +38,7 @@ SEMANTIC_FLOOR = 0.25  # cosine to the nearest anchor below which the meaning ad
 SEMANTIC_FULL = 0.55  # cosine at which the meaning counts SEMANTIC_WEIGHT
 SEMANTIC_WEIGHT = 1.2
 BENCHMARK_DISCOUNT = 0.8
+KEYWORD_CONTRAST = 0.2  # per unit of keyword evidence by which another category fits better
 
 
 @lru_cache(maxsize=65_536)
@@ -52,11 +56,8 @@ def semantic_evidence(similarity: float | None) -> float:
     return SEMANTIC_WEIGHT * min(1.0, max(0.0, share))
 
 
-def score_candidate(
-    candidate: Candidate, definition: CategoryDefinition, similarity: float | None = None
-) -> tuple[float, str]:
-    """Return `(relevance in [0, 1], reason)` for `candidate` from `definition`'s keywords and, when given, the
-    candidate's embedding `similarity` to the category's anchors."""
+def _keyword_matches(candidate: Candidate, definition: CategoryDefinition) -> tuple[list[str], list[str], list[str]]:
+    """Return the category's keywords found in the candidate's id, else its tags, else its description."""
     keywords = [(k, _stems(k)) for k in definition.keywords if _stems(k)]
     meta = candidate.metadata
     id_stems = _stems(candidate.hub_id.split("/", 1)[-1])
@@ -65,15 +66,39 @@ def score_candidate(
     in_id = [k for k, stems in keywords if stems <= id_stems]
     in_tags = [k for k, stems in keywords if stems <= tag_stems and k not in in_id]
     in_text = [k for k, stems in keywords if stems <= text_stems and k not in in_id and k not in in_tags]
+    return in_id, in_tags, in_text
+
+
+def keyword_evidence(candidate: Candidate, definition: CategoryDefinition) -> float:
+    """Return the weighted count of `definition`'s keywords in the candidate's id, tags and description."""
+    in_id, in_tags, in_text = _keyword_matches(candidate, definition)
+    return ID_WEIGHT * len(in_id) + TAG_WEIGHT * len(in_tags) + TEXT_WEIGHT * len(in_text)
+
+
+def score_candidate(
+    candidate: Candidate,
+    definition: CategoryDefinition,
+    similarity: float | None = None,
+    rival: tuple[str, float] | None = None,
+) -> tuple[float, str]:
+    """Return `(relevance in [0, 1], reason)` for `candidate` from `definition`'s keywords and, when given, the
+    candidate's embedding `similarity` to the category's anchors and `rival`: the other category whose keywords
+    fit it best, with that `keyword_evidence` (see the module text)."""
+    in_id, in_tags, in_text = _keyword_matches(candidate, definition)
+    keywords_raw = ID_WEIGHT * len(in_id) + TAG_WEIGHT * len(in_tags) + TEXT_WEIGHT * len(in_text)
     semantic = semantic_evidence(similarity)
-    raw = ID_WEIGHT * len(in_id) + TAG_WEIGHT * len(in_tags) + TEXT_WEIGHT * len(in_text) + semantic
+    raw = keywords_raw + semantic
     sources = {(e.backend, e.query) for e in candidate.evidence}
     if raw > 0:
         raw += EVIDENCE_WEIGHT * min(len(sources) - 1, EVIDENCE_CAP) if sources else 0.0
     relevance = 1.0 - math.exp(-raw)
     benchmark = raw > 0 and is_eval_only(candidate)
     corpus = raw > 0 and not benchmark and raw_corpus_evidence(candidate) is not None
-    relevance = round(relevance * (BENCHMARK_DISCOUNT if benchmark or corpus else 1.0), 3)
+    relevance *= BENCHMARK_DISCOUNT if benchmark or corpus else 1.0
+    lead = 0.0 if rival is None else rival[1] - keywords_raw
+    if lead > 0:
+        relevance *= math.exp(-KEYWORD_CONTRAST * lead)
+    relevance = round(relevance, 3)
     if raw == 0:
         unlike = "" if similarity is None else f" and it reads unlike the category (similarity {similarity:.2f})"
         return 0.0, f"no {definition.category.value} keyword in id, tags or description{unlike}"
@@ -91,6 +116,8 @@ def score_candidate(
         parts.append("an evaluation benchmark: ranked below training data")
     if corpus:
         parts.append("a raw corpus: ranked below conversation and instruction data")
+    if lead > 0 and rival is not None:
+        parts.append(f"{rival[0]}'s keywords fit it better (by {lead:.2f})")
     return relevance, "; ".join(parts)
 
 

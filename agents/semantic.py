@@ -26,7 +26,7 @@ from core.types import Category
 
 logger = logging.getLogger(__name__)
 
-CONTRAST = 0.5  # how much being closer to another category counts against this one
+CONTRAST = 1.0  # how much being closer to another category counts against this one
 
 
 class CategorySimilarity:

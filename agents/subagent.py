@@ -21,7 +21,7 @@ from agents.categories import CategoryDefinition, load_category
 from agents.llm import LLMError, RelevanceLLM
 from agents.models import Candidate, Deliverable, Evidence, QueryRecord, SearchHit
 from agents.planning import plan_queries_deterministic
-from agents.scoring import guess_format, score_candidate
+from agents.scoring import guess_format, keyword_evidence, score_candidate
 from agents.search.base import SearchBackend, TransientSearchError, is_semantic
 from agents.semantic import CategorySimilarity
 from core.types import Category, is_hub_id, parse_category
@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 2.0
 LLM_JUDGE_LIMIT = 40  # candidates sent to the LLM judge, best deterministic scores first
+LOCAL_POOL_DEPTH = 20  # hits per query from the in-process index (50 cost the campaign 5 s in verification)
 
 
 async def run_subagent(
@@ -40,6 +41,7 @@ async def run_subagent(
     similarity: CategorySimilarity | None = None,
     max_queries: int = 8,
     per_query_limit: int = 20,
+    local_pool_depth: int = LOCAL_POOL_DEPTH,
     retries: int = 2,
     timeout_s: float = 20.0,
     retry_base_delay_s: float = 0.05,
@@ -47,6 +49,8 @@ async def run_subagent(
     """Return the deliverable of one category: candidates best first, every query run, and notes.
 
     `similarity` defaults to the shipped offline index's embeddings (keywords alone without the model).
+    Remote backends return `per_query_limit` hits per query; the in-process offline index costs nothing per
+    hit, so it returns `local_pool_depth` (when deeper), and the scorer picks the best of the larger pool.
     Raises UnknownCategoryError for a name that is not a category and CategoryDefinitionError for a malformed
     definition file; search failures never raise, they are recorded on the queries.
     """
@@ -60,7 +64,10 @@ async def run_subagent(
     # the Hub's and the web's keyword searches would only waste calls on them.
     calls += [(e, backend) for e in definition.exemplars for backend in backends if is_semantic(backend)]
     results = await asyncio.gather(
-        *(_search_once(b, q, per_query_limit, retries, timeout_s, retry_base_delay_s) for q, b in calls)
+        *(
+            _search_once(b, q, _limit(b, per_query_limit, local_pool_depth), retries, timeout_s, retry_base_delay_s)
+            for q, b in calls
+        )
     )
     records = [record for record, _ in results]
     candidates = _merge(category, [hit for _, hits in results for hit in hits], notes)
@@ -81,6 +88,11 @@ async def run_subagent(
         offline=all(b.name == "offline" for b in backends),
         notes=notes,
     )
+
+
+def _limit(backend: SearchBackend, per_query_limit: int, local_pool_depth: int) -> int:
+    """Return how many hits to ask `backend` for: deeper for the in-process offline index."""
+    return max(per_query_limit, local_pool_depth) if backend.name == "offline" else per_query_limit
 
 
 async def _plan(
@@ -195,9 +207,13 @@ async def _score(
 ) -> None:
     """Set relevance, reason and format on every candidate, then sort them best first (in place)."""
     similarities = similarity.similarities(definition, candidates)
+    others = [load_category(c) for c in Category if c is not definition.category]
     for candidate in candidates:
+        rival = max(
+            ((o.category.value, keyword_evidence(candidate, o)) for o in others), key=lambda pair: pair[1]
+        )
         candidate.relevance, candidate.relevance_reason = score_candidate(
-            candidate, definition, similarities.get(candidate.hub_id)
+            candidate, definition, similarities.get(candidate.hub_id), rival
         )
         candidate.format_guess = guess_format(candidate)
     candidates.sort(key=_order)

@@ -7,7 +7,7 @@ import pytest
 from agents.categories import load_category
 from agents.models import Candidate, DatasetMetadata, Evidence
 from agents.planning import plan_queries_deterministic
-from agents.scoring import OFF_TOPIC_BELOW, guess_format, score_candidate
+from agents.scoring import OFF_TOPIC_BELOW, guess_format, keyword_evidence, score_candidate
 from core.types import Category
 
 
@@ -114,3 +114,16 @@ def test_a_raw_corpus_ranks_below_the_same_topic_as_instruction_data() -> None:
     pairs, _ = score_candidate(candidate("org/math-word-problems"), math)
     assert 0 < dump < pairs
     assert "raw corpus" in reason
+
+
+def test_a_neighbouring_categorys_stronger_keywords_sink_a_look_alike_but_do_not_drop_it() -> None:
+    explanation = load_category(Category.CODE_EXPLANATION)
+    review_set = candidate("org/code-review-comments", "Review comments on diffs, with code summarization notes.")
+    rival = ("code_review", keyword_evidence(review_set, load_category(Category.CODE_REVIEW)))
+    alone, _ = score_candidate(review_set, explanation)
+    contrasted, reason = score_candidate(review_set, explanation, rival=rival)
+    assert 0 < contrasted < alone and "code_review's keywords fit it better" in reason
+    # A rival that fits no better than this category's own keywords changes nothing.
+    explainer = candidate("org/code-explanation-docstring", "Functions and their docstrings.")
+    weaker = ("code_review", keyword_evidence(explainer, load_category(Category.CODE_REVIEW)))
+    assert score_candidate(explainer, explanation, rival=weaker) == score_candidate(explainer, explanation)

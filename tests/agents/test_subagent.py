@@ -13,7 +13,7 @@ import pytest
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import BackendUnavailableError, SearchError, TransientSearchError
 from agents.search.offline import OfflineIndex
-from agents.subagent import run_subagent
+from agents.subagent import LOCAL_POOL_DEPTH, run_subagent
 from core.types import Category, UnknownCategoryError
 
 
@@ -255,3 +255,24 @@ def test_unknown_category_names_fail_with_the_known_ones() -> None:
         asyncio.run(run_subagent("cooking", backends=[]))
     deliverable = asyncio.run(run_subagent("Tool-Use", backends=[]))
     assert deliverable.category is Category.TOOL_USE and deliverable.queries == []
+
+
+class LimitRecorder(ScriptedBackend):
+    """Records the hit limit every search was asked for."""
+
+    def __init__(self, name: BackendName) -> None:
+        super().__init__(name)
+        self.limits: set[int] = set()
+
+    async def search(self, query: str, *, limit: int = 20) -> list[SearchHit]:
+        self.limits.add(limit)
+        return await super().search(query, limit=limit)
+
+
+def test_the_in_process_index_returns_a_deeper_pool_than_remote_backends() -> None:
+    offline, hub = LimitRecorder("offline"), LimitRecorder("hub")
+    asyncio.run(run_subagent(Category.MATH, backends=[offline, hub], max_queries=2, per_query_limit=10))
+    assert offline.limits == {LOCAL_POOL_DEPTH} and hub.limits == {10}
+    deeper = LimitRecorder("offline")
+    asyncio.run(run_subagent(Category.MATH, backends=[deeper], max_queries=1, per_query_limit=80))
+    assert deeper.limits == {80}

@@ -1,0 +1,37 @@
+"""The index benchmark's dev/test split: deterministic, covers every judged id once, and scores halves fairly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.index_quality import load_before, score_half, split_of
+from core.types import Category
+
+JUDGED = json.loads((Path(__file__).parent.parent / "data" / "index_judgments.json").read_text())
+
+
+def test_the_split_depends_only_on_the_id_and_cuts_the_judged_set_in_two_real_halves() -> None:
+    assert split_of("Org/Set") == split_of(" org/set ")
+    ids = {i for part in ("judgements", "not_relevant") for ids in JUDGED[part].values() for i in ids}
+    dev = sum(split_of(i) == "dev" for i in ids)
+    assert 0.35 < dev / len(ids) < 0.65
+    for category in Category:
+        halves = {split_of(i) for i in JUDGED["judgements"][category.value]}
+        assert halves == {"dev", "test"}, category
+
+
+def test_a_half_shares_the_cap_of_a_category_with_more_kept_ids_than_slots() -> None:
+    dev = [f"o/d{i}" for i in range(400) if split_of(f"o/d{i}") == "dev"][:30]
+    test = [f"o/t{i}" for i in range(400) if split_of(f"o/t{i}") == "test"][:10]
+    keep = set(dev) | set(test)  # 40 kept, 20 slots: each half can at best fill its share
+    top = dev[:10] + test[:5] + [f"o/x{i}" for i in range(5)]
+    assert score_half(top, keep, "test")["recall"] == 1.0  # 5 of its share of 10 × 20/40
+    assert score_half(top, keep, "dev")["recall"] == round(10 / 15, 3)
+    assert score_half(dev[:20], keep, "test") == {"kept": 0, "kept_judged": 10, "recall": 0.0, "precision": 0.0}
+
+
+def test_the_frozen_previous_ranking_covers_every_category() -> None:
+    before = load_before()
+    assert set(before) == {c.value for c in Category}
+    assert all(len(top) == 20 for top in before.values())
