@@ -97,6 +97,7 @@ class OfflineIndex:
         self._matrix: np.ndarray | None = None
         self._encoder_source = encoder
         self._encoder: SentenceEncoder | None = None
+        self._query_vectors: dict[str, np.ndarray] = {}  # query text -> embedding, so repeated queries are free
         self.retrieval = "bm25 (no document embeddings given)"
         if vectors is not None and encoder is not None:
             self._attach(vectors)
@@ -163,8 +164,31 @@ class OfflineIndex:
             return self.rank_bm25(query, limit=limit)
         depth = max(limit, DENSE_DEPTH)
         bm25 = self.rank_bm25(query, limit=depth)
-        dense = self.rank_dense(encoder.encode([text])[0], limit=depth)
+        dense = self.rank_dense(self.query_vectors([text])[0], limit=depth)
         return fuse(bm25, dense, limit=limit)
+
+    def query_vectors(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """Return the embedding of each query's text (filters stripped), encoding the ones not seen yet in one call.
+
+        The subagent hands all its queries over before searching (`prepare`), so a category costs one batched
+        encode instead of one per query; the cache also makes a repeated query free. Empty without an encoder.
+        """
+        encoder = self.encoder()
+        if encoder is None:
+            return []
+        texts = [split_filters(q)[0] for q in queries]
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._query_vectors))
+        if missing:
+            encoded = encoder.encode(missing)
+            with self._lock:
+                self._query_vectors.update(zip(missing, encoded, strict=True))
+        with self._lock:
+            return [self._query_vectors[t] for t in texts]
+
+    def prepare(self, queries: Sequence[str]) -> None:
+        """Embed `queries` ahead of searching them, in one batch (a no-op when semantic search is off)."""
+        self.query_vectors(queries)
 
     def rank_dense(self, query_vector: np.ndarray, *, limit: int = 20) -> list[tuple[str, float]]:
         """Return up to `limit` `(hub_id, cosine)` pairs nearest to `query_vector` (cosine >= the floor)."""
