@@ -160,12 +160,10 @@ class SentenceEncoder:
 
 
 def model_cache_dir() -> Path:
-    """Return where extracted model files are kept: `$DATAHUNT_CACHE_DIR`, else the user cache dir's `datahunt`."""
-    explicit = os.environ.get("DATAHUNT_CACHE_DIR")
-    if explicit:
-        return Path(explicit) / "models"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "datahunt" / "models"
+    """Return where extracted model files are kept: the `model_cache_dir` setting, else ~/.cache/datahunt/models."""
+    from core.settings import get_settings
+
+    return get_settings().model_cache_dir or Path.home() / ".cache" / "datahunt" / "models"
 
 
 def _cached_weights(archive: zipfile.ZipFile, load: Any) -> dict[str, np.ndarray]:

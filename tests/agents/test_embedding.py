@@ -68,7 +68,10 @@ def test_the_extracted_weights_are_cached_and_a_damaged_cache_is_rewritten(tmp_p
 
     from agents.search.embedding import SentenceEncoder, model_cache_dir, model_zip_path
 
-    monkeypatch.setenv("DATAHUNT_CACHE_DIR", str(tmp_path))
+    from core.settings import get_settings
+
+    monkeypatch.setenv("DATAHUNT_MODEL_CACHE_DIR", str(tmp_path))
+    get_settings.cache_clear()
     first = SentenceEncoder(model_zip_path()).encode(["bug fix"])
     (cached,) = model_cache_dir().glob("*.safetensors")
     assert cached.stat().st_size > 1_000_000
@@ -76,6 +79,9 @@ def test_the_extracted_weights_are_cached_and_a_damaged_cache_is_rewritten(tmp_p
     cached.write_bytes(b"x" * cached.stat().st_size)  # same size, unreadable content
     assert np.array_equal(SentenceEncoder(model_zip_path()).encode(["bug fix"]), first)
     assert cached.read_bytes()[:1] != b"x"
+    assert cached.parent == tmp_path
+    monkeypatch.delenv("DATAHUNT_MODEL_CACHE_DIR")
+    get_settings.cache_clear()
 
 
 def test_the_index_embeds_prepared_queries_in_one_call_and_caches_them() -> None:
