@@ -10,8 +10,9 @@ one-line reason. An evaluation-only benchmark or a raw corpus (`agents/dataset_k
 relevance: it is still delivered (the verifier offers a benchmark as an eval set and flags a corpus) but ranks
 below training data. Keyword evidence is contrastive too: when another category's keywords fit the candidate
 better than this one's (a code-review set that also mentions summaries), its relevance keeps
-exp(-`KEYWORD_CONTRAST` × the difference), so look-alikes from a neighbouring category sink without being
-dropped (a dataset kept for two categories matches both, and loses little). The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic. `guess_format`
+exp(-`KEYWORD_CONTRAST` × the difference × how weak its own keyword evidence is), so look-alikes from a
+neighbouring category sink without being dropped, while a dataset that fits this category strongly too (a
+keyword in its id) is spared: the judged set is multi-label, an SWE trajectory set is bug fixing as well. The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic. `guess_format`
 names the row layout (sharegpt, openai_messages, alpaca, …) from features, tags and description.
 """
 
@@ -39,6 +40,10 @@ SEMANTIC_FULL = 0.55  # cosine at which the meaning counts SEMANTIC_WEIGHT
 SEMANTIC_WEIGHT = 1.2
 BENCHMARK_DISCOUNT = 0.8
 KEYWORD_CONTRAST = 0.2  # per unit of keyword evidence by which another category fits better
+# Own keyword evidence at which the contrast no longer applies: one keyword in the id (or two in the tags). A
+# dataset kept for two categories (an SWE agent trajectory set: bug fixing *and* agent trajectories) fits both
+# strongly and is spared; one with little evidence of its own is pushed down in full. Chosen on the dev half.
+CONTRAST_SPARED_AT = ID_WEIGHT
 
 
 @lru_cache(maxsize=65_536)
@@ -83,7 +88,8 @@ def score_candidate(
 ) -> tuple[float, str]:
     """Return `(relevance in [0, 1], reason)` for `candidate` from `definition`'s keywords and, when given, the
     candidate's embedding `similarity` to the category's anchors and `rival`: the other category whose keywords
-    fit it best, with that `keyword_evidence` (see the module text)."""
+    fit it best, with that `keyword_evidence` (see the module text); the contrast weakens as this category's own
+    keyword evidence grows and is gone at `CONTRAST_SPARED_AT`."""
     in_id, in_tags, in_text = _keyword_matches(candidate, definition)
     keywords_raw = ID_WEIGHT * len(in_id) + TAG_WEIGHT * len(in_tags) + TEXT_WEIGHT * len(in_text)
     semantic = semantic_evidence(similarity)
@@ -96,8 +102,10 @@ def score_candidate(
     corpus = raw > 0 and not benchmark and raw_corpus_evidence(candidate) is not None
     relevance *= BENCHMARK_DISCOUNT if benchmark or corpus else 1.0
     lead = 0.0 if rival is None else rival[1] - keywords_raw
-    if lead > 0:
-        relevance *= math.exp(-KEYWORD_CONTRAST * lead)
+    weak = max(0.0, 1.0 - keywords_raw / CONTRAST_SPARED_AT)  # 1 with no keyword of its own, 0 once strong
+    contrasted = lead > 0 and weak > 0
+    if contrasted:
+        relevance *= math.exp(-KEYWORD_CONTRAST * lead * weak)
     relevance = round(relevance, 3)
     if raw == 0:
         unlike = "" if similarity is None else f" and it reads unlike the category (similarity {similarity:.2f})"
@@ -116,7 +124,7 @@ def score_candidate(
         parts.append("an evaluation benchmark: ranked below training data")
     if corpus:
         parts.append("a raw corpus: ranked below conversation and instruction data")
-    if lead > 0 and rival is not None:
+    if contrasted and rival is not None:
         parts.append(f"{rival[0]}'s keywords fit it better (by {lead:.2f})")
     return relevance, "; ".join(parts)
 

@@ -63,6 +63,7 @@ async def run_subagent(
     # The exemplars describe good datasets in plain sentences: a semantic index finds their look-alikes, while
     # the Hub's and the web's keyword searches would only waste calls on them.
     calls += [(e, backend) for e in definition.exemplars for backend in backends if is_semantic(backend)]
+    _prepare(calls)
     results = await asyncio.gather(
         *(
             _search_once(b, q, _limit(b, per_query_limit, local_pool_depth), retries, timeout_s, retry_base_delay_s)
@@ -88,6 +89,20 @@ async def run_subagent(
         offline=all(b.name == "offline" for b in backends),
         notes=notes,
     )
+
+
+def _prepare(calls: Sequence[tuple[str, SearchBackend]]) -> None:
+    """Let backends that embed queries (the offline index) embed all of theirs at once: one batched call."""
+    by_backend: dict[int, tuple[SearchBackend, list[str]]] = {}
+    for query, backend in calls:
+        by_backend.setdefault(id(backend), (backend, []))[1].append(query)
+    for backend, queries in by_backend.values():
+        prepare = getattr(backend, "prepare", None)
+        if callable(prepare):
+            try:
+                prepare(queries)
+            except Exception as exc:  # an optimisation only: each search still embeds its own query
+                logger.info("%s could not embed queries ahead: %s", backend.name, exc)
 
 
 def _limit(backend: SearchBackend, per_query_limit: int, local_pool_depth: int) -> int:

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     data_dir: Path | None = Field(
         default=None, description="Where exports (manifests) may be written. Default: `home`/data."
     )
+    model_cache_dir: Path | None = Field(
+        default=None,
+        description="Where the embedding model's extracted weights are kept. Default: the user cache dir's "
+        "datahunt/models (~/.cache/datahunt/models).",
+    )
     search_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one search call to a backend.")
     search_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed search call.")
     lease_ttl_s: float = Field(

@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import tempfile
 import threading
 import zipfile
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -66,7 +69,7 @@ class SentenceEncoder:
                 config = json.loads(archive.read("config.json"))
                 pooling = json.loads(archive.read("1_Pooling/config.json"))
                 tokenizer = Tokenizer.from_str(archive.read("tokenizer.json").decode("utf-8"))
-                weights = load_safetensors(archive.read("model.safetensors"))
+                weights = _cached_weights(archive, load_safetensors)
         except (OSError, KeyError, zipfile.BadZipFile, ValueError) as exc:
             raise EncoderUnavailableError(f"cannot read the embedding model from {zip_path}: {exc}") from exc
         if not pooling.get("pooling_mode_mean_tokens"):
@@ -154,6 +157,42 @@ class SentenceEncoder:
         var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
         out: np.ndarray = (x - mean) / np.sqrt(var + self._eps) * self._w[f"{name}.weight"] + self._w[f"{name}.bias"]
         return out
+
+
+def model_cache_dir() -> Path:
+    """Return where extracted model files are kept: the `model_cache_dir` setting, else ~/.cache/datahunt/models."""
+    from core.settings import get_settings
+
+    return get_settings().model_cache_dir or Path.home() / ".cache" / "datahunt" / "models"
+
+
+def _cached_weights(archive: zipfile.ZipFile, load: Any) -> dict[str, np.ndarray]:
+    """Return the archive's `model.safetensors` tensors, inflating it only once per machine.
+
+    Inflating the ~90 MB member took most of a second per run; the extracted file is kept under
+    `model_cache_dir()`, named by the member's CRC-32 and size from the archive's directory (a content key:
+    another model version gets another file). A cache that cannot be written just means inflating every time.
+    """
+    from safetensors.numpy import load_file
+
+    info = archive.getinfo("model.safetensors")
+    path = model_cache_dir() / f"all-minilm-l6-v2-{info.CRC:08x}-{info.file_size}.safetensors"
+    if path.is_file() and path.stat().st_size == info.file_size:
+        try:
+            weights: dict[str, np.ndarray] = load_file(str(path))
+            return weights
+        except Exception as exc:  # a damaged cache file: read the archive and rewrite it
+            logger.warning("ignoring the unreadable model cache %s: %s", path, exc)
+    data = archive.read("model.safetensors")  # checks the CRC-32 while inflating
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as handle:
+            handle.write(data)
+        os.replace(handle.name, path)
+    except OSError as exc:
+        logger.info("model cache not written (%s); the model is inflated on every run", exc)
+    loaded: dict[str, np.ndarray] = load(data)
+    return loaded
 
 
 def _is_projection(name: str) -> bool:

@@ -10,8 +10,10 @@ over anything that merely mentions code.
 
 Hybrid retrieval: each record also has a shipped all-MiniLM-L6-v2 embedding (`agents/search/vectors.py`);
 the query is embedded at run time and the records closest in meaning form a second ranking. The two rankings
-are merged by reciprocal rank fusion (score = sum of 1 / (RRF_K + rank) over the rankings a record is in),
-so an issue-to-patch set whose text never says "bug fix" can still surface for "bug fix". Without the model
+are merged (`fuse`): BM25 hits scoring at least a quarter of the best BM25 score keep BM25's order at the top,
+and everything after them is ordered by reciprocal rank fusion (score = sum of 1 / (RRF_K + rank) over the
+rankings a record is in), so an issue-to-patch set whose text never says "bug fix" can still surface for "bug
+fix" without a weak dense ranking displacing a strong keyword match. Without the model
 package (or with stale vectors) the index falls back to BM25 alone and `retrieval` says so.
 """
 
@@ -48,6 +50,10 @@ MIN_PREFIX_LEN = 4
 COVERAGE_BONUS = 0.6  # a document matching every query term scores up to 1.6× one matching a single term
 EVAL_ONLY_PENALTY = 0.7  # records only ever listed as evaluation benchmarks are rarely training data
 RRF_K = 60  # reciprocal rank fusion constant: rank 1 scores 1/61, rank 20 scores 1/80
+# BM25 hits scoring at least this share of the query's best BM25 score are strong: they keep BM25's order at the
+# top, and the fusion orders only what follows them. Plain fusion let a weak dense ranking of a long keyword query
+# push strong BM25 hits out of the top 20; chosen on the dev half (benchmarks/results/index_quality_notes.md).
+STRONG_BM25_SHARE = 0.25
 DENSE_DEPTH = 50  # how many of the nearest records the dense ranking contributes
 DENSE_MIN_SIMILARITY = 0.2  # records less similar than this to the query are not semantic matches at all
 _BENCHMARK_SECTION = re.compile(r"lm-eval task|evaluation datasets|benchmarks?\b", re.IGNORECASE)
@@ -91,6 +97,7 @@ class OfflineIndex:
         self._matrix: np.ndarray | None = None
         self._encoder_source = encoder
         self._encoder: SentenceEncoder | None = None
+        self._query_vectors: dict[str, np.ndarray] = {}  # query text -> embedding, so repeated queries are free
         self.retrieval = "bm25 (no document embeddings given)"
         if vectors is not None and encoder is not None:
             self._attach(vectors)
@@ -106,7 +113,7 @@ class OfflineIndex:
             [EVAL_ONLY_PENALTY if _benchmark_only(r) else 1.0 for r in self._records], dtype=np.float32
         )
         self._matrix = vectors.matrix[[row[r["id"].lower()] for r in self._records]]
-        self.retrieval = f"hybrid (BM25 + {vectors.model} embeddings, reciprocal rank fusion)"
+        self.retrieval = f"hybrid (BM25 + {vectors.model} embeddings: strong BM25 hits first, then rank fusion)"
 
     def encoder(self) -> SentenceEncoder | None:
         """Return the query encoder (loaded on first use), or None when semantic search is off."""
@@ -149,20 +156,39 @@ class OfflineIndex:
     def rank(self, query: str, *, limit: int = 20) -> list[tuple[str, float]]:
         """Return up to `limit` `(hub_id, score)` pairs for `query`, best first: hybrid when it can, else BM25.
 
-        The hybrid score is the reciprocal-rank-fusion sum of the record's BM25 rank and its embedding rank.
+        Hybrid: the BM25 and embedding rankings merged by `fuse` (strong BM25 hits first, then fusion).
         """
         text = split_filters(query)[0]
         encoder = self.encoder()
         if encoder is None or self._matrix is None or limit <= 0 or not text.strip():
             return self.rank_bm25(query, limit=limit)
         depth = max(limit, DENSE_DEPTH)
-        fused: dict[str, float] = {}
-        for position, (hub_id, _) in enumerate(self.rank_bm25(query, limit=depth), start=1):
-            fused[hub_id] = 1.0 / (RRF_K + position)
-        for position, (hub_id, _) in enumerate(self.rank_dense(encoder.encode([text])[0], limit=depth), start=1):
-            fused[hub_id] = fused.get(hub_id, 0.0) + 1.0 / (RRF_K + position)
-        ranked = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0].lower()))
-        return [(hub_id, round(score * RRF_K, 4)) for hub_id, score in ranked[:limit]]
+        bm25 = self.rank_bm25(query, limit=depth)
+        dense = self.rank_dense(self.query_vectors([text])[0], limit=depth)
+        return fuse(bm25, dense, limit=limit)
+
+    def query_vectors(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """Return the embedding of each query's text (filters stripped), encoding the ones not seen yet in one call.
+
+        The subagent hands all its queries over before searching (`prepare`), so a category costs one batched
+        encode instead of one per query; the cache also makes a repeated query free. Empty without an encoder.
+        """
+        encoder = self.encoder()
+        if encoder is None:
+            return []
+        texts = [split_filters(q)[0] for q in queries]
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._query_vectors))
+        if missing:
+            encoded = encoder.encode(missing)
+            with self._lock:
+                self._query_vectors.update(zip(missing, encoded, strict=True))
+        with self._lock:
+            return [self._query_vectors[t] for t in texts]
+
+    def prepare(self, queries: Sequence[str]) -> None:
+        """Embed `queries` ahead of searching them, in one batch (a no-op when semantic search is off)."""
+        self.query_vectors(queries)
 
     def rank_dense(self, query_vector: np.ndarray, *, limit: int = 20) -> list[tuple[str, float]]:
         """Return up to `limit` `(hub_id, cosine)` pairs nearest to `query_vector` (cosine >= the floor)."""
@@ -247,6 +273,29 @@ class OfflineIndex:
     def records(self) -> list[dict[str, Any]]:
         """Return every record of the index, in snapshot order."""
         return list(self._records)
+
+
+def fuse(
+    bm25: Sequence[tuple[str, float]], dense: Sequence[tuple[str, float]], *, limit: int
+) -> list[tuple[str, float]]:
+    """Merge a BM25 and a dense ranking (each best first) into up to `limit` `(hub_id, score)` pairs.
+
+    BM25 hits scoring at least `STRONG_BM25_SHARE` of the best BM25 score come first, in BM25's order, with
+    scores in (1, 2] (1 + their share of the best). Every other record of either ranking follows by reciprocal
+    rank fusion (the sum of 1 / (RRF_K + rank) over the rankings it is in), scaled by RRF_K / 2 into (0, 1).
+    So a dense-only hit can only ever add to what BM25 finds strongly, never displace it; where BM25 is weak
+    (a short or unusual query) the fusion decides most of the list.
+    """
+    best = bm25[0][1] if bm25 else 0.0
+    strong = {hub_id: 1.0 + score / best for hub_id, score in bm25 if best > 0 and score >= STRONG_BM25_SHARE * best}
+    fused: dict[str, float] = {}
+    for ranking in (bm25, dense):
+        for position, (hub_id, _) in enumerate(ranking, start=1):
+            if hub_id not in strong:
+                fused[hub_id] = fused.get(hub_id, 0.0) + 1.0 / (RRF_K + position)
+    ranked = [*strong.items(), *((hub_id, score * RRF_K / 2) for hub_id, score in fused.items())]
+    ranked.sort(key=lambda pair: (-pair[1], pair[0].lower()))
+    return [(hub_id, round(score, 4)) for hub_id, score in ranked[:limit]]
 
 
 def record_metadata(record: dict[str, Any]) -> DatasetMetadata:

@@ -61,3 +61,45 @@ def test_similar_meaning_is_closer_than_unrelated_text(encoder: SentenceEncoder)
 def test_empty_text_gives_a_zero_row(encoder: SentenceEncoder) -> None:
     rows = encoder.encode(["", "  ", "code review"])
     assert not rows[0].any() and not rows[1].any() and rows[2].any()
+
+
+def test_the_extracted_weights_are_cached_and_a_damaged_cache_is_rewritten(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from agents.search.embedding import SentenceEncoder, model_cache_dir, model_zip_path
+
+    from core.settings import get_settings
+
+    monkeypatch.setenv("DATAHUNT_MODEL_CACHE_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    first = SentenceEncoder(model_zip_path()).encode(["bug fix"])
+    (cached,) = model_cache_dir().glob("*.safetensors")
+    assert cached.stat().st_size > 1_000_000
+    assert np.array_equal(SentenceEncoder(model_zip_path()).encode(["bug fix"]), first)  # read from the cache
+    cached.write_bytes(b"x" * cached.stat().st_size)  # same size, unreadable content
+    assert np.array_equal(SentenceEncoder(model_zip_path()).encode(["bug fix"]), first)
+    assert cached.read_bytes()[:1] != b"x"
+    assert cached.parent == tmp_path
+    monkeypatch.delenv("DATAHUNT_MODEL_CACHE_DIR")
+    get_settings.cache_clear()
+
+
+def test_the_index_embeds_prepared_queries_in_one_call_and_caches_them() -> None:
+    from agents.search.build_vectors import build_vectors
+    from agents.search.embedding import default_encoder
+    from agents.search.offline import OfflineIndex
+
+    records = [{"id": "a/issue-patch-pairs", "description": "GitHub issues and their patches."}]
+    calls: list[list[str]] = []
+
+    class Counting:
+        def encode(self, texts: list[str]):  # type: ignore[no-untyped-def]
+            calls.append(list(texts))
+            return default_encoder().encode(texts)
+
+    index = OfflineIndex(records, vectors=build_vectors(records), encoder=Counting())  # type: ignore[arg-type]
+    index.prepare(["bug fix", "program repair", "bug fix"])
+    assert calls == [["bug fix", "program repair"]]
+    index.rank("bug fix")
+    index.rank("program repair task_categories:text-generation")  # the filter is not part of the text
+    assert calls == [["bug fix", "program repair"]]

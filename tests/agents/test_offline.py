@@ -238,3 +238,25 @@ def test_the_judged_set_covers_every_category_with_at_least_200_consistent_judgm
         keep, drop = set(relevant[category.value]), set(not_relevant[category.value])
         assert len(keep) >= 10 and not keep & drop, category
         assert all(index.record(hub_id) is not None for hub_id in keep | drop), category
+
+
+def test_fusion_keeps_strong_bm25_hits_ahead_of_dense_only_hits() -> None:
+    from agents.search.offline import STRONG_BM25_SHARE, fuse
+
+    bm25 = [("a/strong", 10.0), ("b/also-strong", 8.0), ("c/weak", 10.0 * STRONG_BM25_SHARE / 2)]
+    dense = [("d/dense-only", 0.9), ("c/weak", 0.8), ("e/dense-only-too", 0.7)]
+    ranked = [hub_id for hub_id, _ in fuse(bm25, dense, limit=10)]
+    # Strong BM25 hits keep BM25's order at the top even though a dense-only hit leads the dense ranking ...
+    assert ranked[:2] == ["a/strong", "b/also-strong"]
+    # ... and below them, a weak BM25 hit the dense ranking also likes is fused ahead of dense-only hits.
+    assert ranked[2:] == ["c/weak", "d/dense-only", "e/dense-only-too"]
+    assert [hub_id for hub_id, _ in fuse(bm25, dense, limit=2)] == ["a/strong", "b/also-strong"]
+
+
+def test_fusion_without_bm25_hits_is_the_dense_ranking() -> None:
+    from agents.search.offline import fuse
+
+    dense = [("a/x", 0.9), ("b/y", 0.5)]
+    ranked = fuse([], dense, limit=5)
+    assert [hub_id for hub_id, _ in ranked] == ["a/x", "b/y"]
+    assert all(0 < score < 1 for _, score in ranked)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agents import scoring
 from agents.categories import load_category
 from agents.models import Candidate, DatasetMetadata, Evidence
 from agents.planning import plan_queries_deterministic
@@ -127,3 +128,19 @@ def test_a_neighbouring_categorys_stronger_keywords_sink_a_look_alike_but_do_not
     explainer = candidate("org/code-explanation-docstring", "Functions and their docstrings.")
     weaker = ("code_review", keyword_evidence(explainer, load_category(Category.CODE_REVIEW)))
     assert score_candidate(explainer, explanation, rival=weaker) == score_candidate(explainer, explanation)
+
+
+def test_the_contrast_spares_a_dataset_that_fits_both_categories_strongly() -> None:
+    bugs = load_category(Category.BUG_FIXING)
+    agents = load_category(Category.AGENTIC_TRAJECTORIES)
+    # An SWE agent trajectory set: a bug-fixing keyword in its id, and agent-trajectory keywords fitting better.
+    swe = candidate("org/swe-agent-trajectories", "Agent trajectories of an SWE agent resolving GitHub issues.")
+    rival = ("agentic_trajectories", keyword_evidence(swe, agents))
+    assert keyword_evidence(swe, bugs) >= scoring.CONTRAST_SPARED_AT and rival[1] > keyword_evidence(swe, bugs)
+    assert score_candidate(swe, bugs, rival=rival) == score_candidate(swe, bugs)
+    # With weak evidence of its own (a description mention only) the same rival still pushes it down.
+    weak = candidate("org/agent-runs", "Agent trajectories of a coding agent; each run fixes a bug.")
+    weak_rival = ("agentic_trajectories", keyword_evidence(weak, agents))
+    assert 0 < keyword_evidence(weak, bugs) < scoring.CONTRAST_SPARED_AT
+    contrasted, reason = score_candidate(weak, bugs, rival=weak_rival)
+    assert 0 < contrasted < score_candidate(weak, bugs)[0] and "keywords fit it better" in reason
