@@ -67,7 +67,6 @@ def test_the_extracted_weights_are_cached_and_a_damaged_cache_is_rewritten(tmp_p
     import numpy as np
 
     from agents.search.embedding import SentenceEncoder, model_cache_dir, model_zip_path
-
     from core.settings import get_settings
 
     monkeypatch.setenv("DATAHUNT_MODEL_CACHE_DIR", str(tmp_path))
