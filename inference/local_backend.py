@@ -164,7 +164,7 @@ class LocalTransformersBackend:
             groups: dict[Sampling, list[_Pending]] = {}
             for pending in live:
                 groups.setdefault(pending.sampling.model_copy(update={"seed": None}), []).append(pending)
-            for _, group in groups.items():
+            for group in groups.values():
                 sampling = group[0].sampling
                 try:
                     results = await asyncio.to_thread(self._generate, [p.ids for p in group], sampling)

@@ -112,10 +112,9 @@ class _Run:
     journal: Journal
     tracker: StatusTracker
 
-    async def call(self, history: list[dict[str, str]], turn: int, sampling: Sampling | None = None
+    async def call(self, history: list[dict[str, str]], turn: int, sampling: Sampling
                    ) -> tuple[TurnResult, str, int]:
-        """Answer the last user turn of `history`; return (result, endpoint url, attempts)."""
-        sampling = sampling or self.config.sampling
+        """Answer the last user turn of `history` with `sampling`; return (result, endpoint url, attempts)."""
         soft = hard = 0
         endpoint: Endpoint | None = None
         while True:
