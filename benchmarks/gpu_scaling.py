@@ -291,7 +291,7 @@ def train_config(args: argparse.Namespace, data: Path, field: str, out: Path, **
               "messages_field": field, "max_length": args.max_length, "batch_tokens": args.batch_tokens,
               "epochs": args.epochs, "lr": args.lr, "draft_vocab_size": args.draft_vocab, "log_every": 25,
               # Checkpoints every 200 steps: a point cut by a call's time limit resumes in the next call.
-              "save_every": 200, "resume": True, "seed": 0, **extra}
+              "save_every": 200, "resume": True, "seed": 0, "attention_kernels": args.attention_kernels, **extra}
     return make_config({k: v for k, v in values.items() if v is not None})
 
 
@@ -415,6 +415,13 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--draft-vocab", type=int, default=32000)
     parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--timed-ks", type=int, nargs="+", default=[5],
+                        help="curve: chain lengths timed at the top scale (the eval's --k is the row's speedup).")
+    parser.add_argument("--attention-kernels", choices=["auto", "no-cudnn"], default="auto",
+                        help="Training: fused attention kernels a step may use (see TrainConfig).")
+    parser.add_argument("--split-points", action="store_true",
+                        help="curve: start a point even when its estimate passes the budget (it checkpoints "
+                        "every 200 steps; the next call resumes it).")
     parser.add_argument("--eval-max-new", type=int, default=256)
     parser.add_argument("--eval-per-set", type=int, default=80)
     parser.add_argument("--timed-prompts", type=int, default=32)

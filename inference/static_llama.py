@@ -48,6 +48,16 @@ class _Layer:
     down: Tensor
 
 
+@dataclass
+class _Shared:
+    """What a forward's layers share: rotary tables, cache write indices and (decode, verify) the mask."""
+
+    cos: Tensor
+    sin: Tensor
+    where: tuple[Tensor, Tensor]
+    mask: Tensor | None
+
+
 class StaticLlama:
     """The target's forward over a static cache of `slots` x `max_len` positions."""
 
@@ -93,15 +103,20 @@ class StaticLlama:
         return len(self.layers)
 
     def _rms(self, x: Tensor, weight: Tensor) -> Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return weight * x32.to(x.dtype)
+        """Llama's norm: in fp32 (one fused kernel where torch has one), cast back, then scaled."""
+        return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
 
-    def _rope(self, x: Tensor, positions: Tensor) -> Tensor:
-        """x [S, T, heads, d] rotated at positions [S, T] (half-split layout, as transformers' Llama)."""
+    def _rotary(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """cos, sin [S, T, 1, d] at positions [S, T] (half-split layout, as transformers' Llama): computed once
+        per forward and shared by every layer's queries and keys (a decode step is bound by its kernel count)."""
         angles = positions.float()[..., None] * self.inv_freq  # [S, T, d/2]
-        cos = (torch.cat([angles.cos(), angles.cos()], -1) * self.rope_scale).to(x.dtype)[:, :, None]
-        sin = (torch.cat([angles.sin(), angles.sin()], -1) * self.rope_scale).to(x.dtype)[:, :, None]
+        cos = (torch.cat([angles.cos(), angles.cos()], -1) * self.rope_scale).to(dtype)[:, :, None]
+        sin = (torch.cat([angles.sin(), angles.sin()], -1) * self.rope_scale).to(dtype)[:, :, None]
+        return cos, sin
+
+    @staticmethod
+    def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        """x [S, T, heads, d] rotated by the tables of `_rotary`."""
         half = x.shape[-1] // 2
         return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
 
@@ -117,10 +132,20 @@ class StaticLlama:
         x = F.embedding(tokens, self.embed)
         aux: dict[int, Tensor] = {}
         rows = slots if slots is not None else torch.arange(tokens.shape[0], device=tokens.device)
+        # What every layer shares, built once: rotary tables, cache write indices, the visibility mask.
+        s, t = tokens.shape
+        cos, sin = self._rotary(positions, x.dtype)
+        where = (rows[:, None].expand(s, t), positions)
+        mask = None
+        if not prefill:  # query row (head group, token) of slot s sees cached positions <= its own
+            g = self.heads // self.kv_heads
+            query_pos = positions[:, None, :].expand(s, g, t).reshape(s, 1, g * t, 1)
+            mask = self.key_positions.view(1, 1, 1, -1) <= query_pos
+        shared = _Shared(cos=cos, sin=sin, where=where, mask=mask)
         for i, layer in enumerate(self.layers):
             if i in aux_ids:
                 aux[i] = x
-            x = x + self._attention(i, layer, self._rms(x, layer.in_norm), positions, rows, prefill)
+            x = x + self._attention(i, layer, self._rms(x, layer.in_norm), shared)
             h = self._rms(x, layer.post_norm) @ layer.gate_up.T
             gate, up = h.chunk(2, dim=-1)
             x = x + (F.silu(gate) * up) @ layer.down.T
@@ -141,36 +166,33 @@ class StaticLlama:
         assert aux is not None
         return logits, aux
 
-    def _attention(self, i: int, layer: _Layer, x: Tensor, positions: Tensor, rows: Tensor, prefill: bool) -> Tensor:
+    def _attention(self, i: int, layer: _Layer, x: Tensor, shared: _Shared) -> Tensor:
         s, t, _ = x.shape
         hd, kvh, g = self.head_dim, self.kv_heads, self.heads // self.kv_heads
         qkv = x @ layer.qkv.T
         if layer.qkv_bias is not None:
             qkv = qkv + layer.qkv_bias
-        q, k, v = torch.split(qkv, [self.heads * hd, kvh * hd, kvh * hd], dim=-1)
-        q = self._rope(q.view(s, t, self.heads, hd), positions)
-        k = self._rope(k.view(s, t, kvh, hd), positions)
-        v = v.view(s, t, kvh, hd)
+        # Queries and keys are rotated together (one pass over heads + kv_heads), values left as they are.
+        qk = self._rope(qkv[..., : (self.heads + kvh) * hd].view(s, t, self.heads + kvh, hd), shared.cos, shared.sin)
+        q, k = qk[:, :, : self.heads], qk[:, :, self.heads :]
+        v = qkv[..., (self.heads + kvh) * hd :].view(s, t, kvh, hd)
         if self.slots:  # a cacheless runner (slots=0) only scores whole sequences: `states`
-            where = (rows[:, None].expand(s, t), positions)
-            self.k_cache[i].permute(0, 2, 1, 3).index_put_(where, k)  # writes through to [slots, kvh, L, d]
-            self.v_cache[i].permute(0, 2, 1, 3).index_put_(where, v)
-        if prefill:  # fresh prompts attend among themselves: plain causal attention (the flash kernel)
+            self.k_cache[i].permute(0, 2, 1, 3).index_put_(shared.where, k)  # writes through to [slots, kvh, L, d]
+            self.v_cache[i].permute(0, 2, 1, 3).index_put_(shared.where, v)
+        if shared.mask is None:  # prefill: fresh prompts attend among themselves, plain causal (the flash kernel)
             heads = (q.transpose(1, 2), k.repeat_interleave(g, dim=2).transpose(1, 2),
                      v.repeat_interleave(g, dim=2).transpose(1, 2))
             out = F.scaled_dot_product_attention(*heads, is_causal=True)
             return out.transpose(1, 2).reshape(s, t, self.heads * hd) @ layer.o.T
         # Grouped queries: [S, kvh, g*T, d] against the cached keys [S, kvh, L, d], visible up to each position.
-        qg = q.view(s, t, kvh, g, hd).permute(0, 2, 3, 1, 4).reshape(s, kvh, g * t, hd)
+        qg = q.reshape(s, t, kvh, g, hd).permute(0, 2, 3, 1, 4).reshape(s, kvh, g * t, hd)
         keys, values = self.k_cache[i][:s], self.v_cache[i][:s]
-        query_pos = positions[:, None, :].expand(s, g, t).reshape(s, 1, g * t, 1)
-        mask = self.key_positions.view(1, 1, 1, -1) <= query_pos
         if self.decode_attention == "matmul":  # explicit scores: the cache read once by two batched matmuls
             scores = (qg @ keys.transpose(-1, -2)).float() * hd**-0.5
-            weights = scores.masked_fill(~mask, float("-inf")).softmax(-1).to(values.dtype)
+            weights = scores.masked_fill(~shared.mask, float("-inf")).softmax(-1).to(values.dtype)
             out = weights @ values
         else:
-            out = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)
+            out = F.scaled_dot_product_attention(qg, keys, values, attn_mask=shared.mask)
         out = out.view(s, kvh, g, t, hd).permute(0, 3, 1, 2, 4).reshape(s, t, self.heads * hd)
         return out @ layer.o.T
 

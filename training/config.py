@@ -67,6 +67,9 @@ class TrainConfig(BaseModel):
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     bf16: bool = Field(default=True, description="bf16 autocast on GPU (ignored on CPU).")
+    attention_kernels: Literal["auto", "no-cudnn"] = Field(
+        default="auto", description="Fused attention a step may use: torch's choice, or all but cuDNN's (which "
+        "builds a plan the first time it meets a batch shape; a length-packed epoch meets hundreds).")
     resume: bool = Field(default=True, description="Continue from the newest checkpoint in out/checkpoints.")
 
 

@@ -56,21 +56,31 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (self.weight * x32.to(x.dtype)).to(x.dtype)
+        normed = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)  # one fused kernel where torch has one
+        return (self.weight * normed.to(x.dtype)).to(x.dtype)
+
+
+def rotary(positions: Tensor, dim: int, theta: float, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """cos, sin [T, dim] at integer positions [T] (half-split layout). A decoder that knows its positions ahead
+    builds them once for all positions and looks rows up (`rope_tables`), the same values bit for bit."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32) / dim))
+    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # [T, dim/2]
+    cos = torch.cat([angles.cos(), angles.cos()], -1).to(dtype)
+    sin = torch.cat([angles.sin(), angles.sin()], -1).to(dtype)
+    return cos, sin
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate x [B, heads, T, d] by tables [T, d]."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos + rotated * sin
 
 
 def rope(x: Tensor, positions: Tensor, theta: float) -> Tensor:
     """Apply rotary position embedding to x [B, heads, T, d] at integer positions [T] (half-split layout)."""
-    d = x.shape[-1]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
-    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # [T, d/2]
-    cos = torch.cat([angles.cos(), angles.cos()], -1).to(x.dtype)
-    sin = torch.cat([angles.sin(), angles.sin()], -1).to(x.dtype)
-    half = d // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
-    return x * cos + rotated * sin
+    cos, sin = rotary(positions, x.shape[-1], theta, x.dtype)
+    return apply_rope(x, cos, sin)
 
 
 class DraftAttention(nn.Module):
@@ -86,13 +96,17 @@ class DraftAttention(nn.Module):
         self.v_proj = nn.Linear(2 * cfg.hidden_size, self.kv_heads * hd, bias=False)
         self.o_proj = nn.Linear(self.heads * hd, cfg.hidden_size, bias=False)
 
-    def project(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Return q [B,h,T,d], and k, v repeated to h heads, with RoPE applied to q and k."""
+    def project(self, x: Tensor, positions: Tensor, tables: tuple[Tensor, Tensor] | None = None
+                ) -> tuple[Tensor, Tensor, Tensor]:
+        """Return q [B,h,T,d], and k, v repeated to h heads, with RoPE applied to q and k.
+
+        `tables` (cos, sin [T, d] at `positions`) spares computing them here."""
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
-        q, k = rope(q, positions, self.theta), rope(k, positions, self.theta)
+        cos, sin = tables if tables is not None else rotary(positions, self.head_dim, self.theta, q.dtype)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         repeat = self.heads // self.kv_heads
         return q, k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
 
@@ -122,10 +136,16 @@ class DraftLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = DraftMLP(cfg)
 
-    def project(self, embeds: Tensor, hidden: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """q, k, v from [input_layernorm(embeds) || hidden_norm(hidden)]."""
+    def project(self, embeds: Tensor, hidden: Tensor, positions: Tensor,
+                tables: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v from [input_layernorm(embeds) || hidden_norm(hidden)] (`tables`: see DraftAttention)."""
         x = torch.cat([self.input_layernorm(embeds), self.hidden_norm(hidden)], dim=-1)
-        return self.self_attn.project(x, positions)
+        return self.self_attn.project(x, positions, tables)
+
+    def rope_tables(self, length: int, device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """cos, sin [length, d] for positions 0..length-1: rows to look up by position while decoding."""
+        attn = self.self_attn
+        return rotary(torch.arange(length, device=device), attn.head_dim, attn.theta, dtype)
 
     def finish(self, attn: Tensor, residual: Tensor) -> Tensor:
         """o_proj + residual, then the MLP block with its own residual. attn is [B, T, h*d]."""

@@ -44,15 +44,20 @@ class GreedyRoundGraph:
         dev = self.device = self.target.embed.device
         attn = draft.midlayer.self_attn
         dtype = draft.fc.weight.dtype
-        self.k0 = torch.zeros(1, attn.heads, self.max_len, attn.head_dim, device=dev, dtype=dtype)
+        # One key/value buffer: the step-0 cache (positions 0..max_len-1), then k slots for a chain's own keys,
+        # so a chain step attends to both without concatenating them.
+        self.k0 = torch.zeros(1, attn.heads, self.max_len + k, attn.head_dim, device=dev, dtype=dtype)
         self.v0 = torch.zeros_like(self.k0)
-        self.chain_k = torch.zeros(1, attn.heads, k, attn.head_dim, device=dev, dtype=dtype)
-        self.chain_v = torch.zeros_like(self.chain_k)
         self.hidden = torch.zeros(1, 1, draft.cfg.hidden_size, device=dev, dtype=dtype)
         self.start = torch.zeros(1, dtype=torch.long, device=dev)
         self.last = torch.zeros(1, dtype=torch.long, device=dev)
         self.result = torch.zeros(k + 2, dtype=torch.long, device=dev)  # [a, emitted tokens (k + 1 slots)]
-        self.key_pos = torch.arange(self.max_len, device=dev)
+        self.key_pos = torch.arange(self.max_len + k, device=dev)
+        # Chain step j sees the keys of its chain's steps 1..j (buffer slots max_len .. max_len+j-1) besides
+        # the verified prefix.
+        self.own = [((self.key_pos >= self.max_len) & (self.key_pos < self.max_len + j))[None, None, None, :]
+                    for j in range(k)]
+        self.cos, self.sin = draft.midlayer.rope_tables(self.max_len + k, dev, dtype)
         self.graph: Any = None
         if use_graph and dev.type == "cuda":
             self._capture()
@@ -75,10 +80,10 @@ class GreedyRoundGraph:
         # lie past the new start, invisible, and the next round overwrites them).
         hidden = draft.fc(aux.to(draft.fc.weight.dtype))
         embeds = draft.embed_tokens(emitted[None]).to(hidden.dtype)
-        q, kk, vv = layer.project(embeds, hidden, positions[0])
+        q, kk, vv = layer.project(embeds, hidden, positions[0], self._tables(positions[0]))
         self.k0.index_copy_(2, positions[0], kk)
         self.v0.index_copy_(2, positions[0], vv)
-        mask = (self.key_pos[None, :] <= positions[0][:, None])[None, None]  # [1, 1, k+1, L]
+        mask = (self.key_pos[None, :] <= positions[0][:, None])[None, None]  # [1, 1, k+1, L+k]: no chain slot
         out = F.scaled_dot_product_attention(q, self.k0, self.v0, attn_mask=mask)
         newest = layer.finish(out.transpose(1, 2).reshape(1, k + 1, -1), residual=hidden)
         self.hidden.copy_(newest.index_select(1, accepted.view(1)))
@@ -87,7 +92,7 @@ class GreedyRoundGraph:
         self.result.copy_(torch.cat([accepted.view(1), emitted]))
 
     def _chain(self) -> Tensor:
-        """k greedy proposals (target ids) from the newest position; chain keys live in chain_k/chain_v."""
+        """k greedy proposals (target ids) from the newest position; the chain's keys sit past max_len in k0/v0."""
         draft, layer, k = self.draft, self.draft.midlayer, self.k
         hidden = self.hidden
         token = draft.draft_to_target(draft.logits(hidden)[0, -1].argmax().view(1))
@@ -95,18 +100,19 @@ class GreedyRoundGraph:
         base = (self.key_pos < self.start)[None, None, None, :]  # step-0 keys of verified positions
         for j in range(1, k):
             pos = self.start - 1 + j  # the chain slot's position (TTT step j)
-            q, kj, vj = layer.project(draft.embed_tokens(token.view(1, 1)).to(hidden.dtype), hidden, pos)
-            self.chain_k[:, :, j - 1 : j] = kj
-            self.chain_v[:, :, j - 1 : j] = vj
-            own = (torch.arange(k, device=self.device) < j)[None, None, None, :]
-            mask = torch.cat([base, own], -1)
-            keys = torch.cat([self.k0, self.chain_k], 2)
-            values = torch.cat([self.v0, self.chain_v], 2)
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+            q, kj, vj = layer.project(draft.embed_tokens(token.view(1, 1)).to(hidden.dtype), hidden, pos,
+                                      self._tables(pos))
+            self.k0[:, :, self.max_len + j - 1 : self.max_len + j] = kj
+            self.v0[:, :, self.max_len + j - 1 : self.max_len + j] = vj
+            out = F.scaled_dot_product_attention(q, self.k0, self.v0, attn_mask=base | self.own[j])
             hidden = layer.finish(out.transpose(1, 2).reshape(1, 1, -1), residual=hidden)
             token = draft.draft_to_target(draft.logits(hidden)[0, -1].argmax().view(1))
             proposals.append(token)
         return torch.cat(proposals)
+
+    def _tables(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """The draft's rotary rows at positions [T]: looked up, not recomputed, inside the graph."""
+        return self.cos.index_select(0, positions), self.sin.index_select(0, positions)
 
     def _capture(self) -> None:
         stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
@@ -138,8 +144,9 @@ class GreedyRoundGraph:
         # The prompt's step-0 entries: position t reads token t+1 (the last one reads the first output token).
         hidden = draft.fc(aux.to(draft.fc.weight.dtype))
         following = torch.cat([x[0, 1:], first])[None]
-        q, kk, vv = layer.project(draft.embed_tokens(following).to(hidden.dtype), hidden,
-                                  torch.arange(n, device=self.device))
+        prefix = torch.arange(n, device=self.device)
+        q, kk, vv = layer.project(draft.embed_tokens(following).to(hidden.dtype), hidden, prefix,
+                                  self._tables(prefix))
         self.k0[:, :, :n], self.v0[:, :, :n] = kk, vv
         out = F.scaled_dot_product_attention(q[:, :, -1:], kk, vv)
         self.hidden.copy_(layer.finish(out.transpose(1, 2).reshape(1, 1, -1), residual=hidden[:, -1:]))

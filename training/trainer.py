@@ -111,13 +111,14 @@ def train(cfg: TrainConfig) -> TrainResult:
         done_in_epoch = step - epoch * per_epoch
         for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:per_epoch]:
             ids, attn, mask = (t.to(device, non_blocking=True) for t in (ids, attn, mask))
-            aux, target_logits = target_states(scorer, source, ids, attn, layers)
-            target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
-            with autocast:
-                step_logits = model(ids, aux, cfg.ttt_steps)
-            result = ttt_loss(step_logits, target_draft_logits, in_vocab, mask, cfg.step_decay)
-            optimizer.zero_grad(set_to_none=True)
-            result.total.backward()  # type: ignore[no-untyped-call]  # torch's backward is untyped
+            with attention_kernels(cfg.attention_kernels):  # forward and backward: the backward's attention kernel is chosen by the same rule
+                aux, target_logits = target_states(scorer, source, ids, attn, layers)
+                target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
+                with autocast:
+                    step_logits = model(ids, aux, cfg.ttt_steps)
+                result = ttt_loss(step_logits, target_draft_logits, in_vocab, mask, cfg.step_decay)
+                optimizer.zero_grad(set_to_none=True)
+                result.total.backward()  # type: ignore[no-untyped-call]  # torch's backward is untyped
             torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.grad_clip)
             optimizer.step()
             scheduler.step()
@@ -175,6 +176,16 @@ def load_target(path: Path, device: torch.device, bf16: bool = True) -> tuple[An
     target = target.to(device).eval()
     target.requires_grad_(False)
     return target, AutoTokenizer.from_pretrained(str(path))
+
+
+def attention_kernels(choice: str) -> Any:
+    """A fresh context (one per step) for every attention of a step: torch's own backend choice, or every fused
+    kernel but cuDNN's."""
+    if choice == "auto":
+        return nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
 def tokenize_file(cfg: TrainConfig, tokenizer: Any) -> list[TokenizedRow]:

@@ -52,6 +52,8 @@ def train(
     serving_context: int | None = typer.Option(None, "--serving-context",
                                                help="max_position_embeddings of the draft (default: target's)."),
     device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda"),
+    attention_kernels: str | None = typer.Option(
+        None, "--attention-kernels", help="auto (torch's choice) | no-cudnn (no per-shape plan building)."),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang loads."""
     import logging
@@ -66,6 +68,7 @@ def train(
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
+        "attention_kernels": attention_kernels,
     }.items() if v is not None}
     try:
         if config is not None:

@@ -192,3 +192,25 @@ def test_an_unreadable_newest_checkpoint_falls_back_to_the_one_before(tmp_path: 
     assert "skipping unreadable checkpoint" in caplog.text and "resumed from" in caplog.text
     assert caplog.text.split("resumed from", 1)[1].split()[0].endswith("step_0000002")
     assert not list(tmp_path.glob("checkpoints/*/state.pt.partial"))  # checkpoints land whole
+
+
+def test_no_cudnn_attention_trains_the_same_weights_and_restores_the_backends(
+        tmp_path: Path, llama_dir: Path, regenerated_data: dict[str, Path]) -> None:
+    """`attention_kernels="no-cudnn"` only narrows which fused kernel a step may use: on CPU (no cuDNN) a run
+    ends with the same weights, a fresh context is entered every step, and torch's setting is back afterwards."""
+    from training.trainer import attention_kernels
+
+    with attention_kernels("no-cudnn"):
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+    assert torch.backends.cuda.cudnn_sdp_enabled()
+    base = {"data": str(regenerated_data["train"]), "target": str(llama_dir), "draft_vocab_size": 150,
+            "ttt_steps": 2, "batch_size": 4, "device": "cpu", "max_steps": 3, "lr": 3e-3}
+    runs = {}
+    for choice in ("auto", "no-cudnn"):
+        train(make_config({**base, "out": str(tmp_path / choice), "attention_kernels": choice}))
+        runs[choice] = torch.load(tmp_path / choice / "checkpoints/step_0000003/state.pt", weights_only=True)["draft"]
+    for name in ("fc.weight", "midlayer.self_attn.q_proj.weight"):
+        torch.testing.assert_close(runs["auto"][name], runs["no-cudnn"][name], rtol=0, atol=0)
+    with pytest.raises(Exception, match="attention_kernels"):
+        make_config({**base, "out": str(tmp_path), "attention_kernels": "cudnn-only"})
