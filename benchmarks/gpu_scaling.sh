@@ -57,6 +57,19 @@ case "$stage" in
     if [ -z "${FRESH_REGEN:-}" ] && [ -f "$saved" ] && [ ! -f "$WORK/regen/regenerated.jsonl" ]; then
       mkdir -p "$WORK/regen" && zcat "$saved" > "$WORK/regen/regenerated.jsonl"
     fi
+    # The points measured in earlier sessions (tracked) are not trained again: the curve skips what results.json
+    # holds. The regeneration entries stay out: their files live only on the machine that made them.
+    raw=benchmarks/results/gpu_scaling/scaling_raw.json
+    if [ -z "${FRESH_CURVE:-}" ] && [ -f "$raw" ] && [ ! -f "$WORK/results.json" ]; then
+      $PY - "$raw" "$WORK/results.json" <<'EOF'
+import json, sys
+from pathlib import Path
+raw = json.loads(Path(sys.argv[1]).read_text())
+local = ("regen", "regen_answers", "regen_greedy_overfit", "eval_greedy")
+Path(sys.argv[2]).write_text(json.dumps({k: v for k, v in raw.items() if k not in local}, indent=1))
+print(f"results.json seeded with {len(raw['runs'])} runs of earlier sessions")
+EOF
+    fi
     nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
     ls -la "$WORK/parts"
     ;;
