@@ -417,8 +417,12 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--timed-ks", type=int, nargs="+", default=[5],
                         help="curve: chain lengths timed at the top scale (the eval's --k is the row's speedup).")
-    parser.add_argument("--attention-kernels", choices=["auto", "no-cudnn"], default="auto",
+    parser.add_argument("--attention-kernels", choices=["auto", "no-cudnn"], default="no-cudnn",
                         help="Training: fused attention kernels a step may use (see TrainConfig).")
+    parser.add_argument("--allow-cudnn-attention", action="store_true",
+                        help="GPU stages: let torch pick cuDNN's fused attention anywhere in the process (by default "
+                        "it is switched off process-wide, plain `generate` of the side-by-side bench included, as "
+                        "in the published runs; see inference/attention_kernels.py).")
     parser.add_argument("--split-points", action="store_true",
                         help="curve: start a point even when its estimate passes the budget (it checkpoints "
                         "every 200 steps; the next call resumes it).")
@@ -436,6 +440,10 @@ def main() -> None:
         curve,  # the curve stage lives beside this file (it imports the helpers here)
     )
 
+    if args.command not in {"prepare", "report"} and not args.allow_cudnn_attention:
+        import torch
+
+        torch.backends.cuda.enable_cudnn_sdp(False)
     commands = {"prepare": prepare, "target": make_target, "bench-regen": bench_regen, "regen": regen_all,
                 "bench-train": bench_train, "curve": curve, "report": report}
     commands[args.command](args)

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from inference.attention_kernels import without_cudnn
 from inference.errors import InferenceError
 
 SUPPORTED = {"llama"}
@@ -129,6 +130,11 @@ class StaticLlama:
         verify steps). With `prefill`, rows are fresh prompts written into cache rows `slots` from position 0 and
         attend only among themselves (right padding is harmless: padded positions come after every real one).
         """
+        with without_cudnn():  # no per-shape plan building: a prefill meets new shapes all the time
+            return self._forward(tokens, positions, slots, prefill, aux_ids, last_only)
+
+    def _forward(self, tokens: Tensor, positions: Tensor, slots: Tensor | None, prefill: bool,
+                 aux_ids: tuple[int, ...], last_only: bool) -> tuple[Tensor, Tensor | None]:
         x = F.embedding(tokens, self.embed)
         aux: dict[int, Tensor] = {}
         rows = slots if slots is not None else torch.arange(tokens.shape[0], device=tokens.device)

@@ -22,7 +22,8 @@ REPO_ONLY = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py"
     "benchmarks", "tests"}
 
 # Which first-party packages each package may import: DESIGN.md's table, plus (README, Architecture) the prompt
-# files agents and graph load, and training's use of inference's static-cache target runner; less server → agents:
+# files agents and graph load, and training's use of inference's static-cache target runner and of its choice of
+# attention kernels (one torch-only module, so both stages run attention alike); less server → agents:
 # the front doors reach the agents only through graph/ (`graph.search` picks a campaign's backends).
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
@@ -31,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "graph": {"core", "agents", "curation.catalog", "prompts"},
     "curation": {"core"},
     "inference": {"core"},
-    "training": {"core", "inference.static_llama"},
+    "training": {"core", "inference.static_llama", "inference.attention_kernels"},
     "server": {"core", "graph", "curation", "inference", "training", "prompts"},  # agents only through graph
 }
 CORE_THIRD_PARTY = {"pydantic", "pydantic_settings", "typing_extensions"}  # the last: pydantic's own, for TypedDict

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from inference.attention_kernels import without_cudnn
 from inference.static_llama import SUPPORTED
 from training.draft_model import Eagle3Draft
 from training.hidden_states import AuxLayers
@@ -117,7 +118,19 @@ def _sync(device: torch.device) -> None:
 def evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *, max_new: int, k: int,
              eos: set[int] | None = None, temperature: float = 0.0, seed: int = 0, baseline: bool = True,
              use_graph: bool = True, on_prompt: Callable[[int], None] | None = None) -> AcceptReport:
-    """Decode every prompt with the target alone (timed) and speculatively (timed); return the pooled report."""
+    """Decode every prompt with the target alone (timed) and speculatively (timed); return the pooled report.
+
+    No attention runs on cuDNN's kernel (inference.attention_kernels): it would charge a plan build to the
+    first decoder that meets a prompt's length, and the baseline and the speculative decoder would not pay alike.
+    """
+    with without_cudnn():
+        return _evaluate(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos, temperature=temperature,
+                         seed=seed, baseline=baseline, use_graph=use_graph, on_prompt=on_prompt)
+
+
+def _evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *, max_new: int, k: int,
+              eos: set[int] | None, temperature: float, seed: int, baseline: bool, use_graph: bool,
+              on_prompt: Callable[[int], None] | None) -> AcceptReport:
     eos = eos or set()
     device = next(target.parameters()).device
     max_len = max(map(len, prompts)) + max_new + k + 2

@@ -68,8 +68,9 @@ class TrainConfig(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     bf16: bool = Field(default=True, description="bf16 autocast on GPU (ignored on CPU).")
     attention_kernels: Literal["auto", "no-cudnn"] = Field(
-        default="auto", description="Fused attention a step may use: torch's choice, or all but cuDNN's (which "
-        "builds a plan the first time it meets a batch shape; a length-packed epoch meets hundreds).")
+        default="no-cudnn", description="Fused attention a step may use: all but cuDNN's (which builds a plan the "
+        "first time it meets a batch shape, and a length-packed epoch meets hundreds; see "
+        "inference/attention_kernels.py), or torch's own choice.")
     resume: bool = Field(default=True, description="Continue from the newest checkpoint in out/checkpoints.")
 
 

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from inference.attention_kernels import without_cudnn
 from inference.static_llama import StaticLlama, UnsupportedTarget
 from training.config import TrainConfig, save_config
 from training.data import TokenizedRow, check_template, load_conversations, tokenize_row
@@ -181,11 +182,7 @@ def load_target(path: Path, device: torch.device, bf16: bool = True) -> tuple[An
 def attention_kernels(choice: str) -> Any:
     """A fresh context (one per step) for every attention of a step: torch's own backend choice, or every fused
     kernel but cuDNN's."""
-    if choice == "auto":
-        return nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+    return nullcontext() if choice == "auto" else without_cudnn()
 
 
 def tokenize_file(cfg: TrainConfig, tokenizer: Any) -> list[TokenizedRow]:

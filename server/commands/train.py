@@ -53,7 +53,7 @@ def train(
                                                help="max_position_embeddings of the draft (default: target's)."),
     device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda"),
     attention_kernels: str | None = typer.Option(
-        None, "--attention-kernels", help="auto (torch's choice) | no-cudnn (no per-shape plan building)."),
+        None, "--attention-kernels", help="no-cudnn (default: no per-shape plan building) | auto (torch's choice)."),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang loads."""
     import logging

@@ -108,3 +108,34 @@ def test_prefiltered_nucleus_is_the_full_sorts_exactly_and_rows_past_it_fall_bac
             assert int(token[row]) in set(kept.tolist())
     greedy = sample(torch.cat([peaked, flat]), torch.zeros(5), top_p, gen)
     assert greedy.tolist() == torch.cat([peaked, flat]).argmax(-1).tolist()
+
+
+def test_no_attention_of_a_forward_or_a_timed_decode_runs_on_cudnn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuDNN's fused attention builds a plan per new shape (67 ms for a prefill on an H200): every attention call
+    of the runner (prefill, decode, verify) and of a timed decode sees it switched off, and it is back after."""
+    import torch.nn.functional as F
+
+    from training.accept import evaluate
+    from training.draft_model import DraftConfig, Eagle3Draft
+    from training.hidden_states import default_aux_layers
+
+    seen: list[bool] = []
+    real = F.scaled_dot_product_attention
+
+    def spy(*args: object, **kwargs: object) -> torch.Tensor:
+        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    model = make_llama(60, layers=3)
+    runner = StaticLlama(model, slots=1, max_len=16)
+    runner.forward(torch.tensor([[1, 5, 9]]), torch.arange(3)[None], slots=torch.tensor([0]), prefill=True)
+    runner.forward(torch.tensor([[4]]), torch.tensor([[3]]))
+    cfg = model.config
+    draft = Eagle3Draft(DraftConfig(hidden_size=cfg.hidden_size, intermediate_size=64, num_attention_heads=4,
+                                    num_key_value_heads=2, vocab_size=60, draft_vocab_size=60,
+                                    target_hidden_size=cfg.hidden_size)).eval()
+    draft.set_vocab(torch.zeros(60, dtype=torch.long), torch.ones(60, dtype=torch.bool))
+    evaluate(model, draft, default_aux_layers(3), [[1, 5, 9, 2]], max_new=6, k=2, use_graph=False)
+    assert len(seen) > 10 and not any(seen)
+    assert torch.backends.cuda.cudnn_sdp_enabled()
