@@ -50,6 +50,7 @@ lint: $(VENV)/.installed-all
 bench: $(VENV)/.installed-all
 	$(PY) benchmarks/index_quality.py
 	$(PY) benchmarks/fanout.py --latency 0.2 1.0 --repeats 2
+	$(PY) benchmarks/campaign_time.py
 	$(PY) benchmarks/catalog_list.py
 	$(PY) benchmarks/api_load.py
 	$(PY) benchmarks/curate_throughput.py

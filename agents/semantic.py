@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future
 from functools import lru_cache
 
 import numpy as np
@@ -35,7 +36,7 @@ class CategorySimilarity:
     def __init__(self, encoder: SentenceEncoder | None, index: OfflineIndex | None = None) -> None:
         self._encoder = encoder
         self._index = index
-        self._anchors: dict[str, np.ndarray] = {}
+        self._anchors: dict[str, Future[np.ndarray]] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -54,10 +55,19 @@ class CategorySimilarity:
             return None
         texts = semantic_anchors(definition)
         key = "\n".join(texts)
-        with self._lock:
-            if key not in self._anchors:
-                self._anchors[key] = self._encoder.encode(texts)
-            return self._anchors[key]
+        with self._lock:  # the first caller of a key encodes it; others wait for that one result
+            pending, mine = self._anchors.get(key), False
+            if pending is None:
+                pending, mine = self._anchors.setdefault(key, Future()), True
+        if mine:  # encoded outside the lock, so categories embed their anchors side by side
+            try:
+                pending.set_result(self._encoder.encode(texts))
+            except BaseException as exc:
+                with self._lock:
+                    del self._anchors[key]  # not cached: the next caller tries again
+                pending.set_exception(exc)
+                raise
+        return pending.result()
 
     def similarities(self, definition: CategoryDefinition, candidates: list[Candidate]) -> dict[str, float]:
         """Return `{hub_id: contrastive similarity}` for every candidate (see the module text); empty when off."""

@@ -63,7 +63,7 @@ async def run_subagent(
     # The exemplars describe good datasets in plain sentences: a semantic index finds their look-alikes, while
     # the Hub's and the web's keyword searches would only waste calls on them.
     calls += [(e, backend) for e in definition.exemplars for backend in backends if is_semantic(backend)]
-    _prepare(calls)
+    await asyncio.to_thread(_prepare, calls)  # embedding is CPU work: off the event loop, beside other categories
     results = await asyncio.gather(
         *(
             _search_once(b, q, _limit(b, per_query_limit, local_pool_depth), retries, timeout_s, retry_base_delay_s)
@@ -221,7 +221,7 @@ async def _score(
     similarity: CategorySimilarity,
 ) -> None:
     """Set relevance, reason and format on every candidate, then sort them best first (in place)."""
-    similarities = similarity.similarities(definition, candidates)
+    similarities = await asyncio.to_thread(similarity.similarities, definition, candidates)  # embeds: off the loop
     others = [load_category(c) for c in Category if c is not definition.category]
     for candidate in candidates:
         rival = max(

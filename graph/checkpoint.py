@@ -17,7 +17,6 @@ from pathlib import Path
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from psycopg.conninfo import make_conninfo
 from sqlalchemy.engine import URL, make_url
 
 # pg_advisory_lock key serialising checkpointer table setup: two campaigns starting together on a fresh
@@ -40,6 +39,8 @@ class UnsupportedDatabaseError(ValueError):
 
 def postgres_conninfo(url: URL) -> str:
     """Return the libpq conninfo for a `postgresql[+driver]://` SQLAlchemy URL, query options kept."""
+    from psycopg.conninfo import make_conninfo  # here, not at the top: a SQLite campaign never loads psycopg
+
     params: dict[str, str] = {}
     for key, value in url.query.items():
         params[key] = value if isinstance(value, str) else value[-1]

@@ -1,11 +1,13 @@
 """The `persist` node: write verified runs, candidates, verdicts and catalog entries, then the campaign status.
 
 Each run is written in its own transaction, and a run whose row is already finished is skipped, so the node
-is safe to run again after a crash (a resume re-runs it). Catalog entries are upserted in Hub-id order and a
-run's transaction runs again when PostgreSQL aborts it as a deadlock victim, so campaigns persisting side by
-side never fail each other. Nothing is dropped: every candidate is stored with
-its verdict, rejected ones included; a candidate with a malformed Hub id keeps its candidate and verdict rows
-but gets no catalog entry (the catalog is keyed by valid Hub ids).
+is safe to run again after a crash (a resume re-runs it): a crash loses no run already committed and leaves
+nothing of the run it interrupted. Within its transaction a run is written in batches (its candidates, then
+their verdicts, one insert each; its entries through `store.upsert_entries`), not a flush per row. Catalog
+entries are upserted in Hub-id order and a run's transaction runs again when PostgreSQL aborts it as a
+deadlock victim, so campaigns persisting side by side never fail each other. Nothing is dropped: every
+candidate is stored with its verdict, rejected ones included; a candidate with a malformed Hub id keeps its
+candidate and verdict rows but gets no catalog entry (the catalog is keyed by valid Hub ids).
 """
 
 from __future__ import annotations
@@ -64,15 +66,12 @@ def persist_run(session: Session, *, campaign_id: str, run: VerifiedRun) -> dict
     if run["status"] != RunStatus.SUCCEEDED:
         store.add_verdict(session, campaign_id=campaign_id, decision=Decision.REJECT.value, reasons=run["reasons"],
                           run_id=run_id)
-    entries = []
-    for verified in run["candidates"]:
-        record = store.add_candidate(
-            session, campaign_id=campaign_id, run_id=run_id, category=run["category"], candidate=verified["candidate"]
-        )
-        store.add_verdict(session, campaign_id=campaign_id, decision=verified["decision"], reasons=verified["reasons"],
-                          run_id=run_id, candidate_id=record.id, hub_id=record.hub_id)
-        if is_hub_id(record.hub_id):
-            entries.append((record, verified["decision"], verified["reasons"]))
+    records = store.add_verified_candidates(
+        session, campaign_id=campaign_id, run_id=run_id, category=run["category"],
+        verified=[(v["candidate"], v["decision"], v["reasons"]) for v in run["candidates"]],
+    )
+    entries = [(record, v["decision"], v["reasons"])
+               for record, v in zip(records, run["candidates"], strict=True) if is_hub_id(record.hub_id)]
     store.upsert_entries(session, verified=entries)
     return {"candidates": len(run["candidates"]), "accepted": accepted}
 

@@ -21,6 +21,8 @@ import os
 import tempfile
 import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -36,6 +38,9 @@ MODEL_ZIP = "all_minilm_l6_v2/model.zip"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 BATCH = 32
+# Encodes that may run at once, each in its own thread on one BLAS thread: a campaign's ten subagents embed
+# their queries and anchors concurrently, on both of two cores. More would only add activations to memory.
+ENCODE_SLOTS = 2
 
 
 class EncoderUnavailableError(RuntimeError):
@@ -89,18 +94,19 @@ class SentenceEncoder:
         self._heads = int(config["num_attention_heads"])
         self._eps = float(config["layer_norm_eps"])
         self.dim = int(config["hidden_size"])
-        self._lock = threading.Lock()  # NumPy releases the GIL; one encode at a time keeps memory flat
+        self._slots = threading.BoundedSemaphore(ENCODE_SLOTS)  # NumPy releases the GIL in its kernels
 
     def encode(self, texts: list[str], *, threads: int = 1) -> np.ndarray:
         """Return one unit-length float32 row per text, shape `(len(texts), 384)`; empty text gives a zero row.
 
         `threads` caps BLAS threads: one is fastest for a few queries (on a busy 2-core machine a threaded
-        BLAS spins and is 100× slower); the rebuild script may pass more for its 917 documents.
+        BLAS spins and is 100× slower); the rebuild script may pass more for its 917 documents. Up to
+        `ENCODE_SLOTS` encodes run at once (from different threads); each row comes out the same as alone.
         """
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         encodings = self._tokenizer.encode_batch([t or "" for t in texts])
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))  # similar lengths batch together
-        with self._lock, threadpool_limits(limits=threads, user_api="blas"):
+        with self._slots, _BLAS_THREADS.held(threads):
             for start in range(0, len(order), BATCH):
                 chunk = [i for i in order[start : start + BATCH] if texts[i].strip()]
                 if chunk:
@@ -209,6 +215,41 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return out
 
 
+class _BlasThreads:
+    """The process-wide BLAS thread count, held at one value while any encode runs.
+
+    threadpoolctl's limit is process-wide, and two overlapping `threadpool_limits` blocks undo each other (the
+    first to end restores the count under the second, which then spins on a threaded BLAS). So encodes asking
+    for the same count share one limit: the first in sets it, the last out restores the original count; an
+    encode asking for another count waits until the others are done.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._users = 0
+        self._threads = 0
+        self._limiter: threadpool_limits | None = None
+
+    @contextmanager
+    def held(self, threads: int) -> Iterator[None]:
+        """Run the block with BLAS limited to `threads` threads."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._users == 0 or self._threads == threads)
+            if self._users == 0:
+                self._limiter, self._threads = threadpool_limits(limits=threads, user_api="blas"), threads
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._users -= 1
+                if self._users == 0 and self._limiter is not None:
+                    self._limiter.restore_original_limits()
+                    self._limiter = None
+                    self._changed.notify_all()
+
+
+_BLAS_THREADS = _BlasThreads()  # BLAS's thread count is one per process, so is its keeper
 _default_lock = threading.Lock()
 
 

@@ -2,8 +2,9 @@
 
 Graph nodes, API routes and the CLI never write tables themselves; they call these functions, which validate
 statuses against `core.types`, write one `AuditEvent` row for every status change, and raise a `CatalogError`
-subclass for a bad id or a refused review. Campaign and run bookkeeping lives in `campaigns.py`, human review
-in `review.py`, the database plumbing in `database.py`; all are re-exported here so callers import one module.
+subclass for a bad id or a refused review. Campaign and run bookkeeping lives in `campaigns.py`, candidates and
+verdicts in `candidates.py`, human review in `review.py`, the database plumbing in `database.py`; all are
+re-exported here so callers import one module.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_core import to_jsonable_python
 from sqlalchemy import func, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -31,6 +31,14 @@ from curation.catalog.campaigns import (
     list_runs,
     set_campaign_status,
     start_run,
+)
+from curation.catalog.candidates import (
+    VerifiedCandidate,
+    add_candidate,
+    add_verdict,
+    add_verified_candidates,
+    checked_decision,
+    stored_reasons,
 )
 from curation.catalog.database import (
     is_retryable,
@@ -59,7 +67,7 @@ from curation.catalog.leases import (
 )
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
 from curation.catalog.review import find_entry, review_entry
-from curation.catalog.storable import checked, storable
+from curation.catalog.storable import checked
 
 __all__ = [
     "CAMPAIGN_STATUSES",
@@ -71,9 +79,11 @@ __all__ = [
     "InvalidValueError",
     "OverrideRequiredError",
     "RunNotFoundError",
+    "VerifiedCandidate",
     "acquire_lease",
     "add_candidate",
     "add_verdict",
+    "add_verified_candidates",
     "approved_entries",
     "campaign_lease",
     "catalog_summary",
@@ -105,71 +115,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _ENTRY_STATUSES = {s.value for s in EntryStatus}
-_DECISIONS = {d.value for d in Decision}
-
-
-# ---- candidates and verdicts -------------------------------------------------------------------------------
-
-
-def add_candidate(session: Session, *, campaign_id: str, run_id: int, category: str, candidate: dict[str, Any]) -> CandidateRecord:
-    """Store one candidate as a run delivered it (`agents.models.Candidate.model_dump(mode="json")`); return the row."""
-    run = get_run(session, run_id=run_id)
-    if run.campaign_id != campaign_id:
-        raise RunNotFoundError(f"run {run_id} belongs to campaign {run.campaign_id!r}, not {campaign_id!r}")
-    candidate = to_jsonable_python(candidate)  # JSON columns: datetimes and enums become strings, as model_dump(mode="json")
-    candidate = storable(candidate)  # text from the Hub: a NUL or lone surrogate becomes U+FFFD, not a failed run
-    hub_id = str(candidate.get("hub_id") or "").strip()
-    if not hub_id:
-        raise InvalidValueError("candidate without a hub_id")
-    record = CandidateRecord(
-        campaign_id=campaign_id,
-        run_id=run_id,
-        category=category_name(category),
-        hub_id=hub_id,
-        title=candidate.get("title") or "",
-        description=candidate.get("description") or "",
-        dataset_metadata=dict(candidate.get("metadata") or {}),
-        evidence=list(candidate.get("evidence") or []),
-        relevance=float(candidate.get("relevance") or 0.0),
-        relevance_reason=candidate.get("relevance_reason") or "",
-        format_guess=candidate.get("format_guess"),
-    )
-    session.add(record)
-    session.flush()
-    return record
-
-
-def add_verdict(
-    session: Session,
-    *,
-    campaign_id: str,
-    decision: str,
-    reasons: Sequence[Reason],
-    run_id: int | None = None,
-    candidate_id: int | None = None,
-    hub_id: str | None = None,
-) -> Verdict:
-    """Store the verifier's decision on a candidate or on a whole run; return the row."""
-    get_campaign(session, campaign_id=campaign_id)
-    if run_id is not None:
-        get_run(session, run_id=run_id)
-    if candidate_id is not None:
-        candidate = session.get(CandidateRecord, candidate_id)
-        if candidate is None:
-            raise InvalidValueError(f"no candidate with id {candidate_id}")
-        hub_id = hub_id or candidate.hub_id
-        run_id = run_id if run_id is not None else candidate.run_id
-    verdict = Verdict(
-        campaign_id=campaign_id,
-        run_id=run_id,
-        candidate_id=candidate_id,
-        hub_id=hub_id,
-        decision=_decision(decision),
-        reasons=_reasons(reasons),
-    )
-    session.add(verdict)
-    session.flush()
-    return verdict
 
 
 # ---- catalog entries ---------------------------------------------------------------------------------------
@@ -182,8 +127,7 @@ def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str,
     metadata, license and the verifier's view are refreshed. A new entry waits for review (`pending_review`),
     also when the verifier rejected it. A human decision (approved/rejected) is never changed here.
     """
-    decision = _decision(decision)
-    tagged = [Reason(**r, category=candidate.category) for r in _reasons(reasons)]
+    decision, tagged = checked_decision(decision), _tagged(candidate, reasons)
     entry = find_entry(session, candidate.hub_id, lock=True)
     if entry is None:
         entry = _insert_entry(session, candidate, decision, tagged)
@@ -191,38 +135,39 @@ def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str,
             return entry
         entry = find_entry(session, candidate.hub_id, lock=True)  # lost an insert race: merge into the winner
         assert entry is not None
-    previous_decision = entry.verifier_decision
-    relevance = {**entry.relevance, candidate.category: candidate.relevance}
-    entry.categories = sorted(set(entry.categories) | {candidate.category})
-    entry.relevance = relevance
-    entry.best_relevance = max(relevance.values())
-    entry.reasons = [r for r in entry.reasons if r.get("category") != candidate.category] + tagged
-    entry.verifier_decision = _merged_decision(entry, candidate.category, decision)
-    _refresh_metadata(entry, candidate)
-    entry.version += 1
-    entry.updated_at = utcnow()
-    session.add(entry)
-    if entry.verifier_decision != previous_decision:
-        record_audit(
-            session, entity="entry", entity_id=entry.hub_id, action="verifier_decision_changed",
-            from_status=entry.status, to_status=entry.status,
-            detail={"from": previous_decision, "to": entry.verifier_decision, "category": candidate.category},
-        )
+    _merge_into(session, entry, candidate, decision, tagged)
     session.flush()
     return entry
 
 
-def upsert_entries(
-    session: Session, *, verified: Sequence[tuple[CandidateRecord, str, Sequence[Reason]]]
-) -> list[CatalogEntry]:
+def upsert_entries(session: Session, *, verified: Sequence[tuple[CandidateRecord, str, Sequence[Reason]]]) -> list[CatalogEntry]:
     """Upsert the entries of many `(candidate, decision, reasons)` at once, in Hub-id order; return the entries.
 
-    Each upsert locks its entry's row (or its unique-index slot) until the transaction ends. Taking those
-    locks in one global order, whatever order the candidates came in, means two transactions never each hold
-    a row the other waits for: concurrent campaigns merging the same datasets queue instead of deadlocking.
+    The rows written are those of `upsert_entry` on each in that order. On PostgreSQL each upsert locks its
+    entry's row (or its unique-index slot) until the transaction ends; taking those locks in one global order,
+    whatever order the candidates came in, means two transactions never each hold a row the other waits for:
+    concurrent campaigns merging the same datasets queue instead of deadlocking. SQLite has no row locks: a
+    writing transaction holds the database's one write lock (`open_session` takes it at BEGIN), so nothing
+    another connection writes can land between this function's read and its write. There the entries are read
+    in one query and written in one flush, instead of a query and one or two flushes per candidate.
     """
     ordered = sorted(verified, key=lambda item: item[0].hub_id)
-    return [upsert_entry(session, candidate=c, decision=d, reasons=r) for c, d, r in ordered]
+    if session.get_bind().dialect.name != "sqlite":
+        return [upsert_entry(session, candidate=c, decision=d, reasons=r) for c, d, r in ordered]
+    known = _entries_by_hub_id(session, [candidate.hub_id for candidate, _, _ in ordered])
+    upserted = []
+    for candidate, decision, reasons in ordered:
+        decision, tagged = checked_decision(decision), _tagged(candidate, reasons)
+        entry = known.get(candidate.hub_id)
+        if entry is None:
+            entry = known[candidate.hub_id] = _entry_for(candidate, decision, tagged)
+            session.add(entry)
+            _audit_created(session, entry, candidate, decision)
+        else:
+            _merge_into(session, entry, candidate, decision, tagged)
+        upserted.append(entry)
+    session.flush()
+    return upserted
 
 
 def list_entries(
@@ -333,7 +278,23 @@ def catalog_summary(session: Session, *, campaign_id: str | None = None) -> dict
 # ---- internals ---------------------------------------------------------------------------------------------
 
 
-def _insert_entry(session: Session, candidate: CandidateRecord, decision: str, reasons: list[Reason]) -> CatalogEntry | None:
+_IN_CHUNK = 500  # Hub ids per `IN (…)` query, well under any database's limit on bound parameters
+
+
+def _entries_by_hub_id(session: Session, hub_ids: Sequence[str]) -> dict[str, CatalogEntry]:
+    unique = sorted(set(hub_ids))
+    found: dict[str, CatalogEntry] = {}
+    for start in range(0, len(unique), _IN_CHUNK):
+        chunk = unique[start : start + _IN_CHUNK]
+        found.update((e.hub_id, e) for e in session.exec(select(CatalogEntry).where(col(CatalogEntry.hub_id).in_(chunk))))
+    return found
+
+
+def _tagged(candidate: CandidateRecord, reasons: Sequence[Reason]) -> list[Reason]:
+    return [Reason(**r, category=candidate.category) for r in stored_reasons(reasons)]
+
+
+def _entry_for(candidate: CandidateRecord, decision: str, reasons: list[Reason]) -> CatalogEntry:
     entry = CatalogEntry(
         hub_id=candidate.hub_id,
         categories=[candidate.category],
@@ -344,6 +305,11 @@ def _insert_entry(session: Session, candidate: CandidateRecord, decision: str, r
         reasons=reasons,
     )
     _refresh_metadata(entry, candidate)
+    return entry
+
+
+def _insert_entry(session: Session, candidate: CandidateRecord, decision: str, reasons: list[Reason]) -> CatalogEntry | None:
+    entry = _entry_for(candidate, decision, reasons)
     try:
         with session.begin_nested():
             session.add(entry)
@@ -351,12 +317,37 @@ def _insert_entry(session: Session, candidate: CandidateRecord, decision: str, r
     except IntegrityError:
         logger.debug("entry %s was created concurrently; merging", candidate.hub_id)
         return None
+    _audit_created(session, entry, candidate, decision)
+    session.flush()
+    return entry
+
+
+def _audit_created(session: Session, entry: CatalogEntry, candidate: CandidateRecord, decision: str) -> None:
     record_audit(
         session, entity="entry", entity_id=entry.hub_id, action="created", from_status=None,
         to_status=entry.status, detail={"category": candidate.category, "verifier_decision": decision},
     )
-    session.flush()
-    return entry
+
+
+def _merge_into(session: Session, entry: CatalogEntry, candidate: CandidateRecord, decision: str, tagged: list[Reason]) -> None:
+    """Merge a verified candidate into its dataset's existing entry (see `upsert_entry`); flushed by the caller."""
+    previous_decision = entry.verifier_decision
+    relevance = {**entry.relevance, candidate.category: candidate.relevance}
+    entry.categories = sorted(set(entry.categories) | {candidate.category})
+    entry.relevance = relevance
+    entry.best_relevance = max(relevance.values())
+    entry.reasons = [r for r in entry.reasons if r.get("category") != candidate.category] + tagged
+    entry.verifier_decision = _merged_decision(entry, candidate.category, decision)
+    _refresh_metadata(entry, candidate)
+    entry.version += 1
+    entry.updated_at = utcnow()
+    session.add(entry)
+    if entry.verifier_decision != previous_decision:
+        record_audit(
+            session, entity="entry", entity_id=entry.hub_id, action="verifier_decision_changed",
+            from_status=entry.status, to_status=entry.status,
+            detail={"from": previous_decision, "to": entry.verifier_decision, "category": candidate.category},
+        )
 
 
 def _refresh_metadata(entry: CatalogEntry, candidate: CandidateRecord) -> None:
@@ -398,19 +389,3 @@ def _entry_status(value: str) -> str:
     if value not in _ENTRY_STATUSES:
         raise InvalidValueError(f"unknown entry status {value!r}; known: {', '.join(sorted(_ENTRY_STATUSES))}")
     return value
-
-
-def _decision(value: str) -> str:
-    if value not in _DECISIONS:
-        raise InvalidValueError(f"unknown decision {value!r}; known: {', '.join(sorted(_DECISIONS))}")
-    return value
-
-
-def _reasons(reasons: Sequence[Reason]) -> list[Reason]:
-    out: list[Reason] = []
-    for reason in storable(reasons):  # details quote what the datasets say: stored whatever they hold
-        if not isinstance(reason, dict) or "code" not in reason:
-            raise InvalidValueError(f"a reason must be a dict with a 'code': {reason!r}")
-        out.append({**reason, "code": str(reason["code"]), "detail": str(reason.get("detail", "")),
-                    "blocking": bool(reason.get("blocking", True))})
-    return out

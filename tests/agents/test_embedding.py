@@ -102,3 +102,21 @@ def test_the_index_embeds_prepared_queries_in_one_call_and_caches_them() -> None
     index.rank("bug fix")
     index.rank("program repair task_categories:text-generation")  # the filter is not part of the text
     assert calls == [["bug fix", "program repair"]]
+
+
+def test_concurrent_encodes_give_the_vectors_of_one_at_a_time_and_restore_blas(encoder: SentenceEncoder) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [int(info["num_threads"]) for info in threadpool_info() if info["user_api"] == "blas"]
+
+    batches = [TEXTS[: i + 1] for i in range(len(TEXTS))] * 3
+    before = blas_threads()
+    alone = [encoder.encode(batch) for batch in batches]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(encoder.encode, batches))
+    for one, other in zip(alone, together, strict=True):
+        assert np.array_equal(one, other)  # bit for bit: the campaign finds the same, however it is scheduled
+    assert blas_threads() == before  # the last encode out restored the process's BLAS thread count
