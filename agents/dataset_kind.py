@@ -8,8 +8,9 @@ MATH-500, GSM8K, SWE-bench Verified/Lite, MT-Bench, IFEval, GPQA, AIME; a `bench
 listing under evaluation/benchmark sections or lm-eval tasks; a description that calls it a benchmark) and
 for "it is meant for training" (a family with a real training split, a name or description saying so).
 `raw_corpus_evidence` recognises pretraining dumps (raw source files, web text) that hold no conversations or
-instructions. The scorer ranks both below training data; the verifier (`graph/suitability.py`) turns the
-evidence into verdicts.
+instructions, and `multimodal_evidence` sets whose rows need images, video or audio (a text target's draft
+cannot train on them). The scorer ranks all three below text training data; the verifier (`graph/suitability.py`)
+turns the evidence into verdicts.
 """
 
 from __future__ import annotations
@@ -144,6 +145,42 @@ def raw_corpus_evidence(candidate: Candidate) -> tuple[str, bool] | None:
         return None
     if sections:
         return f"listed under {sections[0]!r}", False
+    if said:
+        return f"its description says {said.group(0)!r}", False
+    return None
+
+
+# Rows that need images, video or audio: curated-list sections, Hub modality tags and task categories, id words,
+# and description phrases that name such a layout (a bare "image" in a description is too often a container image).
+_MEDIA_SECTION = re.compile(r"multi-?modal|\bMLLMs?\b|\bvision\b|\bimages?\b|\bvideos?\b|\baudio\b|\bspeech\b",
+                            re.IGNORECASE)
+_MEDIA_TAG = re.compile(r"^modality:(image|video|audio)$|image|video|visual|audio|speech", re.IGNORECASE)
+_MEDIA_NAME_WORDS = frozenset({"video", "videos", "vision", "visual", "image", "images", "llava", "vqa", "audio",
+                               "speech", "multimodal", "mllm", "vl", "4v"})
+_MEDIA_TEXT = re.compile(
+    r"\bmulti-?modal (dataset|instruction|data|captions?|conversations?|model)|\bimage[- ](text|caption|prompt|"
+    r"instruction|document)|\binstruction-image\b|\binterleaved image|\bvideo (instruction|question|dialog|chat)",
+    re.IGNORECASE,
+)
+
+
+def multimodal_evidence(candidate: Candidate) -> tuple[str, bool] | None:
+    """Return `(why, certain)` when the record looks like its rows need images, video or audio, else None.
+
+    Certain from a modality tag or task category, or a listing under multimodal/vision/speech sections; a hint
+    from the id's words or the description's phrasing."""
+    meta = candidate.metadata
+    tags = [t for t in [*meta.tags, *meta.task_categories] if _MEDIA_TAG.search(t)]
+    if tags:
+        return f"tagged {', '.join(sorted(set(tags))[:3])}", True
+    sections = [s for s in meta.sections if _MEDIA_SECTION.search(s)]
+    if sections:
+        return f"listed under {sections[0]!r}", True
+    name = candidate.hub_id.split("/", 1)[-1]
+    words = {w.lower() for w in re.split(r"[-_.\s]+|(?<=[a-z])(?=[A-Z])", name) if w}
+    if words & _MEDIA_NAME_WORDS:
+        return f"its name says {sorted(words & _MEDIA_NAME_WORDS)[0]!r}", False
+    said = _MEDIA_TEXT.search(candidate.description)
     if said:
         return f"its description says {said.group(0)!r}", False
     return None

@@ -8,7 +8,7 @@ issue-to-patch set is bug fixing even when it never says "bug". Being found by s
 adds a little, but never lifts a candidate with no evidence at all. The sum is squashed into [0, 1] with a
 one-line reason. An evaluation-only benchmark or a raw corpus (`agents/dataset_kind.py`) keeps `BENCHMARK_DISCOUNT` of its
 relevance: it is still delivered (the verifier offers a benchmark as an eval set and flags a corpus) but ranks
-below training data. Keyword evidence is contrastive too: when another category's keywords fit the candidate
+below training data; a set whose rows need images, video or audio keeps `MULTIMODAL_DISCOUNT`. Keyword evidence is contrastive too: when another category's keywords fit the candidate
 better than this one's (a code-review set that also mentions summaries), its relevance keeps
 exp(-`KEYWORD_CONTRAST` × the difference × how weak its own keyword evidence is), so look-alikes from a
 neighbouring category sink without being dropped, while a dataset that fits this category strongly too (a
@@ -22,7 +22,7 @@ import math
 from functools import lru_cache
 
 from agents.categories import CategoryDefinition
-from agents.dataset_kind import is_eval_only, raw_corpus_evidence
+from agents.dataset_kind import is_eval_only, multimodal_evidence, raw_corpus_evidence
 from agents.models import Candidate
 from agents.search.terms import light_stem, split_terms
 
@@ -39,6 +39,9 @@ SEMANTIC_FLOOR = 0.25  # cosine to the nearest anchor below which the meaning ad
 SEMANTIC_FULL = 0.55  # cosine at which the meaning counts SEMANTIC_WEIGHT
 SEMANTIC_WEIGHT = 1.2
 BENCHMARK_DISCOUNT = 0.8
+# A set whose rows need images, video or audio: a text target's draft cannot learn from them, so it ranks below
+# every text set with comparable evidence (dev half: 0.6 and 0.8 recall alike, 0.6 a little more precisely).
+MULTIMODAL_DISCOUNT = 0.6
 KEYWORD_CONTRAST = 0.2  # per unit of keyword evidence by which another category fits better
 # Own keyword evidence at which the contrast no longer applies: one keyword in the id (or two in the tags). A
 # dataset kept for two categories (an SWE agent trajectory set: bug fixing *and* agent trajectories) fits both
@@ -101,6 +104,8 @@ def score_candidate(
     benchmark = raw > 0 and is_eval_only(candidate)
     corpus = raw > 0 and not benchmark and raw_corpus_evidence(candidate) is not None
     relevance *= BENCHMARK_DISCOUNT if benchmark or corpus else 1.0
+    media = raw > 0 and multimodal_evidence(candidate) is not None
+    relevance *= MULTIMODAL_DISCOUNT if media else 1.0
     lead = 0.0 if rival is None else rival[1] - keywords_raw
     weak = max(0.0, 1.0 - keywords_raw / CONTRAST_SPARED_AT)  # 1 with no keyword of its own, 0 once strong
     contrasted = lead > 0 and weak > 0
@@ -124,6 +129,8 @@ def score_candidate(
         parts.append("an evaluation benchmark: ranked below training data")
     if corpus:
         parts.append("a raw corpus: ranked below conversation and instruction data")
+    if media:
+        parts.append("its rows need images, video or audio: ranked below text data")
     if contrasted and rival is not None:
         parts.append(f"{rival[0]}'s keywords fit it better (by {lead:.2f})")
     return relevance, "; ".join(parts)

@@ -113,6 +113,7 @@ class ReasonCode(StrEnum):
     BENCHMARK = "benchmark"  # an evaluation set: kept out of training, offered as a decontamination eval set
     RAW_CORPUS = "raw_corpus"  # raw text or code with no conversations or instructions
     LANGUAGE_MISMATCH = "language_mismatch"  # not in the target model's language
+    MULTIMODAL = "multimodal"  # rows need images, video or audio: nothing a text target's draft can learn from
 
 
 class Reason(TypedDict):

@@ -1,4 +1,5 @@
-"""Checks of what a dataset *is*, beyond whether it exists: an evaluation benchmark, a raw corpus, the wrong language.
+"""Checks of what a dataset *is*, beyond whether it exists: an evaluation benchmark, a raw corpus, the wrong language,
+rows that need images, video or audio.
 
 Each check is a pure `(candidate, context) -> list[reason]` like the verifier's others and reads only the
 candidate's id, description and metadata (tags, task categories, languages, columns, and the curated-list
@@ -17,6 +18,10 @@ sections that name it).
   "pre-training corpus" (or is listed under pretraining corpora) is flagged.
 * **language_mismatch** — a dataset whose stated languages exclude the target's (a Chinese-only set for an
   English target) blocks; one that merely looks like it from its id or description is flagged.
+* **multimodal** — image, video or speech data (an LLaVA-style instruction set, a video chat set, an ASR corpus)
+  is no training data for a text target's draft: its turns refer to pixels or sound the draft never sees. A
+  modality tag or a listing under multimodal/vision/speech sections blocks; an id word or description phrase
+  alone is flagged.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from agents.dataset_kind import benchmark_evidence, is_eval_only, raw_corpus_evidence
+from agents.dataset_kind import benchmark_evidence, is_eval_only, multimodal_evidence, raw_corpus_evidence
 from agents.models import Candidate
 from core.types import Reason, ReasonCode
 
@@ -68,6 +73,19 @@ def check_raw_corpus(candidate: Candidate, context: VerifyContext) -> list[Reaso
         return [_reason(ReasonCode.RAW_CORPUS, f"raw corpus: {why}", blocking=True)]
     detail = f"looks like a raw corpus ({why}): no conversations or instructions to regenerate answers for"
     return [_reason(ReasonCode.RAW_CORPUS, detail, blocking=False)]
+
+
+# ---- modality ------------------------------------------------------------------------------------------------
+
+
+def check_multimodal(candidate: Candidate, context: VerifyContext) -> list[Reason]:
+    """Block a set whose rows need images, video or audio by its tags or listing; flag one that only looks so."""
+    found = multimodal_evidence(candidate)
+    if found is None:
+        return []
+    why, certain = found
+    detail = f"rows need images, video or audio ({why}): a text target's draft cannot learn from them"
+    return [_reason(ReasonCode.MULTIMODAL, detail if certain else "looks multimodal: " + detail, blocking=certain)]
 
 
 # ---- language ------------------------------------------------------------------------------------------------

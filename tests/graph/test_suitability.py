@@ -1,4 +1,4 @@
-"""What a dataset is: benchmarks are kept out of training, raw corpora and other-language sets are flagged."""
+"""What a dataset is: benchmarks are kept out of training; raw corpora, other-language and multimodal sets are flagged."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from agents.models import Candidate, DatasetMetadata
 from agents.search.offline import OfflineIndex, record_metadata
 from core.types import Category, Decision, ReasonCode
-from graph.suitability import check_benchmark, check_language, check_raw_corpus
+from graph.suitability import check_benchmark, check_language, check_multimodal, check_raw_corpus
 from graph.verifier import VerifyContext, judge_candidate
 
 CONTEXT = VerifyContext()
@@ -101,3 +101,37 @@ def test_language_mismatch_blocks_stated_languages_and_flags_hints() -> None:
     assert codes(check_language(hinted, CONTEXT)) == [("language_mismatch", False)]
     assert codes(check_language(candidate("org/HC3-Chinese"), CONTEXT)) == [("language_mismatch", False)]
     assert check_language(chinese, VerifyContext(target_language="zh")) == []
+
+
+@pytest.mark.parametrize("hub_id", ["liuhaotian/LLaVA-Instruct-150K", "OpenGVLab/VideoChat2-IT",
+                                    "multimodal-reasoning-lab/Zebra-CoT", "speechcolab/gigaspeech"])
+def test_image_video_and_speech_sets_of_the_snapshot_are_blocked_as_multimodal(hub_id: str) -> None:
+    """Listed under multimodal or speech sections of the curated lists: certain, so blocking."""
+    assert codes(check_multimodal(snapshot_candidate(hub_id), CONTEXT)) == [("multimodal", True)]
+
+
+def test_multimodal_hints_flag_and_text_sets_pass() -> None:
+    tagged = candidate("org/pairs", task_categories=["visual-question-answering"])
+    assert codes(check_multimodal(tagged, CONTEXT)) == [("multimodal", True)]
+    named = candidate("org/llava-style-mix")  # an id word alone: a hint, flagged for the reviewer
+    assert codes(check_multimodal(named, CONTEXT)) == [("multimodal", False)]
+    described = candidate("org/pairs", "A multimodal instruction set of image-text pairs.")
+    assert codes(check_multimodal(described, CONTEXT)) == [("multimodal", False)]
+    # Text sets whose words merely contain a media word, or whose description names a container image.
+    for text in (candidate("org/code-review-critique-revision"), candidate("org/hatespeech_detection"),
+                 candidate("org/agent-runs", "Start from the GPU image and run the training script."),
+                 snapshot_candidate("HuggingFaceH4/ultrachat_200k"), snapshot_candidate("GAIR/lima")):
+        assert check_multimodal(text, CONTEXT) == [], text.hub_id
+
+
+def test_a_multimodal_set_ranks_below_a_text_set_with_the_same_evidence() -> None:
+    from agents.categories import load_category
+    from agents.scoring import MULTIMODAL_DISCOUNT, score_candidate
+
+    definition = load_category(Category.GENERAL_CHAT)
+    text = candidate("org/chat-conversations", "Multi-turn chat conversations.")
+    video = text.model_copy(update={"metadata": DatasetMetadata(sections=["Multi-modal Datasets > Images + Videos"])})
+    text_score, _ = score_candidate(text, definition)
+    video_score, why = score_candidate(video, definition)
+    assert video_score == pytest.approx(text_score * MULTIMODAL_DISCOUNT, abs=1e-3)
+    assert "images, video or audio" in why
