@@ -98,7 +98,12 @@ EOF
     $PY benchmarks/gpu_profile.py --target "$WORK/target" --out "$RESULTS/gpu_profile.json" "$@"
     ;;
   target|bench-regen|regen|bench-train|curve)
-    $PY benchmarks/gpu_scaling.py "$stage" --work "$WORK" --out "$RESULTS" --data "$WORK/data" "$@"
+    # In the background and waited for, so a time limit's TERM (`timeout 560 benchmarks/gpu_scaling.sh curve`)
+    # reaches the Python process too: a foreground child would outlive this shell and keep training.
+    $PY benchmarks/gpu_scaling.py "$stage" --work "$WORK" --out "$RESULTS" --data "$WORK/data" "$@" &
+    child=$!
+    trap 'kill -TERM "$child" 2>/dev/null; wait "$child"' TERM INT
+    wait "$child"
     ;;
   report)
     .venv/bin/python benchmarks/gpu_scaling.py report --raw benchmarks/results/gpu_scaling/scaling_raw.json \
