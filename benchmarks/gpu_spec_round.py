@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,34 +29,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from gpu_profile import timed  # noqa: E402  (beside this file)
 
 # SmolLM2-135M-Instruct's shape (its config.json).
 SMOLLM2 = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
            "num_key_value_heads": 3, "vocab_size": 49152, "rms_norm_eps": 1e-5, "rope_theta": 100000.0,
            "max_position_embeddings": 8192, "tie_word_embeddings": True}
 DRAFT_VOCAB = 32000
-
-
-def timed(fn: Any, repeats: int, warmup: int = 5) -> float:
-    """Median milliseconds of fn() (CUDA events; wall clock off CUDA)."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        if torch.cuda.is_available():
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            import time
-
-            began = time.perf_counter()
-            fn()
-            times.append(1000 * (time.perf_counter() - began))
-    return statistics.median(times)
 
 
 def build(device: torch.device, config: dict[str, Any]) -> tuple[Any, Any, Any]:
