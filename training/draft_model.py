@@ -154,6 +154,46 @@ class DraftLayer(nn.Module):
         return out
 
 
+class PackedDraftLayer:
+    """`DraftLayer`'s math for decoding, with fewer kernels per step: q/k/v packed into one matrix and gate/up into
+    another (once, from the layer's weights), and queries and keys rotated in one pass.
+
+    A chain step at batch 1 is bound by its kernel count, not by arithmetic, so this is what the speculative
+    decoder (`training.spec_graph`) runs; training keeps `DraftLayer` (its separate projections are what
+    SGLang's checkpoint names). The norms are the layer's own modules. Built after the weights are final: the
+    packed copies do not follow later updates.
+    """
+
+    def __init__(self, layer: DraftLayer) -> None:
+        attn, mlp = layer.self_attn, layer.mlp
+        self.heads, self.kv_heads, self.head_dim = attn.heads, attn.kv_heads, attn.head_dim
+        self.qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).detach()
+        self.o = attn.o_proj.weight.detach()
+        self.gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()
+        self.down = mlp.down_proj.weight.detach()
+        self.input_layernorm, self.hidden_norm = layer.input_layernorm, layer.hidden_norm
+        self.post_attention_layernorm = layer.post_attention_layernorm
+
+    def project(self, embeds: Tensor, hidden: Tensor, tables: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """q [B,h,T,d], and k, v repeated to h heads, from [input_layernorm(embeds) || hidden_norm(hidden)];
+        `tables` are cos, sin [T, d] at the rows' positions."""
+        x = torch.cat([self.input_layernorm(embeds), self.hidden_norm(hidden)], dim=-1)
+        b, t, _ = x.shape
+        h, kvh, d = self.heads, self.kv_heads, self.head_dim
+        qkv = x @ self.qkv.T
+        qk = apply_rope(qkv[..., : (h + kvh) * d].view(b, t, h + kvh, d).transpose(1, 2), *tables)
+        v = qkv[..., (h + kvh) * d :].view(b, t, kvh, d).transpose(1, 2)
+        repeat = h // kvh
+        return qk[:, :h], qk[:, h:].repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+
+    def finish(self, attn: Tensor, residual: Tensor) -> Tensor:
+        """o projection + residual, then the SwiGLU block with its own residual. attn is [B, T, h*d]."""
+        x = residual + attn @ self.o.T
+        gate, up = (self.post_attention_layernorm(x) @ self.gate_up.T).chunk(2, dim=-1)
+        out: Tensor = x + (F.silu(gate) * up) @ self.down.T
+        return out
+
+
 def ttt_attention(q: Tensor, keys: list[Tensor], values: list[Tensor], impl: str = "auto") -> Tensor:
     """Attention of TTT step j = len(keys) - 1, returning [B, T, h*d].
 

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from inference.static_llama import DecodeGraph, StaticLlama
-from training.draft_model import Eagle3Draft
+from training.draft_model import Eagle3Draft, PackedDraftLayer
 from training.hidden_states import AuxLayers
 from training.speculative import RoundCounts, cut_output
 
@@ -58,13 +58,14 @@ class GreedyRoundGraph:
         self.own = [((self.key_pos >= self.max_len) & (self.key_pos < self.max_len + j))[None, None, None, :]
                     for j in range(k)]
         self.cos, self.sin = draft.midlayer.rope_tables(self.max_len + k, dev, dtype)
+        self.layer = PackedDraftLayer(draft.midlayer)  # the layer's math in fewer kernels per step
         self.graph: Any = None
         if use_graph and dev.type == "cuda":
             self._capture()
 
     # --- the round ---------------------------------------------------------------------------------------
     def _round(self) -> None:
-        k, draft, layer = self.k, self.draft, self.draft.midlayer
+        k, draft, layer = self.k, self.draft, self.layer
         proposals = self._chain()
         block = torch.cat([self.last, proposals])[None]
         positions = (self.start + torch.arange(k + 1, device=self.device))[None]
@@ -80,7 +81,7 @@ class GreedyRoundGraph:
         # lie past the new start, invisible, and the next round overwrites them).
         hidden = draft.fc(aux.to(draft.fc.weight.dtype))
         embeds = draft.embed_tokens(emitted[None]).to(hidden.dtype)
-        q, kk, vv = layer.project(embeds, hidden, positions[0], self._tables(positions[0]))
+        q, kk, vv = layer.project(embeds, hidden, self._tables(positions[0]))
         self.k0.index_copy_(2, positions[0], kk)
         self.v0.index_copy_(2, positions[0], vv)
         mask = (self.key_pos[None, :] <= positions[0][:, None])[None, None]  # [1, 1, k+1, L+k]: no chain slot
@@ -93,14 +94,14 @@ class GreedyRoundGraph:
 
     def _chain(self) -> Tensor:
         """k greedy proposals (target ids) from the newest position; the chain's keys sit past max_len in k0/v0."""
-        draft, layer, k = self.draft, self.draft.midlayer, self.k
+        draft, layer, k = self.draft, self.layer, self.k
         hidden = self.hidden
         token = draft.draft_to_target(draft.logits(hidden)[0, -1].argmax().view(1))
         proposals = [token]
         base = (self.key_pos < self.start)[None, None, None, :]  # step-0 keys of verified positions
         for j in range(1, k):
             pos = self.start - 1 + j  # the chain slot's position (TTT step j)
-            q, kj, vj = layer.project(draft.embed_tokens(token.view(1, 1)).to(hidden.dtype), hidden, pos,
+            q, kj, vj = layer.project(draft.embed_tokens(token.view(1, 1)).to(hidden.dtype), hidden,
                                       self._tables(pos))
             self.k0[:, :, self.max_len + j - 1 : self.max_len + j] = kj
             self.v0[:, :, self.max_len + j - 1 : self.max_len + j] = vj
@@ -134,7 +135,7 @@ class GreedyRoundGraph:
         """Greedy speculative decoding of one prompt; returns the new tokens (eos included)."""
         if len(prompt) + max_new + self.k + 1 > self.max_len:
             raise ValueError(f"prompt of {len(prompt)} + {max_new} new tokens exceeds {self.max_len} positions")
-        draft, layer, n = self.draft, self.draft.midlayer, len(prompt)
+        draft, layer, n = self.draft, self.layer, len(prompt)
         x = torch.tensor([prompt], device=self.device)
         logits, aux = self.target.forward(x, torch.arange(n, device=self.device)[None],
                                           slots=torch.zeros(1, dtype=torch.long, device=self.device), prefill=True,
@@ -145,8 +146,7 @@ class GreedyRoundGraph:
         hidden = draft.fc(aux.to(draft.fc.weight.dtype))
         following = torch.cat([x[0, 1:], first])[None]
         prefix = torch.arange(n, device=self.device)
-        q, kk, vv = layer.project(draft.embed_tokens(following).to(hidden.dtype), hidden, prefix,
-                                  self._tables(prefix))
+        q, kk, vv = layer.project(draft.embed_tokens(following).to(hidden.dtype), hidden, self._tables(prefix))
         self.k0[:, :, :n], self.v0[:, :, :n] = kk, vv
         out = F.scaled_dot_product_attention(q[:, :, -1:], kk, vv)
         self.hidden.copy_(layer.finish(out.transpose(1, 2).reshape(1, 1, -1), residual=hidden[:, -1:]))

@@ -61,3 +61,27 @@ def test_both_attention_implementations_agree_and_so_do_gradients() -> None:
     for a, b in zip(diagonal, masked, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(grad, draft.fc.weight.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_the_packed_decoding_layer_computes_what_the_draft_layer_computes() -> None:
+    """The speculative decoder's layer (q/k/v and gate/up packed, q and k rotated together) against the module
+    the draft is trained and exported as, grouped-query heads included."""
+    from training.draft_model import PackedDraftLayer
+
+    torch.manual_seed(0)
+    cfg = DraftConfig(hidden_size=48, intermediate_size=96, num_attention_heads=6, num_key_value_heads=2,
+                      vocab_size=100, draft_vocab_size=80, target_hidden_size=40)
+    layer = Eagle3Draft(cfg).midlayer.eval()
+    for module in (layer.input_layernorm, layer.hidden_norm, layer.post_attention_layernorm):
+        torch.nn.init.normal_(module.weight, 1.0, 0.2)  # norms that are not all ones
+    packed = PackedDraftLayer(layer)
+    embeds, hidden = torch.randn(2, 7, 48), torch.randn(2, 7, 48)
+    positions = torch.arange(3, 10)
+    tables = layer.rope_tables(16, torch.device("cpu"), torch.float32)
+    with torch.no_grad():
+        ours = packed.project(embeds, hidden, (tables[0][positions], tables[1][positions]))
+        theirs = layer.project(embeds, hidden, positions)
+        for a, b in zip(ours, theirs, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        attn = torch.randn(2, 7, 48)
+        torch.testing.assert_close(packed.finish(attn, hidden), layer.finish(attn, hidden), rtol=1e-5, atol=1e-5)
