@@ -55,8 +55,7 @@ def build(device: torch.device, config: dict[str, Any]) -> tuple[Any, Any, Any]:
         rope_theta=config["rope_theta"])).to(device=device, dtype=torch.bfloat16).eval()
     t2d = torch.zeros(config["vocab_size"], dtype=torch.bool)
     t2d[:draft_vocab] = True
-    draft.set_vocab(torch.zeros(draft_vocab, dtype=torch.long), t2d)
-    draft.to(device)
+    draft.set_vocab(torch.zeros(draft_vocab, dtype=torch.long), t2d)  # copied into the draft's device buffers
     return target, draft, default_aux_layers(config["num_hidden_layers"])
 
 
@@ -83,12 +82,13 @@ def profile_k(target: Any, draft: Any, layers: Any, k: int, *, context: int, max
     """Milliseconds of each part of a chain-k round, and of the target's own step, at `context` positions."""
     from inference.static_llama import DecodeGraph
     from training.spec_graph import GreedyRoundGraph
+    from training.speculative import RoundCounts
 
     device = next(target.parameters()).device
     use_graph = device.type == "cuda"
     rounds = GreedyRoundGraph(target, draft, layers, k=k, max_len=max_len, use_graph=use_graph)
     prompt = torch.randint(0, target.config.vocab_size, (context,)).tolist()
-    rounds.decode(prompt, 2, set(), _Counts())  # fills both caches with `context` positions
+    rounds.decode(prompt, 2, set(), RoundCounts())  # fills both caches (acceptance is not measured here)
     start, last, hidden = rounds.start.clone(), rounds.last.clone(), rounds.hidden.clone()
 
     def rewind() -> None:  # every timed round starts at the same position
@@ -123,13 +123,6 @@ def profile_k(target: Any, draft: Any, layers: Any, k: int, *, context: int, max
             "verify": timed(lambda: verify.run(tokens, positions), repeats),
             "chain": timed(chain_, repeats), "rewind": timed(rewind, repeats),
             "round": timed(round_, repeats), "round_with_readback": timed(round_read, repeats)}
-
-
-class _Counts:
-    """What GreedyRoundGraph.decode records into (acceptance is not measured here)."""
-
-    def record(self, accepted: int, k: int, tokens: int) -> None:
-        return None
 
 
 def _graph(fn: Any, use_graph: bool) -> Any:
