@@ -3,6 +3,9 @@
 Hub ids glue words together in many ways (`code-review`, `code_review`, `CodeReviewer`, `gsm8k`), while people
 search with spaced words. `split_terms` breaks text on punctuation, camel case and letter/digit boundaries so
 both sides meet on the same terms; `light_stem` folds plural and -ing/-ed endings for matching outside SQLite.
+Mixed-case acronyms (`MIXED_CASE_ACRONYMS`: `CoT`, `SQuAD`, …) stay whole, so `LogiCoT` is `logi cot`, not
+`logi co t`: all-caps ones (`SWE`, `SQL`, `QA`) already do. The offline index's shipped document vectors embed
+split ids, so changing the list means rebuilding them (`python -m agents.search.build_vectors`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,11 @@ import re
 from functools import lru_cache
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# Acronyms written in mixed case in dataset names; camel-case splitting would cut them into meaningless pieces.
+MIXED_CASE_ACRONYMS = ("CoT", "PoT", "ToT", "CoQA", "SQuAD", "LLaMA", "LLaVA")
+_CAMEL = re.compile(
+    "(?:" + "|".join(MIXED_CASE_ACRONYMS) + r")s?(?![a-z])|[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+"
+)
 
 STOPWORDS = frozenset(
     ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "into", "is", "it", "of", "on", "or", "the", "to", "with", "dataset", "datasets", "data", "hf", "huggingface", "co", "https", "http", "www"]

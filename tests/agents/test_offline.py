@@ -11,6 +11,7 @@ import pytest
 
 from agents.categories import load_category
 from agents.search.offline import OfflineIndex
+from agents.search.terms import split_terms
 from core.types import Category
 
 JUDGMENTS = json.loads((Path(__file__).parent.parent / "data" / "index_judgments.json").read_text())[
@@ -49,6 +50,16 @@ def test_glued_and_camel_case_ids_match_spaced_words() -> None:
     top = [hub_id for hub_id, _ in index.rank("code review", limit=10)]
     assert set(top[:3]) == {"a/code-review", "b/CodeReviewer", "c/code_review_pairs"}
     assert top[-1] == "d/cooking-recipes"
+
+
+def test_mixed_case_acronyms_stay_whole() -> None:
+    assert split_terms("LogiCoT") == ["logicot", "logi", "cot"]
+    assert split_terms("CoTCollection") == ["cotcollection", "cot", "collection"]
+    assert split_terms("SQuAD_v2")[:1] == ["squad"]
+    assert split_terms("SWEGym") == ["swegym", "swe", "gym"]  # all-caps acronyms were already whole
+    assert split_terms("Cotton") == ["cotton"]
+    index = OfflineIndex([{"id": "a/LogiCoT", "description": ""}, {"id": "b/LogicPuzzles", "description": ""}])
+    assert [hub_id for hub_id, _ in index.rank("cot", limit=10)] == ["a/LogiCoT"]
 
 
 def test_hub_tag_filters_do_not_change_offline_results(index: OfflineIndex) -> None:
