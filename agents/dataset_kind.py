@@ -6,7 +6,8 @@ benchmarks must be told apart from training data before anything is approved. `b
 the evidence for "this is an evaluation set" (a known evaluation family in the id such as HumanEval, MBPP,
 MATH-500, GSM8K, SWE-bench Verified/Lite, MT-Bench, IFEval, GPQA, AIME; a `benchmark`/`evaluation` tag; a
 listing under evaluation/benchmark sections or lm-eval tasks; a description that calls it a benchmark) and
-for "it is meant for training" (a family with a real training split, a name or description saying so).
+for "it is meant for training" (a family with a real training split, a name or description saying so, traces
+"distilled from" a model).
 `raw_corpus_evidence` recognises pretraining dumps (raw source files, web text) that hold no conversations or
 instructions, and `multimodal_evidence` sets whose rows need images, video or audio (a text target's draft
 cannot train on them). The scorer ranks all three below text training data; the verifier (`graph/suitability.py`)
@@ -52,7 +53,7 @@ _EVAL_TEXT = re.compile(
 )
 _TRAIN_TEXT = re.compile(
     r"\bfor training\b|\b(a|as|the) training (data|set|split)\b|\bfor training coding agents\b|\bfine-?tun|\bsft\b|"
-    r"\binstruction[- ]tuning\b|\bsplits? train\b|\btrain \d",
+    r"\binstruction[- ]tuning\b|\bsplits? train\b|\btrain \d|\bdistilled (from|with)\b",
     re.IGNORECASE,
 )
 _TRAIN_SECTION = re.compile(r"instruction|fine-?tuning|alignment|training|pre-?training|sft", re.IGNORECASE)

@@ -71,6 +71,15 @@ def test_tags_and_descriptions_are_evidence_too() -> None:
     assert check_benchmark(candidate("org/patches", "Bug-fix commits deduplicated against benchmarks."), CONTEXT) == []
 
 
+def test_traces_distilled_from_a_model_are_training_data_even_beside_a_benchmark() -> None:
+    # A release note of chain-of-thought solutions "distilled from R1" that also announces a new benchmark.
+    released = candidate("org/contest-cots", "100k solutions distilled from R1. We also release a new benchmark.")
+    assert codes(check_benchmark(released, CONTEXT)) == [("benchmark", False)]
+    assert codes(check_benchmark(candidate("org/contest", "A new benchmark of hard problems."), CONTEXT)) == [
+        ("benchmark", True)
+    ]
+
+
 def test_a_blocked_benchmark_is_rejected_by_the_verifier_with_reason_benchmark() -> None:
     verified = snapshot_candidate("princeton-nlp/SWE-bench_Verified").model_copy(update={"relevance": 0.9})
     decision, reasons = judge_candidate(verified, VerifyContext(existence={verified.hub_id: "found"}))
