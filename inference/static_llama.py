@@ -12,10 +12,11 @@ Attention reads the cache with grouped queries: the g = heads / kv_heads query h
 laid out as g*T query rows of that kv head, so PyTorch's fused attention reads each cached key/value once
 (instead of a repeated copy per query head). Visibility is by position: a query at position p sees cached
 positions 0..p of its own slot; stale entries beyond a slot's length are never visible, so a slot is reused
-or a rejected draft is rolled back without clearing anything. `decode_attention="flex"` reads, instead, only each
-slot's live blocks of the cache through FlexAttention (compiled on a GPU): attention over every position, live or
-not, is what keeps a 1,024-slot decode step at 16.5 ms against a 4.6 ms floor for reading the whole cache once.
-It computes what the default does (tested); whether it is faster on a GPU is not measured yet.
+or a rejected draft is rolled back without clearing anything. Attention over every position, live or not, is
+what keeps a 1,024-slot decode step at 16 ms against a 4.6 ms floor for reading the whole cache once. A
+FlexAttention variant that read only each slot's live blocks was tried and removed: on an H200 its compiled,
+graph-replayed step took 24.5 ms against 16.0 ms, and its logits differed from the default's by up to 24
+(equal on CPU; benchmarks/results/gpu_profile_smollm2.json).
 
 `aux_ids` (input-of-layer ids, SGLang's convention) asks a forward to also return the residual stream entering
 those layers, concatenated in the order given (a repeated id repeats its state, as transformers' hidden_states
@@ -36,9 +37,8 @@ from inference.errors import InferenceError
 
 SUPPORTED = {"llama"}
 # How decode and verify steps attend to the cache: PyTorch's fused attention over every position under a mask,
-# explicit-score matmuls, or FlexAttention reading only each slot's live blocks of FLEX_BLOCK positions.
-DECODE_ATTENTION = {"sdpa", "matmul", "flex"}
-FLEX_BLOCK = 128
+# or explicit-score matmuls.
+DECODE_ATTENTION = {"sdpa", "matmul"}
 
 
 class UnsupportedTarget(InferenceError, ValueError):
@@ -64,7 +64,6 @@ class _Shared:
     sin: Tensor
     where: tuple[Tensor, Tensor]
     mask: Tensor | None
-    live: Any = None  # decode_attention="flex": the block mask of each slot's live cache blocks
 
 
 class StaticLlama:
@@ -94,7 +93,6 @@ class StaticLlama:
         self.k_cache = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
         self.v_cache = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
         self.key_positions = torch.arange(max_len, device=device)
-        self._flex_kernel: Any = None
 
     @staticmethod
     def _fuse(layer: Any) -> _Layer:
@@ -123,32 +121,6 @@ class StaticLlama:
         cos = (torch.cat([angles.cos(), angles.cos()], -1) * self.rope_scale).to(dtype)[:, :, None]
         sin = (torch.cat([angles.sin(), angles.sin()], -1) * self.rope_scale).to(dtype)[:, :, None]
         return cos, sin
-
-    def _live_blocks(self, positions: Tensor) -> Any:
-        """A FlexAttention block mask over the cache: slot s reads blocks 0..(its newest position // FLEX_BLOCK),
-        and within them the positions <= each query's own. Built from device tensors alone (no host read), so a
-        decode step stays one capturable graph."""
-        from torch.nn.attention.flex_attention import BlockMask
-
-        s, t = positions.shape
-        blocks = -(-self.max_len // FLEX_BLOCK)
-        counts = (positions.max(dim=1).values // FLEX_BLOCK + 1).to(torch.int32).view(s, 1, 1)
-        indices = torch.arange(blocks, device=positions.device, dtype=torch.int32).expand(s, 1, 1, blocks)
-
-        def visible(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            return kv_idx <= positions[b, q_idx]
-
-        return BlockMask.from_kv_blocks(counts, indices.contiguous(), BLOCK_SIZE=FLEX_BLOCK, mask_mod=visible,
-                                        seq_lengths=(t, self.max_len))
-
-    @property
-    def _flex(self) -> Any:
-        """flex_attention, compiled into fused kernels on a GPU (eager, unfused, elsewhere: tests only)."""
-        if self._flex_kernel is None:
-            from torch.nn.attention.flex_attention import flex_attention
-
-            self._flex_kernel = torch.compile(flex_attention) if self.embed.is_cuda else flex_attention
-        return self._flex_kernel
 
     @staticmethod
     def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -182,8 +154,7 @@ class StaticLlama:
             g = self.heads // self.kv_heads
             query_pos = positions[:, None, :].expand(s, g, t).reshape(s, 1, g * t, 1)
             mask = self.key_positions.view(1, 1, 1, -1) <= query_pos
-        live = self._live_blocks(positions) if not prefill and self.decode_attention == "flex" else None
-        shared = _Shared(cos=cos, sin=sin, where=where, mask=mask, live=live)
+        shared = _Shared(cos=cos, sin=sin, where=where, mask=mask)
         for i, layer in enumerate(self.layers):
             if i in aux_ids:
                 aux[i] = x
@@ -229,9 +200,6 @@ class StaticLlama:
         # Grouped queries: [S, kvh, g*T, d] against the cached keys [S, kvh, L, d], visible up to each position.
         qg = q.reshape(s, t, kvh, g, hd).permute(0, 2, 3, 1, 4).reshape(s, kvh, g * t, hd)
         keys, values = self.k_cache[i][:s], self.v_cache[i][:s]
-        if shared.live is not None:  # FlexAttention: each slot reads its live blocks of the cache, no more
-            read: Tensor = self._flex(q.transpose(1, 2), keys, values, block_mask=shared.live, enable_gqa=True)
-            return read.transpose(1, 2).reshape(s, t, self.heads * hd) @ layer.o.T
         if self.decode_attention == "matmul":  # explicit scores: the cache read once by two batched matmuls
             scores = (qg @ keys.transpose(-1, -2)).float() * hd**-0.5
             weights = scores.masked_fill(~shared.mask, float("-inf")).softmax(-1).to(values.dtype)
