@@ -424,8 +424,8 @@ def main() -> None:
                         "it is switched off process-wide, plain `generate` of the side-by-side bench included, as "
                         "in the published runs; see inference/attention_kernels.py).")
     parser.add_argument("--split-points", action="store_true",
-                        help="curve: start a point even when its estimate passes the budget (it checkpoints "
-                        "every 200 steps; the next call resumes it).")
+                        help="curve: start a point even when its estimate passes the budget (a time limit's "
+                        "TERM stops its training after a checkpointed step; the next call resumes it).")
     parser.add_argument("--eval-max-new", type=int, default=256)
     parser.add_argument("--eval-per-set", type=int, default=80)
     parser.add_argument("--timed-prompts", type=int, default=32)
@@ -446,7 +446,13 @@ def main() -> None:
         torch.backends.cuda.enable_cudnn_sdp(False)
     commands = {"prepare": prepare, "target": make_target, "bench-regen": bench_regen, "regen": regen_all,
                 "bench-train": bench_train, "curve": curve, "report": report}
-    commands[args.command](args)
+    from training.interrupt import TrainingStopped
+
+    try:
+        commands[args.command](args)
+    except TrainingStopped as exc:  # a time limit's TERM: what was measured is saved, the point resumes next call
+        print(f"{args.command}: {exc}", flush=True)
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

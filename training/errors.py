@@ -7,7 +7,8 @@
     ├── ExportError       a checkpoint with missing, extra or mis-shaped tensors (export)
     ├── LaunchError       flags that contradict each other or the draft (launch)
     ├── ServerEvalError   a server that cannot be measured (server_eval)
-    └── ForecastError     results that cannot be fitted (forecast)
+    ├── ForecastError     results that cannot be fitted (forecast)
+    └── TrainingStopped   a run stopped by a signal after a checkpointed step (interrupt)
 
 Each subclass also keeps the builtin base it had (ValueError, RuntimeError), so older handlers still match.
 """

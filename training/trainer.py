@@ -3,8 +3,8 @@
 The story: load the target and its tokenizer; render and mask the data; build (or verify and reuse) the draft
 vocab; build the draft on the target's frozen embeddings; AdamW with warmup + cosine; for each batch get the
 target's aux states and logits (online, or from offline shards), unroll the TTT steps, take the weighted loss,
-clip and step; checkpoint with the run config beside it; resume from the newest checkpoint; export the SGLang
-folder at the end. Several GPUs: launch with `torchrun`, each rank takes every world_size-th row and DDP
+clip and step; checkpoint with the run config beside it; resume from the newest checkpoint; on SIGTERM or
+Ctrl-C, finish the step, checkpoint it and stop (`training.interrupt`); export the SGLang folder at the end. Several GPUs: launch with `torchrun`, each rank takes every world_size-th row and DDP
 averages the gradients; rank 0 alone writes.
 """
 
@@ -42,6 +42,7 @@ from training.hidden_states import (
     target_embeddings,
     write_shards,
 )
+from training.interrupt import StopFlag, TrainingStopped, stop_on_signals
 from training.loss import restrict_to_draft_vocab, ttt_loss
 from training.progress import Progress
 from training.vocab import DraftVocab, load_or_build, vocab_key
@@ -105,33 +106,37 @@ def train(cfg: TrainConfig) -> TrainResult:
     scorer = fast_target(target)
 
     # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step. No host sync but on log steps.
+    # A stop signal ends it after a whole step, with a checkpoint of that step (`TrainingStopped`).
     result = None
     epoch = step // max(1, per_epoch)
-    while step < total_steps:
-        # A run resumed mid-epoch continues that epoch's batch order where the checkpoint left it.
-        done_in_epoch = step - epoch * per_epoch
-        for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:per_epoch]:
-            ids, attn, mask = (t.to(device, non_blocking=True) for t in (ids, attn, mask))
-            with attention_kernels(cfg.attention_kernels):  # forward and backward: the backward's attention kernel is chosen by the same rule
-                aux, target_logits = target_states(scorer, source, ids, attn, layers)
-                target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
-                with autocast:
-                    step_logits = model(ids, aux, cfg.ttt_steps)
-                result = ttt_loss(step_logits, target_draft_logits, in_vocab, mask, cfg.step_decay)
-                optimizer.zero_grad(set_to_none=True)
-                result.total.backward()  # type: ignore[no-untyped-call]  # torch's backward is untyped
-            torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            progress.count(attn)
-            if step % cfg.log_every == 0 or step == total_steps:
-                progress.log(step, result, float(scheduler.get_last_lr()[0]))
-            if rank == 0 and (step % cfg.save_every == 0 or step == total_steps):
-                save_checkpoint(cfg, draft, optimizer, scheduler, step)
-            if step >= total_steps:
-                break
-        epoch += 1
+    with stop_on_signals() as stop:
+        while step < total_steps:
+            # A run resumed mid-epoch continues that epoch's batch order where the checkpoint left it.
+            done_in_epoch = step - epoch * per_epoch
+            for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:per_epoch]:
+                ids, attn, mask = (t.to(device, non_blocking=True) for t in (ids, attn, mask))
+                with attention_kernels(cfg.attention_kernels):  # forward and backward: the backward's attention kernel is chosen by the same rule
+                    aux, target_logits = target_states(scorer, source, ids, attn, layers)
+                    target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
+                    with autocast:
+                        step_logits = model(ids, aux, cfg.ttt_steps)
+                    result = ttt_loss(step_logits, target_draft_logits, in_vocab, mask, cfg.step_decay)
+                    optimizer.zero_grad(set_to_none=True)
+                    result.total.backward()  # type: ignore[no-untyped-call]  # torch's backward is untyped
+                torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.grad_clip)
+                optimizer.step()
+                scheduler.step()
+                step += 1
+                progress.count(attn)
+                if step % cfg.log_every == 0 or step == total_steps:
+                    progress.log(step, result, float(scheduler.get_last_lr()[0]))
+                if rank == 0 and (step % cfg.save_every == 0 or step == total_steps):
+                    save_checkpoint(cfg, draft, optimizer, scheduler, step)
+                if step < total_steps and (signum := _stop_signal(stop, step, cfg, world, device)) is not None:
+                    _stop(cfg, draft, optimizer, scheduler, step, signum, rank, world)
+                if step >= total_steps:
+                    break
+            epoch += 1
 
     # --- Export the SGLang folder (rank 0), and finish.
     export_dir = cfg.out / "export"
@@ -145,6 +150,30 @@ def train(cfg: TrainConfig) -> TrainResult:
                        export_dir=export_dir, vocab_coverage=vocab.coverage, tokens=progress.tokens,
                        wall_s=progress.elapsed())
 
+
+
+def _stop_signal(stop: StopFlag, step: int, cfg: TrainConfig, world: int, device: torch.device) -> int | None:
+    """The signal to stop on after this step, or None. One process: checked every step (a flag, no sync).
+    Several: on log steps only, the ranks' flags reduced to one, so that every rank stops after the same step."""
+    if world == 1:
+        return stop.signum
+    if step % cfg.log_every:
+        return None
+    wanted = torch.tensor([stop.signum or 0], device=device)
+    dist.all_reduce(wanted, op=dist.ReduceOp.MAX)
+    return int(wanted.item()) or None
+
+
+def _stop(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any, step: int, signum: int, rank: int,
+          world: int) -> None:
+    """Checkpoint this step (rank 0; unless the periodic checkpoint just did) and raise `TrainingStopped`."""
+    folder = cfg.out / "checkpoints" / f"step_{step:07d}"
+    if rank == 0 and not (folder / "state.pt").exists():
+        folder = save_checkpoint(cfg, draft, optimizer, scheduler, step)
+    if world > 1:
+        dist.barrier()  # the checkpoint is whole before any rank leaves
+        dist.destroy_process_group()
+    raise TrainingStopped(step, signum, folder if rank == 0 else None)
 
 def _setup_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device]:
     """Rank, world size and device; under torchrun, join the process group (NCCL on GPU, gloo on CPU)."""

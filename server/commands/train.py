@@ -61,6 +61,7 @@ def train(
     from training.config import load_config, make_config
 
     logging.getLogger("training").setLevel(logging.INFO)  # progress (loss, per-step accuracy) on stderr
+    from training.interrupt import TrainingStopped
     from training.trainer import train as run_training
 
     overrides = {k: v for k, v in {
@@ -80,6 +81,8 @@ def train(
         if not cfg.target.is_dir():
             _fail(f"target folder {cfg.target} does not exist")
         result = run_training(cfg)
+    except TrainingStopped as exc:  # SIGTERM / Ctrl-C: the step in flight finished and was checkpointed
+        _fail(str(exc), exc.exit_code)
     except _user_errors() as exc:
         _fail(str(exc), 1)
     typer.echo(json.dumps({"steps": result.steps, "loss": round(result.loss, 4),
