@@ -110,6 +110,38 @@ def tokenize_row(tokenizer: Any, row_id: str, turns: list[dict[str, str]], max_l
     return TokenizedRow(id=row_id, input_ids=ids, loss_mask=mask)
 
 
+# Rows per batched call of a fast tokenizer: large enough to keep every core busy, small enough to bound memory.
+ENCODE_BATCH = 4096
+
+
+def tokenize_rows(tokenizer: Any, rows: list[tuple[str, list[dict[str, str]]]], max_length: int
+                  ) -> list[TokenizedRow]:
+    """`tokenize_row` over many rows, row for row equal to it, at a fraction of the cost.
+
+    A fast tokenizer encodes each batch of rendered texts in one call (its Rust encoder spreads the batch over
+    the cores), and the mask comes from each token's start offset by a binary search over the assistant spans
+    (sorted and disjoint: each answer starts after the previous one ends). A slow tokenizer takes the row path.
+    """
+    import numpy as np
+
+    if not getattr(tokenizer, "is_fast", False):
+        return [tokenize_row(tokenizer, rid, turns, max_length) for rid, turns in rows]
+    out = []
+    for a in range(0, len(rows), ENCODE_BATCH):
+        chunk = rows[a : a + ENCODE_BATCH]
+        rendered = [assistant_spans(tokenizer, turns) for _, turns in chunk]
+        enc = tokenizer([text for text, _ in rendered], add_special_tokens=False, return_offsets_mapping=True)
+        for (rid, _), (_, spans), ids, offsets in zip(chunk, rendered, enc["input_ids"], enc["offset_mapping"],
+                                                       strict=True):
+            starts = np.asarray(offsets[:max_length], dtype=np.int64).reshape(-1, 2)[:, 0]
+            lo = np.array([s for s, _ in spans], dtype=np.int64)
+            hi = np.array([e for _, e in spans], dtype=np.int64)
+            which = np.searchsorted(lo, starts, side="right") - 1  # the last span starting at or before each token
+            inside = (which >= 0) & (starts < hi[np.clip(which, 0, None)]) if len(spans) else np.zeros_like(starts)
+            out.append(TokenizedRow(id=rid, input_ids=list(ids[:max_length]), loss_mask=inside.astype(int).tolist()))
+    return out
+
+
 @dataclass
 class TemplateCheck:
     """What `check_template` found: the rendered text, supervised spans as text, and whether ids agree."""

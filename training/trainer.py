@@ -28,7 +28,7 @@ from torch import Tensor
 from inference.attention_kernels import without_cudnn
 from inference.static_llama import StaticLlama, UnsupportedTarget
 from training.config import TrainConfig, save_config
-from training.data import TokenizedRow, check_template, load_conversations, tokenize_row
+from training.data import TokenizedRow, check_template, load_conversations, tokenize_rows
 from training.draft_model import DraftConfig, Eagle3Draft
 from training.export import export_draft
 from training.hidden_states import (
@@ -220,8 +220,7 @@ def tokenize_file(cfg: TrainConfig, tokenizer: Any) -> list[TokenizedRow]:
     check = check_template(tokenizer, conversations[0][1])
     if not check.ids_match:  # the mask is derived from renderings; warn when they differ from the template's ids
         logger.warning("chat template check on row %s: %s", conversations[0][0], check.detail)
-    fingerprint = tokenizer_hash(tokenizer)
-    rows = [_tokenized(tokenizer, fingerprint, rid, turns, cfg.max_length) for rid, turns in conversations]
+    rows = _tokenized(tokenizer, tokenizer_hash(tokenizer), conversations, cfg.max_length)
     kept = [r for r in rows if sum(r.loss_mask) > 0]
     if len(kept) < len(rows):
         logger.warning("dropped %d rows with no supervised token within %d tokens", len(rows) - len(kept),
@@ -235,15 +234,18 @@ _TOKENIZED: dict[tuple[str, int, str, str], TokenizedRow] = {}
 _TOKENIZED_MAX = 200_000
 
 
-def _tokenized(tokenizer: Any, fingerprint: str, rid: str, turns: list[dict[str, str]], max_length: int
-               ) -> TokenizedRow:
-    key = (fingerprint, max_length, rid, json.dumps(turns, sort_keys=True))
-    row = _TOKENIZED.get(key)
-    if row is None:
-        row = tokenize_row(tokenizer, rid, turns, max_length)
+def _tokenized(tokenizer: Any, fingerprint: str, conversations: list[tuple[str, list[dict[str, str]]]],
+               max_length: int) -> list[TokenizedRow]:
+    """Every conversation rendered and masked: the ones this process has seen from the cache, the rest in one
+    batched pass (`tokenize_rows`)."""
+    keys = [(fingerprint, max_length, rid, json.dumps(turns, sort_keys=True)) for rid, turns in conversations]
+    missing = [i for i, key in enumerate(keys) if key not in _TOKENIZED]
+    fresh = dict(zip(missing, tokenize_rows(tokenizer, [conversations[i] for i in missing], max_length),
+                     strict=True))
+    for i, row in fresh.items():
         if len(_TOKENIZED) < _TOKENIZED_MAX:
-            _TOKENIZED[key] = row
-    return row
+            _TOKENIZED[keys[i]] = row
+    return [fresh[i] if i in fresh else _TOKENIZED[key] for i, key in enumerate(keys)]
 
 
 def tokenizer_hash(tokenizer: Any) -> str:

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from training.data import DataError, assistant_spans, check_template, load_conversations, tokenize_row
+from training.data import (
+    DataError,
+    assistant_spans,
+    check_template,
+    load_conversations,
+    tokenize_row,
+    tokenize_rows,
+)
 
 TURNS = [{"role": "user", "content": "w1 w2"}, {"role": "assistant", "content": "w3 w4"},
          {"role": "user", "content": "w5"}, {"role": "assistant", "content": "w6"}]
@@ -79,3 +86,54 @@ def test_curated_rows_holding_line_separators_load_whole(tmp_path: Path) -> None
     path = tmp_path / "samples.jsonl"
     path.write_text(json.dumps({"id": "s", "original_messages": turns}, ensure_ascii=False) + "\n", encoding="utf-8")
     assert load_conversations(path, "original_messages") == [("s", turns)]
+
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def _byte_level_bpe() -> Any:
+    """A small byte-level BPE with a ChatML template: SmolLM2's kind of tokenizer (merges across spaces and
+    punctuation, multi-byte characters split into bytes), trained here on a few lines."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = ["def add(a, b):\n    return a + b", "The answer is 42. Ünïcödé – “quotes” 🙂", "x = [i * i for i in "
+              "range(10)]", "Let's think step by step: 3 + 4 = 7."] * 20
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|im_start|>", "<|im_end|>"],
+                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
+                                   chat_template=CHATML)
+
+
+BPE_ROWS = [
+    ("one", [{"role": "user", "content": "add 3 and 4"}, {"role": "assistant", "content": "3 + 4 = 7."}]),
+    ("multi", [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Ünïcödé?"},
+               {"role": "assistant", "content": "“quotes” 🙂"}, {"role": "user", "content": "code"},
+               {"role": "assistant", "content": "def add(a, b):\n    return a + b"}]),
+    ("spaces", [{"role": "user", "content": "  lead"}, {"role": "assistant", "content": "  trail  \n\n"}]),
+    ("long", [{"role": "user", "content": "x " * 30}, {"role": "assistant", "content": "step by step " * 40}]),
+]
+
+
+@pytest.mark.parametrize("max_length", [10**6, 25, 3])
+def test_batched_tokenizing_equals_the_row_by_row_reference(tokenizer: Any, max_length: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tokenize_rows` (one batched encode, masks by binary search) gives what `tokenize_row` gives, row for row:
+    a byte-level BPE and a word-level tokenizer, multi-turn and system turns, truncation, batches that split
+    the rows (ENCODE_BATCH 3 over 5 rows)."""
+    import training.data
+
+    monkeypatch.setattr(training.data, "ENCODE_BATCH", 3)
+    bpe = _byte_level_bpe()
+    word_rows = [("w0", TURNS), ("w1", TURNS[:2])]
+    for tok, rows in ((bpe, [*BPE_ROWS, ("again", BPE_ROWS[1][1])]), (tokenizer, word_rows)):
+        batched = tokenize_rows(tok, rows, max_length)
+        assert batched == [tokenize_row(tok, rid, turns, max_length) for rid, turns in rows]
+    multi = next(r for r in tokenize_rows(bpe, BPE_ROWS, 10**6) if r.id == "multi")
+    supervised = bpe.decode([t for t, m in zip(multi.input_ids, multi.loss_mask, strict=True) if m])
+    # Each answer with its end marker and the template's newline after it (the turn's rendering, to its end).
+    assert supervised == "“quotes” 🙂<|im_end|>\ndef add(a, b):\n    return a + b<|im_end|>\n"
