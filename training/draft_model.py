@@ -268,8 +268,14 @@ class Eagle3Draft(nn.Module):
         out: Tensor = self.lm_head(self.norm(hidden))
         return out
 
-    def forward(self, input_ids: Tensor, aux: Tensor, steps: int, attention: str = "auto") -> list[Tensor]:
+    def forward(self, input_ids: Tensor, aux: Tensor, steps: int, attention: str = "auto",
+                rows: Tensor | None = None) -> list[Tensor]:
         """Unroll `steps` TTT steps; return each step's draft-vocab logits [B, T, draft_vocab].
+
+        With `rows` (flat indices b*T + p of the target positions the loss reads, `training.loss.loss_rows`),
+        step j's logits are computed only at the draft positions p - 1 - j that predict from them: [len(rows),
+        draft_vocab] per step (an index below 0 in its row is clamped; the loss gives it no weight). The head
+        and the loss then skip every position that counts for nothing (prompt tokens, padding).
 
         input_ids [B, T] are the target's tokens x_0..x_{T-1}; aux [B, T, 3*target_hidden] the target's aux
         states at each position. At step j, position t reads token x_{t+1+j} (teacher forcing) and the
@@ -289,5 +295,8 @@ class Eagle3Draft(nn.Module):
             keys.append(k)
             values.append(v)
             hidden = self.midlayer.finish(ttt_attention(q, keys, values, attention), residual=hidden)
-            outputs.append(self.logits(hidden))
+            if rows is None:
+                outputs.append(self.logits(hidden))
+            else:
+                outputs.append(self.logits(hidden.flatten(0, 1)[(rows - 1 - j).clamp(min=0)]))
         return outputs

@@ -131,6 +131,52 @@ def ttt_loss(
     return TTTLoss(total=total, losses=torch.stack(losses), accuracies=torch.stack(accs), counts=torch.stack(counts))
 
 
+def loss_rows(loss_mask: Tensor) -> Tensor:
+    """Flat indices b*T + p of the target positions any TTT step's loss reads: those whose next token is
+    supervised (p + 1 < T, loss_mask[b, p+1] = 1). The same positions serve every step (step j's draft position
+    t = p - 1 - j predicts token t+2+j = p+1 from target position t+1+j = p). Computed where the mask lives (on
+    the host before a batch moves, so no step waits on the GPU for it)."""
+    T = loss_mask.shape[1]
+    nxt = torch.zeros_like(loss_mask, dtype=torch.bool)
+    nxt[:, : T - 1] = loss_mask[:, 1:].bool()
+    return nxt.flatten().nonzero().flatten()
+
+
+def ttt_loss_rows(
+    step_logits: list[Tensor],
+    target_logits: Tensor,
+    d2t: Tensor,
+    t2d: Tensor,
+    rows: Tensor,
+    seq_len: int,
+    decay: float = 0.8,
+) -> TTTLoss:
+    """`ttt_loss` computed only where it counts: equal to it (value, gradients, per-step accuracy and counts).
+
+    step_logits[j] [n, N] are the draft's logits at the draft positions of `rows` for step j (the draft's
+    forward with `rows`); target_logits [B, T, V] the target's. The target's distribution is taken once over
+    the n rows and read by every step; a step's row counts when its draft position exists (p >= 1 + j) and the
+    target's own choice there lies inside the draft vocab.
+    """
+    picked, in_vocab = restrict_to_draft_vocab(target_logits.flatten(0, 1)[rows], d2t, t2d)  # [n, N], [n]
+    target_p = F.softmax(picked.float(), dim=-1)
+    target_choice = picked.argmax(-1)
+    position = rows % seq_len
+    total = torch.zeros((), device=target_logits.device)
+    losses, accs, counts = [], [], []
+    for j, logits in enumerate(step_logits):
+        mask = ((position >= 1 + j) & in_vocab).float()
+        n = mask.sum()
+        step: Tensor = _SoftCrossEntropy.apply(  # type: ignore[no-untyped-call]  # autograd's apply is untyped
+            logits[:, None], target_p[:, None], (mask / n.clamp(min=1.0))[:, None])  # rows chunk as [n, 1, N]
+        total = total + (decay**j) * step
+        agree = (logits.argmax(-1) == target_choice).float()
+        losses.append(step.detach())
+        accs.append(((agree * mask).sum() / n.clamp(min=1.0)).detach())
+        counts.append(n.detach())
+    return TTTLoss(total=total, losses=torch.stack(losses), accuracies=torch.stack(accs), counts=torch.stack(counts))
+
+
 def reference_ttt_loss(
     draft: Eagle3Draft,
     input_ids: Tensor,

@@ -2,9 +2,10 @@
 
 The story: load the target and its tokenizer; render and mask the data; build (or verify and reuse) the draft
 vocab; build the draft on the target's frozen embeddings; AdamW with warmup + cosine; for each batch get the
-target's aux states and logits (online, or from offline shards), unroll the TTT steps, take the weighted loss,
-clip and step; checkpoint with the run config beside it; resume from the newest checkpoint; on SIGTERM or
-Ctrl-C, finish the step, checkpoint it and stop (`training.interrupt`); export the SGLang folder at the end. Several GPUs: launch with `torchrun`, each rank takes every world_size-th row and DDP
+target's aux states and logits (online, or from offline shards), unroll the TTT steps, take the weighted loss
+at the positions that count, clip and step; checkpoint with the run config beside it; resume from the newest
+checkpoint; on SIGTERM or Ctrl-C, finish the step, checkpoint it and stop (`training.interrupt`); export the
+SGLang folder at the end. Several GPUs: launch with `torchrun`, each rank takes every world_size-th row and DDP
 averages the gradients; rank 0 alone writes.
 """
 
@@ -43,7 +44,7 @@ from training.hidden_states import (
     write_shards,
 )
 from training.interrupt import StopFlag, TrainingStopped, stop_on_signals
-from training.loss import restrict_to_draft_vocab, ttt_loss
+from training.loss import loss_rows, ttt_loss_rows
 from training.progress import Progress
 from training.vocab import DraftVocab, load_or_build, vocab_key
 
@@ -114,13 +115,16 @@ def train(cfg: TrainConfig) -> TrainResult:
             # A run resumed mid-epoch continues that epoch's batch order where the checkpoint left it.
             done_in_epoch = step - epoch * per_epoch
             for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:per_epoch]:
-                ids, attn, mask = (t.to(device, non_blocking=True) for t in (ids, attn, mask))
+                counted = loss_rows(mask)  # on the host, from the batch: the positions the loss reads
+                if device.type == "cuda":
+                    counted = counted.pin_memory()  # so that its copy, too, does not wait for the GPU
+                ids, attn, counted = (t.to(device, non_blocking=True) for t in (ids, attn, counted))
                 with attention_kernels(cfg.attention_kernels):  # forward and backward: the backward's attention kernel is chosen by the same rule
                     aux, target_logits = target_states(scorer, source, ids, attn, layers)
-                    target_draft_logits, in_vocab = restrict_to_draft_vocab(target_logits, draft.d2t, draft.t2d)
-                    with autocast:
-                        step_logits = model(ids, aux, cfg.ttt_steps)
-                    result = ttt_loss(step_logits, target_draft_logits, in_vocab, mask, cfg.step_decay)
+                    with autocast:  # the draft's head runs at those positions only
+                        step_logits = model(ids, aux, cfg.ttt_steps, rows=counted)
+                    result = ttt_loss_rows(step_logits, target_logits, draft.d2t, draft.t2d, counted,
+                                           ids.shape[1], cfg.step_decay)
                     optimizer.zero_grad(set_to_none=True)
                     result.total.backward()  # type: ignore[no-untyped-call]  # torch's backward is untyped
                 torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.grad_clip)

@@ -58,3 +58,36 @@ def test_positions_whose_target_choice_is_outside_the_draft_vocab_are_not_counte
     outside = torch.zeros(1, T, dtype=torch.bool)
     assert ttt_loss(logits, torch.randn(1, T, 4), outside, mask).counted == 0
     assert ttt_loss(logits, torch.randn(1, T, 4), ~outside, mask).counted == T - 2
+
+
+def test_the_loss_over_supervised_rows_only_equals_the_full_loss_and_so_do_gradients() -> None:
+    """Padding rows, prompts, a row with nothing supervised, a supervised last token (no next one), target
+    choices outside the draft vocab: the row-restricted loss equals the full one in value, per-step loss,
+    accuracy and count, and in the gradient of every draft parameter."""
+    from training.loss import loss_rows, ttt_loss_rows
+
+    draft = _draft(3)
+    B, T, steps = 4, 10, 5
+    torch.manual_seed(4)
+    ids, aux, target = torch.randint(0, 50, (B, T)), torch.randn(B, T, 72), torch.randn(B, T, 50) * 3
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 0, 0, 0],   # answer, then padding
+                         [0, 0, 0, 0, 0, 1, 1, 0, 1, 1],   # two answers, the last token supervised
+                         [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],   # nothing supervised
+                         [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]])
+    full = ttt_loss(draft(ids, aux, steps), *restrict_to_draft_vocab(target, draft.d2t, draft.t2d), mask)
+    full.total.backward()
+    full_grads = {n: p.grad.clone() for n, p in draft.named_parameters() if p.grad is not None}
+    draft.zero_grad()
+    rows = loss_rows(mask)
+    assert len(rows) == int(mask[:, 1:].sum())  # every position whose next token is supervised, no other
+    sparse = ttt_loss_rows(draft(ids, aux, steps, rows=rows), target, draft.d2t, draft.t2d, rows, T)
+    sparse.total.backward()
+    torch.testing.assert_close(sparse.total, full.total)
+    torch.testing.assert_close(sparse.losses, full.losses)
+    torch.testing.assert_close(sparse.accuracies, full.accuracies)
+    torch.testing.assert_close(sparse.counts, full.counts)
+    assert full.counts.min() > 0 and full.counts[0] > full.counts[-1]  # later steps count fewer positions
+    assert full.counts[0] < len(rows)  # and some target choices fell outside the draft vocab
+    assert full_grads.keys() == {n for n, p in draft.named_parameters() if p.grad is not None}
+    for name, grad in full_grads.items():
+        torch.testing.assert_close(draft.get_parameter(name).grad, grad, msg=name)
