@@ -52,10 +52,19 @@ class Judgements(BaseModel):
 
 
 class RelevanceLLM:
-    """Query expansion and relevance judgement on an OpenAI-compatible chat model."""
+    """Query expansion and relevance judgement on an OpenAI-compatible chat model.
 
-    def __init__(self, chat_model: Any) -> None:
+    `aclose()` closes the HTTP client it owns (the one `make_llm` made for it), from the event loop that used it.
+    """
+
+    def __init__(self, chat_model: Any, *, owned_client: Any | None = None) -> None:
         self._chat = chat_model
+        self._owned_client = owned_client
+
+    async def aclose(self) -> None:
+        """Close the owned HTTP client's connections (a no-op for a client passed in: its owner closes it)."""
+        if self._owned_client is not None:
+            await self._owned_client.aclose()
 
     async def plan_queries(self, definition: CategoryDefinition, max_queries: int) -> list[str]:
         """Return up to `max_queries` new queries for `definition` (seed queries excluded)."""
@@ -130,11 +139,19 @@ def make_llm(
 ) -> RelevanceLLM | None:
     """Return the agents' LLM configured from `settings`, or None when no `llm_base_url` is set.
 
-    `http_async_client` (an `httpx.AsyncClient`) replaces the OpenAI client's transport, e.g. in tests.
+    `http_async_client` (an `httpx.AsyncClient`) replaces the OpenAI client's transport, e.g. in tests. Without
+    one the LLM gets an HTTP client of its own, closed by its `aclose()`: langchain-openai's default client is
+    shared by the whole process, and a campaign runs on an event loop of its own (the server starts one per
+    campaign), so its pooled connections would outlive the loop that opened them.
     """
     if not settings.llm_base_url:
         return None
+    import httpx
     from langchain_openai import ChatOpenAI
+
+    owned = None
+    if http_async_client is None:
+        owned = http_async_client = httpx.AsyncClient(timeout=settings.llm_timeout_s)
 
     api_key = settings.llm_api_key or SecretStr("not-needed")  # local servers accept any key
     chat = ChatOpenAI(
@@ -146,4 +163,4 @@ def make_llm(
         temperature=0.0,
         http_async_client=http_async_client,
     )
-    return RelevanceLLM(chat)
+    return RelevanceLLM(chat, owned_client=owned)

@@ -119,6 +119,9 @@ async def _drive(
         raise CampaignBusyError(str(exc)) from None
     except LeaseLost as exc:
         raise CampaignLeaseLostError(str(exc)) from None
+    finally:
+        if context.llm is not None:  # its HTTP connections close on the loop that opened them
+            await context.llm.aclose()
 
 
 async def _drive_held(

@@ -121,3 +121,77 @@ def test_a_server_error_is_recorded_and_nothing_is_lost() -> None:
     assert any("LLM call failed" in n and "500" in n for n in deliverable.notes)
     assert any(n.startswith("LLM relevance judgement failed") for n in deliverable.notes)
     assert sorted(c.hub_id for c in deliverable.candidates) == sorted(FOUND)
+
+
+class _RecordedServer:
+    """A real local HTTP server answering chat completions from the recordings (planning, then judging)."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.requests = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: the client pools its connections, as against a real API
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests += 1
+                schema = body["response_format"]["json_schema"]["name"]
+                name = "plan_queries_ok.json" if schema == "PlannedQueries" else "judge_relevance_ok.json"
+                payload = (RECORDED / name).read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_each_campaign_loop_gets_its_own_http_client_and_closes_it() -> None:
+    """Two campaigns, each on an event loop of its own (as the server runs them), each with its own LLM over
+    real sockets: both plan and judge with the model (a connection pooled by the first loop is never reused
+    by the second, where it would fail), and each LLM's client is closed when its campaign ends."""
+    server = _RecordedServer()
+    try:
+        settings = Settings(llm_base_url=server.url, llm_model="gpt-4o-mini")
+
+        async def campaign() -> tuple[Deliverable, object]:
+            llm = make_llm(settings, max_retries=0)
+            assert llm is not None
+            try:
+                return await run_subagent(Category.CODE_REVIEW, backends=[FixedBackend()], llm=llm,
+                                          max_queries=6), llm._owned_client
+            finally:
+                await llm.aclose()
+
+        for _ in range(2):
+            deliverable, client = asyncio.run(campaign())
+            assert deliverable.planner == "llm" and deliverable.notes == []
+            assert all(c.relevance_reason.startswith("LLM: ") for c in deliverable.candidates)
+            assert isinstance(client, httpx.AsyncClient) and client.is_closed
+        assert server.requests == 4
+    finally:
+        server.close()
+
+
+def test_a_client_passed_in_is_left_to_its_owner() -> None:
+    client = httpx.AsyncClient()
+    llm = make_llm(Settings(llm_base_url="http://llm.test/v1"), http_async_client=client)
+    assert llm is not None
+    asyncio.run(llm.aclose())
+    assert not client.is_closed
+    asyncio.run(client.aclose())
