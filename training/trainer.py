@@ -155,7 +155,6 @@ def train(cfg: TrainConfig) -> TrainResult:
                        wall_s=progress.elapsed())
 
 
-
 def _stop_signal(stop: StopFlag, step: int, cfg: TrainConfig, world: int, device: torch.device) -> int | None:
     """The signal to stop on after this step, or None. One process: checked every step (a flag, no sync).
     Several: on log steps only, the ranks' flags reduced to one, so that every rank stops after the same step."""
@@ -178,6 +177,7 @@ def _stop(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any, 
         dist.barrier()  # the checkpoint is whole before any rank leaves
         dist.destroy_process_group()
     raise TrainingStopped(step, signum, folder if rank == 0 else None)
+
 
 def _setup_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device]:
     """Rank, world size and device; under torchrun, join the process group (NCCL on GPU, gloo on CPU)."""
