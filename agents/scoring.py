@@ -6,9 +6,10 @@ the category's anchors (description and exemplars, `agents/semantic.py`), which 
 `SEMANTIC_FLOOR` (unrelated text sits below it) up to a full keyword's worth at `SEMANTIC_FULL`, so an
 issue-to-patch set is bug fixing even when it never says "bug". Being found by several queries or backends
 adds a little, but never lifts a candidate with no evidence at all. The sum is squashed into [0, 1] with a
-one-line reason. An evaluation-only benchmark or a raw corpus (`agents/dataset_kind.py`) keeps `BENCHMARK_DISCOUNT` of its
-relevance: it is still delivered (the verifier offers a benchmark as an eval set and flags a corpus) but ranks
-below training data; a set whose rows need images, video or audio keeps `MULTIMODAL_DISCOUNT`. Keyword evidence is contrastive too: when another category's keywords fit the candidate
+one-line reason. An evaluation-only benchmark or a raw corpus (`agents/dataset_kind.py`) keeps
+`BENCHMARK_DISCOUNT` of its relevance: it is still delivered (the verifier offers a benchmark as an eval set and
+flags a corpus) but ranks below training data; a set whose rows need images, video or audio keeps
+`MULTIMODAL_DISCOUNT`. Keyword evidence is contrastive too: when another category's keywords fit the candidate
 better than this one's (a code-review set that also mentions summaries), its relevance keeps
 exp(-`KEYWORD_CONTRAST` × the difference × how weak its own keyword evidence is), so look-alikes from a
 neighbouring category sink without being dropped, while a dataset that fits this category strongly too (a

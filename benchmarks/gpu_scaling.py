@@ -290,7 +290,7 @@ def train_config(args: argparse.Namespace, data: Path, field: str, out: Path, **
     values = {"data": str(data), "target": str(Path(args.work) / "target"), "out": str(out),
               "messages_field": field, "max_length": args.max_length, "batch_tokens": args.batch_tokens,
               "epochs": args.epochs, "lr": args.lr, "draft_vocab_size": args.draft_vocab, "log_every": 25,
-              # Checkpoints every 200 steps: a point cut by a call's time limit resumes in the next call.
+              # Checkpoints every 200 steps, and at the step a time limit's TERM stops it: the next call resumes.
               "save_every": 200, "resume": True, "seed": 0, "attention_kernels": args.attention_kernels, **extra}
     return make_config({k: v for k, v in values.items() if v is not None})
 

@@ -1,5 +1,5 @@
-"""Checks of what a dataset *is*, beyond whether it exists: an evaluation benchmark, a raw corpus, the wrong language,
-rows that need images, video or audio.
+"""Checks of what a dataset *is*, beyond whether it exists: an evaluation benchmark, a raw corpus, the wrong
+language, rows that need images, video or audio.
 
 Each check is a pure `(candidate, context) -> list[reason]` like the verifier's others and reads only the
 candidate's id, description and metadata (tags, task categories, languages, columns, and the curated-list

@@ -274,8 +274,9 @@ class Eagle3Draft(nn.Module):
 
         With `rows` (flat indices b*T + p of the target positions the loss reads, `training.loss.loss_rows`),
         step j's logits are computed only at the draft positions p - 1 - j that predict from them: [len(rows),
-        draft_vocab] per step (an index below 0 in its row is clamped; the loss gives it no weight). The head
-        and the loss then skip every position that counts for nothing (prompt tokens, padding).
+        draft_vocab] per step. Where p < 1 + j there is no such position; that row's logits are taken from a
+        neighbouring index and the loss gives them no weight. The head and the loss then skip every position
+        that counts for nothing (prompt tokens, padding).
 
         input_ids [B, T] are the target's tokens x_0..x_{T-1}; aux [B, T, 3*target_hidden] the target's aux
         states at each position. At step j, position t reads token x_{t+1+j} (teacher forcing) and the
