@@ -4,7 +4,7 @@ These are the entry points the CLI and the service call, each taking the process
 A new campaign has one way in: `prepare_campaign` chooses its search backends (`graph.search`) and creates
 its `pending` row, `start_campaign` runs it from the start (`run_campaign` does both, for the CLI). A
 campaign's LangGraph thread id is its id, so a killed process resumes (`resume_campaign`) where the
-checkpoint left off; a single category re-runs on a thread of its own (`<id>:rerun:<category>:<n>`) through
+checkpoint left off (a finished graph's checkpoints are deleted: its results are in the catalog); a single category re-runs on a thread of its own (`<id>:rerun:<category>:<n>`) through
 the same graph, adding a new attempt without touching the other categories. Each holds the campaign's lease
 in the catalog (`graph.lease`), so one process at a time works on a campaign: a second gets
 CampaignBusyError, and a dead one's campaign is taken over when its lease expires. Subagent and backends are
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy import Engine
 
 from agents.llm import make_llm
@@ -31,6 +32,7 @@ from core.types import (
     UNFINISHED_CAMPAIGN_STATUSES,
     CampaignStatus,
     Category,
+    RunStatus,
     parse_category,
 )
 from curation.catalog import store
@@ -142,16 +144,20 @@ async def _drive_held(
         async with open_checkpointer(engine.url.render_as_string(hide_password=False)) as saver:
             graph = build_graph(saver)
             snapshot = await graph.aget_state(config) if resume else None
-            if snapshot is not None and snapshot.values and not snapshot.next:
-                output: dict[str, Any] = dict(snapshot.values)  # the graph had finished; only the status lagged
+            checkpointed = snapshot is not None and bool(snapshot.values)
+            if (snapshot is not None and checkpointed and not snapshot.next) or (
+                    resume and not checkpointed and _persisted(engine, campaign_id, categories)):
+                # The graph had finished (its checkpoints are deleted then); only the status lagged.
+                output: dict[str, Any] = dict(snapshot.values) if snapshot is not None and checkpointed else {}
                 with store.open_session(engine) as session:
                     outcome, problems = campaign_outcome(store.list_runs(session, campaign_id=campaign_id))
                     store.set_campaign_status(session, campaign_id=campaign_id, status=outcome, error=problems)
             else:
                 start: CampaignState | None = None
-                if snapshot is None or not snapshot.values:
+                if not checkpointed:
                     start = CampaignState(campaign_id=campaign_id, categories=categories)
                 output = await graph.ainvoke(start, config, context=context, durability="sync")
+            await forget_thread(saver, thread_id)
     except Exception as exc:
         logger.exception("campaign %s: the graph failed", campaign_id)
         error = f"graph failed: {type(exc).__name__}: {exc}"
@@ -166,6 +172,23 @@ async def _drive_held(
     emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished", status=final,
                                          detail={"error": final_error, **output.get("summary", {})}))
     return output
+
+
+def _persisted(engine: Engine, campaign_id: str, categories: list[str]) -> bool:
+    """Whether the persist node already closed a run of every category (runs stay `running` until it does)."""
+    with store.open_session(engine) as session:
+        latest = {r.category: r.status for r in store.list_runs(session, campaign_id=campaign_id)}
+    return all(c in latest and latest[c] != RunStatus.RUNNING for c in categories)
+
+
+async def forget_thread(saver: BaseCheckpointSaver[str], thread_id: str) -> None:
+    """Delete a finished graph thread's checkpoints: they exist to resume an unfinished campaign, and a finished
+    one's results live in the catalog (each of its ~6 checkpoints holds every candidate, ~1 MB on the offline
+    index). A failure here costs only disk, so it is logged, never raised."""
+    try:
+        await saver.adelete_thread(thread_id)
+    except Exception:
+        logger.warning("could not delete the checkpoints of finished thread %s", thread_id, exc_info=True)
 
 
 def prepare_campaign(

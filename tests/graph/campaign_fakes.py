@@ -131,3 +131,11 @@ def stored_branch_results(engine: Engine, thread_id: str) -> int:
     query = text(f"SELECT COUNT(DISTINCT task_id) FROM {table} WHERE thread_id = :t AND channel = 'results'")
     with engine.connect() as conn:
         return int(conn.execute(query, {"t": thread_id}).scalar_one())
+
+
+def stored_checkpoints(engine: Engine, thread_id: str) -> int:
+    """How many checkpoints (and pending writes) the checkpointer keeps for threads starting with `thread_id`."""
+    writes = "checkpoint_writes" if engine.dialect.name == "postgresql" else "writes"
+    with engine.connect() as conn:
+        return sum(int(conn.execute(text(f"SELECT COUNT(*) FROM {table} WHERE thread_id LIKE :t"),
+                                    {"t": thread_id + "%"}).scalar_one()) for table in ("checkpoints", writes))

@@ -14,6 +14,7 @@ from campaign_fakes import (
     empty,
     raises,
     stored_branch_results,
+    stored_checkpoints,
 )
 from sqlalchemy import Engine
 from sqlmodel import Session, select
@@ -163,6 +164,7 @@ def test_a_crashed_campaign_resumes_without_rerunning_finished_branches(engine: 
         asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="crashy", subagent=ScriptedSubagent({"reasoning": crash_late}),
                                  backends=[FakeIndex()]))
     assert unfinished_campaigns(engine=engine) == ["crashy"]
+    assert stored_checkpoints(engine, "crashy") > 0  # what the resume needs is kept
     second = ScriptedSubagent()
     assert asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="crashy", subagent=second,
                                     backends=[FakeIndex()])) == "crashy"
@@ -173,12 +175,26 @@ def test_a_crashed_campaign_resumes_without_rerunning_finished_branches(engine: 
     assert unfinished_campaigns(engine=engine) == []
     with pytest.raises(CampaignFinishedError):
         asyncio.run(resume_campaign(engine=engine, settings=get_settings(), campaign_id="crashy", subagent=second, backends=[FakeIndex()]))
-    with store.open_session(engine) as session:  # a crash after the last checkpoint, before the status landed
+    assert stored_checkpoints(engine, "crashy") == 0  # finished: its results are in the catalog, not the saver
+    with store.open_session(engine) as session:  # a crash after the graph finished, before the status landed
         store.set_campaign_status(session, campaign_id="crashy", status="running")
     asyncio.run(resume_campaign(engine=engine, settings=get_settings(), campaign_id="crashy", subagent=second, backends=[FakeIndex()]))
     assert second.calls == ["reasoning"]  # nothing searched again
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id="crashy").status == "succeeded"
+
+
+def test_finished_campaigns_and_reruns_leave_no_checkpoints(engine: Engine) -> None:
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), subagent=ScriptedSubagent(),
+                                           backends=[FakeIndex()]))
+    assert stored_checkpoints(engine, campaign_id) == 0
+    rerun = asyncio.run(rerun_category(engine=engine, settings=get_settings(), campaign_id=campaign_id,
+                                       category="math", subagent=ScriptedSubagent(), backends=[FakeIndex()]))
+    assert stored_checkpoints(engine, f"{campaign_id}:rerun:") == 0
+    with store.open_session(engine) as session:  # the results themselves are all in the catalog
+        assert store.get_campaign(session, campaign_id=campaign_id).status == "succeeded"
+        assert [r.id for r in store.list_runs(session, campaign_id=campaign_id) if r.category == "math"] == [rerun]
+        assert store.catalog_summary(session, campaign_id=campaign_id)["total"] == 21
 
 
 def test_bad_requests_get_clear_errors(engine: Engine) -> None:
