@@ -120,7 +120,27 @@ def make_target(args: argparse.Namespace) -> None:
         for part in sorted((work / "parts").glob("part*")):
             dst.write(part.read_bytes())
     record = prepare_target(str(gguf), target, expect_sha256=GGUF_SHA256)
-    print(json.dumps({"sha256_ok": True, "seconds": record.seconds, "chat_template": record.chat_template}))
+    if args.layers:
+        truncate_layers(target, args.layers)
+    print(json.dumps({"sha256_ok": True, "seconds": record.seconds, "chat_template": record.chat_template,
+                      "layers": args.layers or "all"}))
+
+
+def truncate_layers(target: Path, layers: int) -> None:
+    """Keep the target's first `layers` decoder layers (embeddings, final norm and head stay): a real-vocab,
+    real-tokenizer target small enough for a CPU rehearsal of the whole plan. Never a result to publish."""
+    from safetensors.torch import load_file, save_file
+
+    config = json.loads((target / "config.json").read_text())
+    if not 3 <= layers < config["num_hidden_layers"]:
+        raise SystemExit(f"--layers must lie in [3, {config['num_hidden_layers'] - 1}], got {layers}")
+    weights = load_file(str(target / "model.safetensors"))
+    kept = {k: v for k, v in weights.items() if not k.startswith("model.layers.") or int(k.split(".")[2]) < layers}
+    save_file(kept, str(target / "model.safetensors"), metadata={"format": "pt"})
+    config["num_hidden_layers"] = layers
+    if "layer_types" in config:
+        config["layer_types"] = config["layer_types"][:layers]
+    (target / "config.json").write_text(json.dumps(config, indent=2))
 
 
 # --- shared helpers ------------------------------------------------------------------------------------------
@@ -248,14 +268,19 @@ def regen_all(args: argparse.Namespace) -> None:
                                           limit=args.rows)
         results.save()
     if args.answers > 1 and (results.data.get("regen_answers") or {}).get("answers") != args.answers:
-        # More answers to the same prompts (ids <id>#s<k>, seed 0 + k): the same run folder grows.
-        results.data["regen_answers"] = {"answers": args.answers, **regen_run(
-            args, prompts, work / "regen", "static", args.slots, args.temperature, limit=args.rows,
-            samples=args.answers)}
+        if carried_answers(carried, prompts, args.answers, args.rows) and not (work / "regen" / "run.json").exists():
+            results.data["regen_answers"] = {"answers": args.answers, "carried": True,
+                                             "note": "regenerated in an earlier session; see its scaling_raw.json"}
+        else:
+            # More answers to the same prompts (ids <id>#s<k>, seed 0 + k): the same run folder grows.
+            results.data["regen_answers"] = {"answers": args.answers, **regen_run(
+                args, prompts, work / "regen", "static", args.slots, args.temperature, limit=args.rows,
+                samples=args.answers)}
+            export_answers(carried, Path(args.out), args.answers)
         results.save()
     if "regen_greedy_overfit" not in results.data:
-        results.data["regen_greedy_overfit"] = regen_run(args, prompts, work / "regen_greedy", "static", 256, 0.0,
-                                                         limit=args.overfit_rows)
+        results.data["regen_greedy_overfit"] = regen_run(args, prompts, work / "regen_greedy", "static",
+                                                         min(256, args.overfit_rows), 0.0, limit=args.overfit_rows)
         results.save()
     if "eval_greedy" not in results.data:
         evals = eval_items(args)
@@ -264,11 +289,34 @@ def regen_all(args: argparse.Namespace) -> None:
         _write_jsonl(work / "eval_rows.jsonl", rows)
         saved = args.max_tokens
         args.max_tokens = args.eval_max_new
-        results.data["eval_greedy"] = regen_run(args, work / "eval_rows.jsonl", work / "eval_greedy", "static", 512,
-                                                0.0)
+        results.data["eval_greedy"] = regen_run(args, work / "eval_rows.jsonl", work / "eval_greedy", "static",
+                                                min(512, len(rows)), 0.0)
         args.max_tokens = saved
         results.save()
     print(json.dumps({k: results.data[k] for k in ("regen", "regen_greedy_overfit", "eval_greedy")}, indent=1))
+
+
+def carried_answers(regenerated: Path, prompts: Path, answers: int, limit: int | None) -> bool:
+    """Whether `regenerated` already holds answers 2..`answers` (ids <id>#s<k>) of every prompt (the first
+    `limit`): carried from an earlier session by `setup`, they need no regeneration."""
+    if not regenerated.exists():
+        return False
+    ids = [r["id"] for r in _jsonl(prompts)][:limit]
+    have = {r["id"] for r in _jsonl(regenerated)}
+    return all(f"{i}#s{k}" in have for i in ids for k in range(1, answers))
+
+
+def export_answers(regenerated: Path, out: Path, answers: int) -> None:
+    """Answers 2..`answers` into out/regenerated_answers_s<k>.jsonl.xz, one file each (about 3.3 MB per answer of
+    the 16K prompts, under the 16 MiB a returned file may have): tracked beside the first answers, a later
+    session's `setup` carries them instead of regenerating them."""
+    import lzma
+
+    rows = _jsonl(regenerated)
+    for k in range(1, answers):
+        mine = [r for r in rows if r["id"].endswith(f"#s{k}")]
+        with lzma.open(out / f"regenerated_answers_s{k}.jsonl.xz", "wt", encoding="utf-8", preset=6) as fh:
+            fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in mine))
 
 
 def eval_items(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -385,6 +433,8 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/gpu_scaling")
     parser.add_argument("--max-prompt-tokens", type=int, default=384)
     parser.add_argument("--parts", type=int, default=3, help="prepare: GGUF parts, one carried per call.")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="target: keep only the first N decoder layers (a CPU rehearsal's toy target).")
     parser.add_argument("--max-tokens", type=int, default=384, help="Regeneration: new tokens per answer.")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--top-p", type=float, default=0.95)

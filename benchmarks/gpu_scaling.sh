@@ -4,6 +4,7 @@
 #   GPU, repo root:   benchmarks/gpu_scaling.sh setup            # wheels if missing, carried files into $WORK
 #                     benchmarks/gpu_scaling.sh STAGE [ARGS]     # target | bench-regen | regen | bench-train | curve
 #   CPU, repo root:   benchmarks/gpu_scaling.sh report           # scaling.json, plot, forecast
+#   CPU, repo root:   benchmarks/gpu_scaling.sh rehearse         # the whole plan at toy sizes, before device time
 # `gpu-tests` runs the CUDA tests; `probe` times the engine and trainer on a random-weight target of the same
 # shape (needs only .carry/tok). Every GPU stage is resumable (state in $WORK/results.json) and sized to end
 # within 10 minutes on one H200; run it again after a time-out and it continues.
@@ -11,6 +12,7 @@ set -euo pipefail
 PY=${PY:-python3}
 WORK=${WORK:-/tmp/dh}
 RESULTS=${RESULTS:-$WORK/out}
+CARRY=${CARRY:-.carry}  # what `prepare` writes and `setup` reads (the carried folders)
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site:$PWD
 export PYTHONUNBUFFERED=1
 random_target() {
@@ -32,30 +34,39 @@ print("random target ready")
 EOF
 }
 # Whatever happens (a time-out included), the results gathered so far go back in $OUT.
-copy_results() { if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then cp "$RESULTS"/*.json "$OUT"/ 2>/dev/null || true; fi; }
+copy_results() {
+  if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then cp "$RESULTS"/*.json "$RESULTS"/*.jsonl.xz "$OUT"/ 2>/dev/null || true; fi
+}
 trap copy_results EXIT
 stage=${1:?stage}
 shift || true
 case "$stage" in
   prepare)
-    .venv/bin/datahunt manifest from-mirror "${MIRROR:-../shared/mirror}" -o .carry/manifest.json
-    .venv/bin/datahunt curate -m .carry/manifest.json -o .carry/curated --jsonl --mirror "${MIRROR:-../shared/mirror}"
-    .venv/bin/python benchmarks/gpu_scaling.py prepare --curated .carry/curated/samples.jsonl \
-      --mirror "${MIRROR:-../shared/mirror}" "$@"
+    .venv/bin/datahunt manifest from-mirror "${MIRROR:-../shared/mirror}" -o "$CARRY/manifest.json"
+    .venv/bin/datahunt curate -m "$CARRY/manifest.json" -o "$CARRY/curated" --jsonl --mirror "${MIRROR:-../shared/mirror}"
+    .venv/bin/python benchmarks/gpu_scaling.py prepare --curated "$CARRY/curated/samples.jsonl" \
+      --mirror "${MIRROR:-../shared/mirror}" --carry "$CARRY" "$@"
     ;;
   setup)
     if ! $PY -c "import pydantic, gguf" 2>/dev/null && [ -d .whl ]; then
       $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     fi
     mkdir -p "$WORK/parts" "$WORK/data"
-    for p in .carry/g*/part*; do [ -f "$p" ] && cp "$p" "$WORK/parts/"; done
-    [ -d .carry/data ] && cp .carry/data/* "$WORK/data/"
-    [ -d .carry/tok ] && mkdir -p "$WORK/tok" && cp .carry/tok/* "$WORK/tok/"
+    for p in "$CARRY"/g*/part*; do [ -f "$p" ] && cp "$p" "$WORK/parts/"; done
+    [ -d "$CARRY/data" ] && cp "$CARRY"/data/* "$WORK/data/"
+    [ -d "$CARRY/tok" ] && mkdir -p "$WORK/tok" && cp "$CARRY"/tok/* "$WORK/tok/"
     # The regenerated set of an earlier session spares the regeneration (`regen` then only answers the overfit
     # and eval prompts); FRESH_REGEN=1 regenerates anyway.
-    saved=benchmarks/results/gpu_scaling/regenerated_smollm2_16k.jsonl.gz  # tracked: it travels with the tree
-    if [ -z "${FRESH_REGEN:-}" ] && [ -f "$saved" ] && [ ! -f "$WORK/regen/regenerated.jsonl" ]; then
-      mkdir -p "$WORK/regen" && zcat "$saved" > "$WORK/regen/regenerated.jsonl"
+    # Answers 2..N (regenerated_answers_s<k>.jsonl.xz, as `regen --answers N` returns them) join it the same way.
+    saved=${SAVED_REGEN:-benchmarks/results/gpu_scaling}  # tracked: it travels with the tree
+    if [ -z "${FRESH_REGEN:-}" ] && [ -f "$saved/regenerated_smollm2_16k.jsonl.gz" ] \
+        && [ ! -f "$WORK/regen/regenerated.jsonl" ]; then
+      mkdir -p "$WORK/regen" && zcat "$saved/regenerated_smollm2_16k.jsonl.gz" > "$WORK/regen/regenerated.jsonl"
+      for more in "$saved"/regenerated_answers_s*.jsonl.xz; do
+        [ -f "$more" ] && $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' \
+          "$more" >> "$WORK/regen/regenerated.jsonl"
+      done
+      wc -l "$WORK/regen/regenerated.jsonl"
     fi
     # The points measured in earlier sessions (tracked) are not trained again: the curve skips what results.json
     # holds. The regeneration entries stay out: their files live only on the machine that made them.
@@ -70,7 +81,9 @@ Path(sys.argv[2]).write_text(json.dumps({k: v for k, v in raw.items() if k not i
 print(f"results.json seeded with {len(raw['runs'])} runs of earlier sessions")
 EOF
     fi
-    nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
+    if command -v nvidia-smi >/dev/null; then
+      nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
+    fi
     ls -la "$WORK/parts"
     ;;
   gpu-tests)
@@ -108,6 +121,24 @@ EOF
   report)
     .venv/bin/python benchmarks/gpu_scaling.py report --raw benchmarks/results/gpu_scaling/scaling_raw.json \
       --out docs/results "$@"
+    ;;
+  rehearse)
+    # Every stage of the device plan, in its order, at toy sizes on this machine's CPU (a few minutes): prepare
+    # from the tests' trimmed mirror, setup, the real target cut to its first 3 layers, regen (two answers),
+    # the curve (head-init choice, points, control, timing at k 5 and 3, split points, sampling, overfit) and
+    # the report, all under $WORK; nothing lands in the published results. A stage that breaks here would have
+    # cost device time.
+    export CARRY="$WORK/carry" FRESH_REGEN=1 FRESH_CURVE=1 PY="${PY/#python3/.venv/bin/python}"
+    rm -rf "$WORK" && mkdir -p "$WORK"
+    MIRROR="${MIRROR:-tests/data/mirror}" bash "$0" prepare --parts 2
+    bash "$0" setup
+    bash "$0" target --layers 3
+    toy=(--max-prompt-tokens 256 --max-tokens 16 --eval-per-set 2 --eval-max-new 12 --overfit-rows 8)
+    bash "$0" regen "${toy[@]}" --rows 24 --slots 8 --answers 2
+    bash "$0" curve "${toy[@]}" --scales 8 32 --control-scales 8 --base 8 --overfit-epochs 2 --epochs 1 \
+      --batch-tokens 1024 --max-length 320 --draft-vocab 512 --timed-prompts 2 --sampled-prompts 2 \
+      --timed-ks 5 3 --split-points --head-init auto --budget-s 600
+    .venv/bin/python benchmarks/gpu_scaling.py report --raw "$RESULTS/scaling_raw.json" --out "$WORK/report"
     ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
