@@ -78,7 +78,7 @@ def load_config(path: Path, overrides: Mapping[str, object] | None = None) -> Tr
     """Read a JSON config and apply overrides; raise ConfigError with pydantic's message on a bad key."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read training config {path}: {exc}") from None
     return make_config({**raw, **(overrides or {})})
 

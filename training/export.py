@@ -129,7 +129,7 @@ def read_config(folder: Path) -> dict[str, Any]:
     path = folder / "config.json"
     try:
         return dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ExportError(f"cannot read draft config {path}: {exc}") from None
 
 

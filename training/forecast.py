@@ -179,7 +179,7 @@ def load_results(path: Path) -> dict[str, Any]:
     """A scaling results document (scaling.json) with its runs."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ForecastError(f"cannot read {path}: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
         raise ForecastError(f"{path} holds no `runs` list")

@@ -70,7 +70,7 @@ def _mirror_entries(mirror: Path) -> list[dict[str, Any]]:
         return []
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         logger.warning("unreadable mirror index %s: %s", index, exc)
         return []
     return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []

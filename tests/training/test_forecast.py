@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from server.cli import app
-from training.forecast import Fit, ForecastError, fit_curve, forecast
+from training.forecast import Fit, ForecastError, fit_curve, forecast, load_results
 
 
 def _runs(fit: Fit, sizes: list[int], offsets: dict[str, float], regenerated: bool = True) -> list[dict]:
@@ -56,3 +56,11 @@ def test_cli_prints_the_answer_and_writes_a_png(tmp_path: Path) -> None:
         hostile = CliRunner().invoke(app, ["forecast", str(bad)])
         assert hostile.exit_code == 1 and "run 0 needs samples" in hostile.output, hostile.output
         assert "Traceback" not in hostile.output
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe{}", b"{not json", b"[1, 2]"])
+def test_unreadable_results_are_one_clear_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "scaling.json"
+    path.write_bytes(content)
+    with pytest.raises(ForecastError, match=r"cannot read|holds no `runs` list"):
+        load_results(path)

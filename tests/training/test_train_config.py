@@ -28,3 +28,10 @@ def test_defaults_follow_the_recipe_and_round_trip(tmp_path: Path) -> None:
     again = load_config(path, {"ttt_steps": 3})
     assert again.ttt_steps == 3 and again.data == Path("d.jsonl")
     assert json.loads(path.read_text())["messages_field"] == "conversations"
+
+
+def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "train.json"
+    path.write_bytes(b'{"data": "\xff"}')
+    with pytest.raises(ConfigError, match="cannot read training config"):
+        load_config(path)
