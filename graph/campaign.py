@@ -191,6 +191,47 @@ async def forget_thread(saver: BaseCheckpointSaver[str], thread_id: str) -> None
         logger.warning("could not delete the checkpoints of finished thread %s", thread_id, exc_info=True)
 
 
+@dataclass(frozen=True)
+class PruneResult:
+    """What `prune_checkpoints` did: threads deleted, and threads kept because their campaign is unfinished
+    (a resume needs them) or being worked on now (its lease is held)."""
+
+    deleted: list[str]
+    unfinished: list[str]
+    busy: list[str]
+
+
+async def prune_checkpoints(*, engine: Engine, settings: Settings) -> PruneResult:
+    """Delete the checkpoints of every finished campaign and re-run (threads `<id>` and `<id>:rerun:...`) that
+    no process is working on: what catalogs made before finished threads were deleted at once still hold."""
+    async with open_checkpointer(engine.url.render_as_string(hide_password=False)) as saver:
+        with engine.connect() as conn:
+            threads = sorted(str(t) for t in conn.exec_driver_sql("SELECT DISTINCT thread_id FROM checkpoints").scalars())
+        by_campaign: dict[str, list[str]] = {}
+        for thread in threads:
+            by_campaign.setdefault(thread.split(":rerun:")[0], []).append(thread)
+        deleted: list[str] = []
+        unfinished: list[str] = []
+        busy: list[str] = []
+        for campaign_id, mine in by_campaign.items():
+            with store.open_session(engine) as session:
+                try:
+                    status = store.get_campaign(session, campaign_id=campaign_id).status
+                except store.CampaignNotFoundError:
+                    status = None  # its row is gone: nothing can resume it
+            if status is not None and status not in COMPLETED_CAMPAIGN_STATUSES:
+                unfinished += mine
+                continue
+            try:  # a re-run of a finished campaign holds the campaign's lease while it runs
+                async with HeldLease(engine, campaign_id, ttl_s=settings.lease_ttl_s).held():
+                    for thread in mine:
+                        await saver.adelete_thread(thread)
+                    deleted += mine
+            except LeaseHeldElsewhere:
+                busy += mine
+    return PruneResult(deleted=deleted, unfinished=unfinished, busy=busy)
+
+
 def prepare_campaign(
     *, engine: Engine, settings: Settings, categories: list[Category] | None = None, offline: bool | None = None,
     campaign_id: str | None = None, backends: list[SearchBackend] | None = None,

@@ -83,6 +83,19 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+def compact_database(engine: Engine) -> bool:
+    """Give a SQLite catalog's free pages back to the file system (VACUUM, then truncate the WAL); return
+    whether it ran. A PostgreSQL server's autovacuum reuses freed space itself, so nothing is done there.
+    VACUUM waits for other connections' writes (busy timeout) and rewrites the file: a maintenance step."""
+    if engine.dialect.name != "sqlite":
+        return False
+    with engine.connect() as connection:
+        raw: Any = connection.connection.dbapi_connection  # outside any transaction: VACUUM refuses one
+        raw.execute("VACUUM")
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return True
+
+
 def catalog_tables_only(name: str | None, type_: str, parent_names: Any) -> bool:
     """Alembic `include_name` hook: look only at the catalog's tables, never at others in the same database
     (the LangGraph checkpointer keeps its tables beside ours), so autogenerate never proposes dropping them."""

@@ -41,6 +41,7 @@ from curation.catalog.candidates import (
     stored_reasons,
 )
 from curation.catalog.database import (
+    compact_database,
     is_retryable,
     make_engine,
     open_session,
@@ -87,6 +88,7 @@ __all__ = [
     "approved_entries",
     "campaign_lease",
     "catalog_summary",
+    "compact_database",
     "create_campaign",
     "entry_history",
     "finish_run",

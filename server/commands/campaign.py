@@ -1,4 +1,4 @@
-"""`datahunt campaign run|resume|rerun|status|list`: discovery campaigns from the command line.
+"""`datahunt campaign run|resume|rerun|status|list|prune`: discovery campaigns from the command line.
 
 `run` shows a live table of the subagents (status, queries, candidates, elapsed) while the campaign runs and
 ends with the per-category summary (candidates, accepted, flagged, rejected); `--json` prints one
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -294,6 +295,40 @@ def list_command(
                       c["created_at"][:16].replace("T", " "),
                       (c["error"] or "")[:60])
     Console().print(table)
+
+
+@campaign_app.command("prune")
+def prune_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of lines.")] = False,
+) -> None:
+    """Delete the checkpoints of finished campaigns and re-runs (a catalog made before they were deleted at the
+    end of each keeps them), then compact a SQLite catalog; unfinished or busy campaigns keep theirs."""
+    from core.settings import get_settings
+    from curation.catalog import store
+    from graph.campaign import prune_checkpoints
+
+    settings = get_settings()
+    engine = open_catalog()
+    path = Path(engine.url.database or "") if engine.dialect.name == "sqlite" else None
+    before = path.stat().st_size if path is not None and path.is_file() else None
+    try:
+        result = asyncio.run(prune_checkpoints(engine=engine, settings=settings))
+        compacted = store.compact_database(engine) if result.deleted else False
+    except store.CatalogError as exc:
+        raise fail(str(exc)) from None
+    after = path.stat().st_size if path is not None and path.is_file() else None
+    out = {"deleted_threads": len(result.deleted), "kept_unfinished": result.unfinished, "kept_busy": result.busy,
+           "compacted": compacted, "bytes_before": before, "bytes_after": after}
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    typer.echo(f"deleted the checkpoints of {len(result.deleted)} finished thread(s)")
+    if result.unfinished:
+        typer.echo(f"kept {len(result.unfinished)} unfinished (resumable): {', '.join(result.unfinished)}")
+    if result.busy:
+        typer.echo(f"kept {len(result.busy)} being worked on now: {', '.join(result.busy)}")
+    if before is not None and after is not None:
+        typer.echo(f"{path}: {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB")
 
 
 def register(app: typer.Typer) -> None:

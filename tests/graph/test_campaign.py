@@ -19,6 +19,7 @@ from campaign_fakes import (
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
+import graph.campaign
 from agents.subagent import run_subagent
 from core.settings import get_settings
 from core.types import Category, UnknownCategoryError
@@ -27,6 +28,7 @@ from curation.catalog.models import CandidateRecord, SubagentRun
 from graph.campaign import (
     CampaignFinishedError,
     CategoryNotInCampaignError,
+    prune_checkpoints,
     rerun_category,
     resume_campaign,
     run_campaign,
@@ -195,6 +197,41 @@ def test_finished_campaigns_and_reruns_leave_no_checkpoints(engine: Engine) -> N
         assert store.get_campaign(session, campaign_id=campaign_id).status == "succeeded"
         assert [r.id for r in store.list_runs(session, campaign_id=campaign_id) if r.category == "math"] == [rerun]
         assert store.catalog_summary(session, campaign_id=campaign_id)["total"] == 21
+
+
+def test_prune_deletes_finished_threads_and_keeps_resumable_and_busy_ones(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def keep(saver: object, thread_id: str) -> None:  # as campaigns did before finished threads were deleted
+        return None
+
+    monkeypatch.setattr(graph.campaign, "forget_thread", keep)
+    settings = get_settings()
+
+    def campaign() -> str:
+        return asyncio.run(run_campaign(engine=engine, settings=settings, categories=[Category.MATH, Category.TOOL_USE],
+                                        subagent=ScriptedSubagent(), backends=[FakeIndex()]))
+
+    done, lagging, busy = campaign(), campaign(), campaign()
+    asyncio.run(rerun_category(engine=engine, settings=settings, campaign_id=done, category="math",
+                               subagent=ScriptedSubagent(), backends=[FakeIndex()]))
+    with store.open_session(engine) as session:
+        store.set_campaign_status(session, campaign_id=lagging, status="running")  # died before its status landed
+        assert store.acquire_lease(session, name=store.campaign_lease(busy), owner="a re-run elsewhere", ttl_s=60)
+    assert all(stored_checkpoints(engine, c) > 0 for c in (done, lagging, busy))
+
+    result = asyncio.run(prune_checkpoints(engine=engine, settings=settings))
+
+    assert result.deleted[0] == done and result.deleted[1].startswith(f"{done}:rerun:math:") and len(result.deleted) == 2
+    assert result.unfinished == [lagging] and result.busy == [busy]
+    assert stored_checkpoints(engine, done) == 0
+    assert stored_checkpoints(engine, lagging) > 0 and stored_checkpoints(engine, busy) > 0
+    second = ScriptedSubagent()  # the unfinished one still resumes from what was kept, searching nothing again
+    asyncio.run(resume_campaign(engine=engine, settings=settings, campaign_id=lagging, subagent=second,
+                                backends=[FakeIndex()]))
+    assert second.calls == []
+    with store.open_session(engine) as session:
+        assert store.get_campaign(session, campaign_id=lagging).status == "succeeded"
+        assert store.catalog_summary(session, campaign_id=done)["total"] > 0  # the results stay in the catalog
 
 
 def test_bad_requests_get_clear_errors(engine: Engine) -> None:

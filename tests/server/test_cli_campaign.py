@@ -145,3 +145,25 @@ def test_resuming_a_campaign_another_process_holds_is_one_error_line() -> None:
         assert store.get_campaign(session, campaign_id="held").status == "running"  # left to its holder
         assert store.list_runs(session, campaign_id="held") == []
     engine.dispose()
+
+
+@pytest.mark.slow
+def test_prune_frees_what_campaigns_made_before_threads_were_deleted_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    import graph.campaign
+
+    async def keep(saver: object, thread_id: str) -> None:  # the earlier behaviour: every checkpoint kept
+        return None
+
+    with monkeypatch.context() as patched:
+        patched.setattr(graph.campaign, "forget_thread", keep)
+        for _ in range(2):
+            assert runner.invoke(app, ["campaign", "run", "--offline", "-c", "math,tool_use,general_chat"]).exit_code == 0
+    result = runner.invoke(app, ["campaign", "prune", "--json"])
+    assert result.exit_code == 0, result.output
+    pruned = json.loads(result.stdout)
+    assert pruned["deleted_threads"] == 2 and pruned["kept_unfinished"] == [] and pruned["compacted"] is True
+    assert pruned["bytes_after"] < 0.8 * pruned["bytes_before"]
+    again = json.loads(runner.invoke(app, ["campaign", "prune", "--json"]).stdout)
+    assert again["deleted_threads"] == 0 and again["compacted"] is False
+    listed = json.loads(runner.invoke(app, ["campaign", "list", "--json"]).stdout)
+    assert [c["status"] for c in listed] == ["succeeded", "succeeded"]  # the campaigns themselves are untouched
