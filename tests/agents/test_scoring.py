@@ -144,3 +144,17 @@ def test_the_contrast_spares_a_dataset_that_fits_both_categories_strongly() -> N
     assert 0 < keyword_evidence(weak, bugs) < scoring.CONTRAST_SPARED_AT
     contrasted, reason = score_candidate(weak, bugs, rival=weak_rival)
     assert 0 < contrasted < score_candidate(weak, bugs)[0] and "keywords fit it better" in reason
+
+
+def test_a_word_meets_its_inflections_so_an_issues_set_matches_the_issue_keyword() -> None:
+    from agents.search.terms import light_stem
+
+    pairs = [("issue", "issues"), ("resolve", "resolved"), ("code", "coding"), ("instruction", "instruct"),
+             ("patch", "patches"), ("trace", "traces"), ("review", "reviews"), ("call", "calling")]
+    for word, inflected in pairs:
+        assert light_stem(word) == light_stem(inflected), (word, inflected)
+    assert light_stem("class") == light_stem("classes") == "class"
+    bugs = load_category(Category.BUG_FIXING)
+    assert keyword_evidence(candidate("org/set-1", "GitHub issues and the pull requests that resolved them"), bugs) > 0
+    code = load_category(Category.CODE_EXPLANATION)
+    assert "code instruction" in score_candidate(candidate("org/OpenCodeInstruct"), code)[1]
