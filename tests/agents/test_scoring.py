@@ -158,3 +158,16 @@ def test_a_word_meets_its_inflections_so_an_issues_set_matches_the_issue_keyword
     assert keyword_evidence(candidate("org/set-1", "GitHub issues and the pull requests that resolved them"), bugs) > 0
     code = load_category(Category.CODE_EXPLANATION)
     assert "code instruction" in score_candidate(candidate("org/OpenCodeInstruct"), code)[1]
+
+
+def test_a_see_also_pointer_to_a_sibling_is_no_evidence_unless_it_names_this_dataset() -> None:
+    from agents.scoring import own_description
+
+    reasoning = load_category(Category.REASONING)
+    text = "Instruction following mixture. See also Org-Think-7B for the reasoning variant."
+    pointer = candidate("org/Org-Instruct", text)
+    assert own_description(pointer) == "Instruction following mixture. "
+    assert score_candidate(pointer, reasoning)[0] == 0.0
+    sibling = candidate("org/Org-Think-7B", text)  # the sibling's record copies the text that points at it
+    assert own_description(sibling) == text
+    assert "reasoning" in score_candidate(sibling, reasoning)[1]

@@ -95,6 +95,8 @@ def test_raw_corpora_block_on_known_columns_and_flag_on_their_description() -> N
     assert codes(check_raw_corpus(snapshot_candidate("bigcode/the-stack"), CONTEXT)) == [("raw_corpus", False)]
     chat = candidate("org/chat", "Instruction conversations distilled from a pre-training corpus.")
     assert check_raw_corpus(chat, CONTEXT) == []
+    book = snapshot_candidate("transformersbook/codeparrot")  # "CodeParrot Python code corpus used in ..."
+    assert codes(check_raw_corpus(book, CONTEXT)) == [("raw_corpus", False)]
 
 
 def test_language_mismatch_blocks_stated_languages_and_flags_hints() -> None:
