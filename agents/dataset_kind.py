@@ -113,7 +113,7 @@ RAW_TEXT_FIELDS = {"text", "content", "code", "raw", "document", "html", "source
 _RAW_SECTION = re.compile(r"pre-?training corpora|pre-?training data|pretraining", re.IGNORECASE)
 _RAW_TEXT = re.compile(
     r"\bpre-?training (corpus|corpora|data(set)?)\b|\braw (source code|code|text|web)\b|\bweb ?crawl\b|"
-    r"\bsource code files\b|\bpermissively licensed source code\b",
+    r"\bsource code files\b|\bpermissively licensed source code\b|\b(code|text|web) corpus\b",
     re.IGNORECASE,
 )
 _STRUCTURED_TEXT = re.compile(

@@ -20,6 +20,7 @@ names the row layout (sharegpt, openai_messages, alpaca, …) from features, tag
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
 
 from agents.categories import CategoryDefinition
@@ -65,13 +66,25 @@ def semantic_evidence(similarity: float | None) -> float:
     return SEMANTIC_WEIGHT * min(1.0, max(0.0, share))
 
 
+# "See also X for the reasoning variant": a curated list's pointer to a sibling dataset. Its words describe the
+# sibling, so they are no evidence about this one, unless the clause names this very dataset (a sibling's record
+# copies the description that points at it).
+_SEE_ALSO = re.compile(r"\bsee also\b[^.]*\.?", re.IGNORECASE)
+
+
+def own_description(candidate: Candidate) -> str:
+    """Return the candidate's description without "see also" clauses that point at another dataset."""
+    name = candidate.hub_id.split("/", 1)[-1].lower()
+    return _SEE_ALSO.sub(lambda m: m.group(0) if name in m.group(0).lower() else "", candidate.description)
+
+
 def _keyword_matches(candidate: Candidate, definition: CategoryDefinition) -> tuple[list[str], list[str], list[str]]:
     """Return the category's keywords found in the candidate's id, else its tags, else its description."""
     keywords = [(k, _stems(k)) for k in definition.keywords if _stems(k)]
     meta = candidate.metadata
     id_stems = _stems(candidate.hub_id.split("/", 1)[-1])
     tag_stems = _stems(" ".join([*meta.tags, *meta.task_categories]))
-    text_stems = _stems(f"{candidate.title} {candidate.description}")
+    text_stems = _stems(f"{candidate.title} {own_description(candidate)}")
     in_id = [k for k, stems in keywords if stems <= id_stems]
     in_tags = [k for k, stems in keywords if stems <= tag_stems and k not in in_id]
     in_text = [k for k, stems in keywords if stems <= text_stems and k not in in_id and k not in in_tags]

@@ -28,6 +28,13 @@ so the cap of a category with more than 20 kept ids is shared in proportion (at 
 that half's kept ids in the top 20 / the top 20's ids of that half (unjudged ones counted as not relevant).
 `subagent_before` scores the campaign's frozen top 20 from before issue #11
 (`benchmarks/results/index_quality_before.json`) on the same halves, so the previous method stays comparable.
+
+Batches: `batches` in the judged set names judgments added later (`pass5`: labelled in the fifth pass before the
+subagent's ranking of them was seen). Every batch pair is also in the combined lists. The subagent is scored three
+ways side by side: on the old judgments' test half (the combined set less the batch: the figure earlier passes
+reported), on the batch alone (recall = the batch's kept ids in the top 20 / (the batch's kept ids × min(1, 20 /
+all kept ids)); precision = the batch's kept ids in the top 20 / the top 20's ids the batch judged), and on the
+combined set's halves. A category the batch kept nothing for has no batch recall and is left out of its mean.
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ AIM_MEAN, AIM_EACH = 0.90, 0.75  # issue #11's aim for the subagent's recall@20 
 RANKERS = ("substring", "bm25", "hybrid", "subagent_before", "subagent")
 SEED_RANKERS = ("substring", "bm25", "hybrid")
 SPLITS = ("test", "dev", "all")
+BATCH = "pass5"  # the judgments added in the fifth pass, scored on their own
+SIDE_BY_SIDE = ("old_test", "new", "new_dev", "new_test", "dev", "test")
 
 
 def split_of(hub_id: str) -> str:
@@ -85,6 +94,43 @@ def load_judgments(path: Path = JUDGMENTS) -> tuple[dict[str, set[str]], dict[st
     relevant = {c: set(ids) for c, ids in data["judgements"].items()}
     rejected = {c: set(ids) for c, ids in data.get("not_relevant", {}).items()}
     return relevant, rejected
+
+
+def load_batch(name: str = BATCH, path: Path = JUDGMENTS) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Return `(relevant, not_relevant)` id sets per category of one batch of later judgments."""
+    batch = json.loads(path.read_text(encoding="utf-8"))["batches"][name]
+    relevant = {c: set(ids) for c, ids in batch["judgements"].items()}
+    rejected = {c: set(ids) for c, ids in batch["not_relevant"].items()}
+    return relevant, rejected
+
+
+def score_subset(
+    top: list[str], keep: set[str], sub_keep: set[str], sub_judged: set[str], half: str | None = None
+) -> dict[str, float | None]:
+    """Return recall@k and precision@k of one ranking on a subset of the judgments (a batch), optionally on one half.
+
+    The cap of a category with more kept ids than slots is shared in proportion, as on a half; precision counts only
+    the top ids the subset judged, since an unjudged id belongs to no subset. Recall is None where the subset keeps
+    nothing (on that half), precision None where it judged none of the top.
+    """
+    def inside(hub_id: str) -> bool:
+        return half is None or split_of(hub_id) == half
+
+    sub_keep = {h for h in sub_keep if inside(h)}
+    kept = sum(h in sub_keep for h in top)
+    share = len(sub_keep) * min(1.0, K / len(keep)) if keep else 0.0
+    judged_top = [h for h in top if h in sub_judged and inside(h)]
+    return {
+        "kept": kept,
+        "kept_judged": len(sub_keep),
+        "recall": round(min(1.0, kept / share), 3) if share else None,
+        "precision": round(kept / len(judged_top), 3) if judged_top else None,
+    }
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(sum(present) / len(present), 3) if present else None
 
 
 def score(top: list[str], keep: set[str], judged: set[str]) -> dict[str, float]:
@@ -123,6 +169,7 @@ def measure() -> dict:
     index = OfflineIndex.default()
     records = index.records()
     relevant, rejected = load_judgments()
+    batch_keep, batch_rejected = load_batch()
     before = load_before()
     rows = []
     subagent_s = 0.0
@@ -147,6 +194,18 @@ def measure() -> dict:
         row["halves"] = {
             half: {name: score_half(top, keep, half) for name, top in ranked.items()} for half in ("dev", "test")
         }
+        new_keep = batch_keep.get(category.value, set())
+        new_judged = new_keep | batch_rejected.get(category.value, set())
+        top = ranked["subagent"]
+        row["side_by_side"] = {
+            "old_test": score_half(top, keep - new_keep, "test"),
+            "new": score_subset(top, keep, new_keep, new_judged),
+            "new_dev": score_subset(top, keep, new_keep, new_judged, "dev"),
+            "new_test": score_subset(top, keep, new_keep, new_judged, "test"),
+            "dev": row["halves"]["dev"]["subagent"],
+            "test": row["halves"]["test"]["subagent"],
+        }
+        row["batch_judgments"] = len(new_judged)
         row["top"] = ranked["subagent"]
         seeds = load_category(category).seed_queries
         per_seed = {
@@ -175,9 +234,14 @@ def measure() -> dict:
                    for metric in ("recall", "precision")}
             for name in RANKERS
         }
+    means["side_by_side"] = {
+        view: {metric: _mean([r["side_by_side"][view][metric] for r in rows]) for metric in ("recall", "precision")}
+        for view in SIDE_BY_SIDE
+    }
     judgments = sum(r["relevant"] + r["not_relevant"] for r in rows)
     return {
         "k": K, "snapshot_records": len(records), "judgments": judgments, "retrieval": index.retrieval,
+        "batch": BATCH, "batch_judgments": sum(r["batch_judgments"] for r in rows),
         "subagent_seconds_all_categories": round(subagent_s, 2), "rows": rows, "mean": means,
     }
 
@@ -214,6 +278,35 @@ def split_tables(result: dict) -> list[str]:
     return lines
 
 
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def side_by_side_table(result: dict) -> list[str]:
+    """Return the Markdown table of the subagent's recall@20 / precision@20: old test half, the batch alone, combined."""
+    lines = [
+        "",
+        f"**Side by side** (subagent): `old test` = the judgments before the `{result['batch']}` batch, test half (the "
+        f"figure earlier passes reported); `new` = the {result['batch_judgments']} `{result['batch']}` judgments alone "
+        "(labelled before their ranking was seen; `new dev` / `new test` its halves); `dev` / `test` = the combined "
+        "set's halves. n/a: the batch kept nothing there.",
+        "",
+        "| category | " + " | ".join(f"{v.replace('_', ' ')} R" for v in SIDE_BY_SIDE) + " | "
+        + " | ".join(f"{v.replace('_', ' ')} P" for v in SIDE_BY_SIDE) + " |",
+        "|---|" + "---:|" * (2 * len(SIDE_BY_SIDE)),
+    ]
+    for r in result["rows"]:
+        cells = r["side_by_side"]
+        recall = " | ".join(_fmt(cells[v]["recall"]) for v in SIDE_BY_SIDE)
+        precision = " | ".join(_fmt(cells[v]["precision"]) for v in SIDE_BY_SIDE)
+        lines.append(f"| {r['category']} | {recall} | {precision} |")
+    m = result["mean"]["side_by_side"]
+    recall = " | ".join(f"**{_fmt(m[v]['recall'])}**" for v in SIDE_BY_SIDE)
+    precision = " | ".join(f"**{_fmt(m[v]['precision'])}**" for v in SIDE_BY_SIDE)
+    lines.append(f"| **mean** | {recall} | {precision} |")
+    return lines
+
+
 def markdown(result: dict) -> str:
     lines = [
         f"# Offline index quality (top {result['k']} of {result['snapshot_records']} snapshot records)",
@@ -222,7 +315,8 @@ def markdown(result: dict) -> str:
         "and a test half by a hash of the dataset id. R = recall@20 (kept in top 20 / min(20, kept judged); on a "
         "half the cap is shared in proportion); P = precision@20 (kept in top 20 / 20, on a half / the top 20's ids "
         "of that half; unjudged counted as not relevant). `subagent_before` is the campaign's frozen top 20 from "
-        f"before issue #11, `subagent` the current one. Retrieval: {result['retrieval']}.",
+        f"before issue #11, `subagent` the current one. Retrieval: {result['retrieval']}. "
+        f"{result['batch_judgments']} of the judgments are the `{result['batch']}` batch (see the side-by-side table).",
     ]
     test = [r["halves"]["test"]["subagent"]["recall"] for r in result["rows"]]
     short = [f"{r['category']} {v:.2f}" for r, v in zip(result["rows"], test, strict=True) if v < AIM_EACH]
@@ -233,6 +327,7 @@ def markdown(result: dict) -> str:
         f"Aim (subagent recall@20 on test: mean >= {AIM_MEAN:.2f}, every category >= {AIM_EACH:.2f}): "
         + ("**met**." if met else f"**not met**: mean {mean:.3f}" + (f"; below {AIM_EACH:.2f}: {', '.join(short)}" if short else "") + "."),
     ]
+    lines += side_by_side_table(result)
     lines += split_tables(result)
     m = result["mean"]
     lines += [

@@ -114,6 +114,7 @@ class ReasonCode(StrEnum):
     RAW_CORPUS = "raw_corpus"  # raw text or code with no conversations or instructions
     LANGUAGE_MISMATCH = "language_mismatch"  # not in the target model's language
     MULTIMODAL = "multimodal"  # rows need images, video or audio: nothing a text target's draft can learn from
+    DRAFT_RECIPE = "draft_recipe"  # a speculative-decoding draft-training recipe already trains on it (a note)
 
 
 class Reason(TypedDict):
@@ -131,7 +132,7 @@ class Reason(TypedDict):
 UNVERIFIED_CODES = frozenset(
     {ReasonCode.EXISTENCE_UNVERIFIED, ReasonCode.LICENSE_UNKNOWN, ReasonCode.SIZE_UNKNOWN, ReasonCode.FIELDS_UNKNOWN}
 )
-INFORMATIONAL_CODES = frozenset({ReasonCode.DUPLICATE})
+INFORMATIONAL_CODES = frozenset({ReasonCode.DUPLICATE, ReasonCode.DRAFT_RECIPE})
 
 
 class VerdictLabel(StrEnum):

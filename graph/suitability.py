@@ -22,6 +22,8 @@ sections that name it).
   is no training data for a text target's draft: its turns refer to pixels or sound the draft never sees. A
   modality tag or a listing under multimodal/vision/speech sections blocks; an id word or description phrase
   alone is flagged.
+* **draft_recipe** — a note, never a flag: a speculative-decoding draft-training recipe
+  (`prompts/sources/draft_recipes.md`) already trains on the set, so a draft trainer has put it into a real mix.
 """
 
 from __future__ import annotations
@@ -86,6 +88,18 @@ def check_multimodal(candidate: Candidate, context: VerifyContext) -> list[Reaso
     why, certain = found
     detail = f"rows need images, video or audio ({why}): a text target's draft cannot learn from them"
     return [_reason(ReasonCode.MULTIMODAL, detail if certain else "looks multimodal: " + detail, blocking=certain)]
+
+
+# ---- draft-training recipes -----------------------------------------------------------------------------------
+
+
+def check_draft_recipe(candidate: Candidate, context: VerifyContext) -> list[Reason]:
+    """Note (never block or flag) that a draft-training recipe already trains on the set: a quality signal."""
+    recipes = candidate.metadata.draft_recipes
+    if not recipes:
+        return []
+    detail = f"a speculative-decoding draft-training recipe already trains on it ({', '.join(recipes)})"
+    return [_reason(ReasonCode.DRAFT_RECIPE, detail, blocking=False)]
 
 
 # ---- language ------------------------------------------------------------------------------------------------

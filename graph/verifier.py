@@ -26,7 +26,13 @@ from agents.search.base import SearchBackend
 from core.types import Category, Decision, Reason, ReasonCode, RunStatus, is_hub_id
 from graph.context import CampaignContext
 from graph.state import BranchResult, CampaignState, VerifiedCandidate, VerifiedRun
-from graph.suitability import check_benchmark, check_language, check_multimodal, check_raw_corpus
+from graph.suitability import (
+    check_benchmark,
+    check_draft_recipe,
+    check_language,
+    check_multimodal,
+    check_raw_corpus,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +171,7 @@ def check_on_topic(candidate: Candidate, context: VerifyContext) -> list[Reason]
 
 CHECKS: tuple[Check, ...] = (
     check_hub_id, check_exists, check_gated, check_license, check_size, check_text_fields, check_duplicate,
-    check_on_topic, check_benchmark, check_raw_corpus, check_multimodal, check_language,
+    check_on_topic, check_benchmark, check_raw_corpus, check_multimodal, check_language, check_draft_recipe,
 )
 
 

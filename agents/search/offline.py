@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.draft_recipes import recipes_using
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import SearchError
 from agents.search.embedding import EncoderUnavailableError, SentenceEncoder, default_encoder
@@ -314,6 +315,7 @@ def record_metadata(record: dict[str, Any]) -> DatasetMetadata:
         downloads=record.get("downloads"),
         likes=record.get("likes"),
         sections=[str(s) for s in record.get("source_sections") or []],
+        draft_recipes=recipes_using(str(s) for s in record.get("source") or []),
     )
 
 

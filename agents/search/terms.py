@@ -2,7 +2,7 @@
 
 Hub ids glue words together in many ways (`code-review`, `code_review`, `CodeReviewer`, `gsm8k`), while people
 search with spaced words. `split_terms` breaks text on punctuation, camel case and letter/digit boundaries so
-both sides meet on the same terms; `light_stem` folds plural and -ing/-ed endings for matching outside SQLite.
+both sides meet on the same terms; `light_stem` folds plural, -ing/-ed and silent-e endings for matching outside SQLite.
 Mixed-case acronyms (`MIXED_CASE_ACRONYMS`: `CoT`, `SQuAD`, …) stay whole, so `LogiCoT` is `logi cot`, not
 `logi co t`: all-caps ones (`SWE`, `SQL`, `QA`) already do. The offline index's shipped document vectors embed
 split ids, so changing the list means rebuilding them (`python -m agents.search.build_vectors`).
@@ -46,13 +46,32 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(query_terms_repeated(text)))
 
 
+# "-es" is the inflection only after these endings (boxes, patches, classes); elsewhere (issues, codes, traces) the
+# word ends in "e" and only the "s" is.
+_ES_AFTER = ("ss", "x", "z", "ch", "sh")
+
+
 @lru_cache(maxsize=65_536)
 def light_stem(term: str) -> str:
-    """Return `term` without a common English inflection (`reviews`→`review`, `calling`→`call`)."""
+    """Return `term` without a common English inflection (`reviews`→`review`, `calling`→`call`, `patches`→`patch`).
+
+    A final silent "e" goes too, so a word meets its inflections (`issue`/`issues`, `resolve`/`resolved`,
+    `code`/`coding` all become `issu`, `resolv`, `cod`), and a "-ction" noun meets its verb (`instruction` and
+    `Instruct`, as ids write it, both become `instruct`).
+    """
+    stem = term
     for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if term.endswith(suffix) and len(term) - len(suffix) >= 3 and not term.endswith("ss"):
-            return term[: len(term) - len(suffix)] + keep
-    return term
+        if not term.endswith(suffix) or len(term) - len(suffix) < 3 or term.endswith("ss"):
+            continue
+        if suffix == "es" and not term[:-2].endswith(_ES_AFTER):
+            continue  # `issues`: only the "s" is the plural
+        stem = term[: len(term) - len(suffix)] + keep
+        break
+    if stem.endswith("ction"):
+        stem = stem[:-3]
+    if stem.endswith("e") and len(stem) >= 4:
+        stem = stem[:-1]
+    return stem
 
 
 _FILTER = re.compile(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.index_quality import load_before, score_half, split_of
+from benchmarks.index_quality import load_batch, load_before, score_half, score_subset, split_of
 from core.types import Category
 
 JUDGED = json.loads((Path(__file__).parent.parent / "data" / "index_judgments.json").read_text())
@@ -35,3 +35,29 @@ def test_the_frozen_previous_ranking_covers_every_category() -> None:
     before = load_before()
     assert set(before) == {c.value for c in Category}
     assert all(len(top) == 20 for top in before.values())
+
+
+def test_the_fifth_pass_batch_is_inside_the_combined_set_and_large_enough() -> None:
+    batch = JUDGED["batches"]["pass5"]
+    pairs = {(c, i) for part in ("judgements", "not_relevant") for c, ids in batch[part].items() for i in ids}
+    assert len(pairs) >= 150
+    assert set(batch["judgements"]) == {c.value for c in Category}
+    for part in ("judgements", "not_relevant"):
+        for category, ids in batch[part].items():
+            assert set(ids) <= set(JUDGED[part][category]), (part, category)
+    relevant, rejected = load_batch()
+    assert sum(map(len, relevant.values())) + sum(map(len, rejected.values())) == len(pairs)
+
+
+def test_a_batch_is_scored_on_its_own_ids_with_the_cap_shared_in_proportion() -> None:
+    old = {f"o/old{i}" for i in range(30)}
+    new = {f"o/new{i}" for i in range(10)}
+    keep = old | new  # 40 kept, 20 slots: the batch's share is 10 × 20/40 = 5
+    rejected = {"o/bad"}
+    top = [*sorted(new)[:4], "o/bad", "o/unjudged", *sorted(old)[:14]]
+    scored = score_subset(top, keep, new, new | rejected)
+    assert scored["recall"] == round(4 / 5, 3)
+    assert scored["precision"] == round(4 / 5, 3)  # of the 5 top ids the batch judged, 4 kept
+    assert score_subset(top, keep, set(), rejected)["recall"] is None  # nothing kept: no recall to speak of
+    dev_only = score_subset(top, keep, new, new | rejected, "dev")
+    assert dev_only["kept_judged"] == sum(split_of(i) == "dev" for i in new)

@@ -144,3 +144,30 @@ def test_the_contrast_spares_a_dataset_that_fits_both_categories_strongly() -> N
     assert 0 < keyword_evidence(weak, bugs) < scoring.CONTRAST_SPARED_AT
     contrasted, reason = score_candidate(weak, bugs, rival=weak_rival)
     assert 0 < contrasted < score_candidate(weak, bugs)[0] and "keywords fit it better" in reason
+
+
+def test_a_word_meets_its_inflections_so_an_issues_set_matches_the_issue_keyword() -> None:
+    from agents.search.terms import light_stem
+
+    pairs = [("issue", "issues"), ("resolve", "resolved"), ("code", "coding"), ("instruction", "instruct"),
+             ("patch", "patches"), ("trace", "traces"), ("review", "reviews"), ("call", "calling")]
+    for word, inflected in pairs:
+        assert light_stem(word) == light_stem(inflected), (word, inflected)
+    assert light_stem("class") == light_stem("classes") == "class"
+    bugs = load_category(Category.BUG_FIXING)
+    assert keyword_evidence(candidate("org/set-1", "GitHub issues and the pull requests that resolved them"), bugs) > 0
+    code = load_category(Category.CODE_EXPLANATION)
+    assert "code instruction" in score_candidate(candidate("org/OpenCodeInstruct"), code)[1]
+
+
+def test_a_see_also_pointer_to_a_sibling_is_no_evidence_unless_it_names_this_dataset() -> None:
+    from agents.scoring import own_description
+
+    reasoning = load_category(Category.REASONING)
+    text = "Instruction following mixture. See also Org-Think-7B for the reasoning variant."
+    pointer = candidate("org/Org-Instruct", text)
+    assert own_description(pointer) == "Instruction following mixture. "
+    assert score_candidate(pointer, reasoning)[0] == 0.0
+    sibling = candidate("org/Org-Think-7B", text)  # the sibling's record copies the text that points at it
+    assert own_description(sibling) == text
+    assert "reasoning" in score_candidate(sibling, reasoning)[1]

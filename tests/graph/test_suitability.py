@@ -95,6 +95,8 @@ def test_raw_corpora_block_on_known_columns_and_flag_on_their_description() -> N
     assert codes(check_raw_corpus(snapshot_candidate("bigcode/the-stack"), CONTEXT)) == [("raw_corpus", False)]
     chat = candidate("org/chat", "Instruction conversations distilled from a pre-training corpus.")
     assert check_raw_corpus(chat, CONTEXT) == []
+    book = snapshot_candidate("transformersbook/codeparrot")  # "CodeParrot Python code corpus used in ..."
+    assert codes(check_raw_corpus(book, CONTEXT)) == [("raw_corpus", False)]
 
 
 def test_language_mismatch_blocks_stated_languages_and_flags_hints() -> None:
@@ -144,3 +146,17 @@ def test_a_multimodal_set_ranks_below_a_text_set_with_the_same_evidence() -> Non
     video_score, why = score_candidate(video, definition)
     assert video_score == pytest.approx(text_score * MULTIMODAL_DISCOUNT, abs=1e-3)
     assert "images, video or audio" in why
+
+
+def test_a_set_a_draft_recipe_trains_on_gets_a_note_that_neither_flags_nor_blocks() -> None:
+    from core.types import VerdictLabel, label_verdict
+    from graph.suitability import check_draft_recipe
+
+    used = snapshot_candidate("openai/gsm8k")  # also a benchmark with a train split: flagged for that alone
+    assert codes(check_draft_recipe(used, CONTEXT)) == [("draft_recipe", False)]
+    assert "SpecForge" in check_draft_recipe(used, CONTEXT)[0]["detail"]
+    assert check_draft_recipe(snapshot_candidate("tatsu-lab/alpaca"), CONTEXT) == []
+    _, reasons = judge_candidate(used, CONTEXT)
+    assert ReasonCode.DRAFT_RECIPE in {r["code"] for r in reasons}
+    note = [r for r in reasons if r["code"] == ReasonCode.DRAFT_RECIPE]
+    assert label_verdict(note) is VerdictLabel.ACCEPTED  # a note alone leaves an accepted verdict accepted
