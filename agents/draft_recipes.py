@@ -2,8 +2,9 @@
 
 The recipes are listed in `prompts/sources/draft_recipes.md` (one `- owner/repo: label` line each). A snapshot
 record's `source` says where the record was found (`<host>:<owner>/<repo>/<path>`); when that is one of the
-recipes, the set is already in a draft trainer's mix, a quality signal the scorer adds a little for and the
-verifier notes. The signal names no category: it never makes a set relevant on its own.
+recipes, the set is already in a draft trainer's mix: a quality signal the verifier notes on the verdict. The
+signal names no category, so the scorer leaves it out (a boost for it lowered dev precision and left recall
+unchanged: benchmarks/results/index_quality_notes.md, fifth pass).
 """
 
 from __future__ import annotations

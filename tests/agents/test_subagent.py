@@ -250,6 +250,14 @@ def test_offline_run_on_the_real_index_is_flagged_and_useful() -> None:
     assert all(c.format_guess is None or isinstance(c.format_guess, str) for c in deliverable.candidates)
 
 
+@pytest.mark.parametrize(("category", "hub_id"), [(Category.GENERAL_CHAT, "tatsu-lab/alpaca"),
+                                                   (Category.CODE_EXPLANATION, "sahil2801/CodeAlpaca-20k")])
+def test_the_most_used_instruction_sets_surface_offline(category: Category, hub_id: str) -> None:
+    """Two of the most used instruction sets, which once no subagent surfaced (issue #11)."""
+    deliverable = asyncio.run(run_subagent(category, backends=[OfflineIndex.default()]))
+    assert hub_id in [c.hub_id for c in deliverable.candidates]
+
+
 def test_unknown_category_names_fail_with_the_known_ones() -> None:
     with pytest.raises(UnknownCategoryError, match="known categories: code_review"):
         asyncio.run(run_subagent("cooking", backends=[]))
