@@ -10,7 +10,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from core.types import CampaignStatus, Category, Reason, RunStatus
 
@@ -32,8 +32,11 @@ class _Row(BaseModel):
 class CampaignCreate(_Request):
     """Start a campaign: which categories (default all ten) and whether to stay offline."""
 
-    categories: list[Category] | None = Field(default=None, max_length=10, description="Default: all ten.")
-    offline: bool | None = Field(default=None, description="Default: the server's DATAHUNT_OFFLINE setting.")
+    # An empty list is refused rather than read as "all ten": a client whose filter left nothing would otherwise
+    # launch the largest campaign there is. `offline` takes JSON true/false only, not "yes" or 0.
+    categories: list[Category] | None = Field(default=None, min_length=1, max_length=10,
+                                              description="Default (absent or null): all ten.")
+    offline: StrictBool | None = Field(default=None, description="Default: the server's DATAHUNT_OFFLINE setting.")
 
 
 class CampaignAccepted(BaseModel):

@@ -140,6 +140,11 @@ def test_unknown_campaign_or_category_is_404(engine: Engine, tmp_path: Path) -> 
         bad = client.post("/campaigns", json={"categories": ["cooking"]}, headers=AUTH)
         assert bad.status_code == 422
         assert client.post("/campaigns", json={"categorie": ["math"]}, headers=AUTH).status_code == 422
+        empty = client.post("/campaigns", json={"categories": []}, headers=AUTH)  # not "all ten" by accident
+        assert empty.status_code == 422 and empty.json()["detail"][0]["loc"] == ["body", "categories"]
+        for loose in ("yes", 1, "true"):
+            assert client.post("/campaigns", json={"categories": ["math"], "offline": loose},
+                               headers=AUTH).status_code == 422, loose
         assert client.post("/campaigns", json={}).status_code == 401
 
 
