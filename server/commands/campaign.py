@@ -93,11 +93,18 @@ def open_catalog() -> Any:
 
 
 def parse_categories(values: list[str] | None) -> list[Any] | None:
-    """Return the categories named (comma-separated or repeated), or None for all ten."""
-    from core.types import parse_category
+    """Return the categories named (comma-separated or repeated), or None for all ten (the option left out).
 
-    names = [n for value in values or [] for n in value.split(",") if n.strip()]
-    return [parse_category(n) for n in names] or None
+    An option given but naming nothing (`-c ""`, a shell variable that came out empty) is refused rather than
+    read as all ten."""
+    from core.types import UnknownCategoryError, parse_category
+
+    if values is None:
+        return None
+    names = [n for value in values for n in value.split(",") if n.strip()]
+    if not names:
+        raise UnknownCategoryError("--categories names no category: leave the option out to search all ten")
+    return [parse_category(n) for n in names]
 
 
 SUMMARY_COLUMNS = ("candidates", "accepted", "unverified", "flagged", "eval_sets", "rejected")

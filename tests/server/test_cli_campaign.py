@@ -51,6 +51,7 @@ def test_a_table_run_prints_the_summary() -> None:
 def test_bad_input_gives_one_line_errors_and_exit_1() -> None:
     cases = [
         (["campaign", "run", "--offline", "-c", "maths"], "unknown category 'maths' (did you mean `math`?)", 2),
+        (["campaign", "run", "--offline", "-c", " , "], "--categories names no category", 2),
         (["campaign", "status", "no-such-campaign"], "no campaign 'no-such-campaign'", 1),
         (["campaign", "rerun", "no-such-campaign", "math"], "no campaign 'no-such-campaign'", 1),
         (["campaign", "rerun", "no-such-campaign", "cooking"], "unknown category 'cooking'", 2),
