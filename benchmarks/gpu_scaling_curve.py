@@ -159,7 +159,8 @@ def replay_on(args: argparse.Namespace, export_dir: Path, pairs: list[tuple[str,
     from training.replay import replay_counts
 
     target, tokenizer = _target(args)
-    draft, layers = load_draft(export_dir, target_embeddings(target).cpu())
+    draft, layers = load_draft(export_dir, target_embeddings(target).cpu(),
+                               target_layers=target.config.num_hidden_layers)
     draft = draft.to(device=target.device, dtype=target.dtype).eval()
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     prompts, outputs = [], []
@@ -230,7 +231,8 @@ def _loaded(args: argparse.Namespace, export_dir: Path, prompts: list[str]) -> t
     from training.hidden_states import target_embeddings
 
     target, tokenizer = _target(args)
-    draft, layers = load_draft(export_dir, target_embeddings(target).cpu())
+    draft, layers = load_draft(export_dir, target_embeddings(target).cpu(),
+                               target_layers=target.config.num_hidden_layers)
     draft = draft.to(device=target.device, dtype=target.dtype).eval()
     eos = {tokenizer.convert_tokens_to_ids("<|im_end|>")}
     ids = []

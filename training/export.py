@@ -68,8 +68,13 @@ def shape_problems(shapes: dict[str, tuple[int, ...]], cfg: DraftConfig) -> list
     return problems
 
 
-def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str) -> dict[str, Any]:
-    """The config.json SGLang reads for an EAGLE-3 draft."""
+def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str, target_layers: int | None = None
+                ) -> dict[str, Any]:
+    """The config.json SGLang reads for an EAGLE-3 draft; our own block (which SGLang ignores) also records the
+    depth of the target it was trained on, so a draft run on another target of the same width is refused."""
+    ours: dict[str, Any] = {"aux_layer_ids_input_of_layer": list(layers.as_input().ids)}
+    if target_layers is not None:
+        ours["target_num_hidden_layers"] = target_layers
     return {
         "architectures": [ARCHITECTURE],
         "model_type": "llama",
@@ -93,20 +98,23 @@ def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str) -> dict[str, An
             "eagle_aux_hidden_state_layer_ids": list(layers.as_output().ids),
             "use_aux_hidden_state": True,
         },
-        "datahunt": {"aux_layer_ids_input_of_layer": list(layers.as_input().ids)},
+        "datahunt": ours,
     }
 
 
-def export_draft(draft: Eagle3Draft, layers: AuxLayers, folder: Path, dtype: str = "bfloat16") -> Path:
-    """Validate and write draft as an SGLang-loadable folder; raise ExportError (writing nothing) on mismatch."""
+def export_draft(draft: Eagle3Draft, layers: AuxLayers, folder: Path, dtype: str = "bfloat16",
+                 target_layers: int | None = None) -> Path:
+    """Validate and write draft as an SGLang-loadable folder; raise ExportError (writing nothing) on mismatch.
+    `target_layers`: the trained-on target's depth, recorded for `load_draft` to check."""
     if dtype not in DTYPES:
         raise ExportError(f"unknown dtype {dtype!r}; one of {sorted(DTYPES)}")
     state = {k: v for k, v in draft.state_dict().items() if not k.startswith("embed_tokens.")}
-    return write_export(state, draft.cfg, layers, folder, dtype)
+    return write_export(state, draft.cfg, layers, folder, dtype, target_layers)
 
 
 def write_export(
-    state: dict[str, Tensor], cfg: DraftConfig, layers: AuxLayers, folder: Path, dtype: str = "bfloat16"
+    state: dict[str, Tensor], cfg: DraftConfig, layers: AuxLayers, folder: Path, dtype: str = "bfloat16",
+    target_layers: int | None = None,
 ) -> Path:
     """Write config.json and model.safetensors from a state dict, after checking every key and shape."""
     problems = shape_problems({k: tuple(v.shape) for k, v in state.items()}, cfg)
@@ -120,7 +128,7 @@ def write_export(
     }
     folder.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps(config_json(cfg, layers, dtype), indent=2))
+    (folder / "config.json").write_text(json.dumps(config_json(cfg, layers, dtype, target_layers), indent=2))
     return folder
 
 
@@ -162,9 +170,17 @@ def aux_layers_of(config: dict[str, Any]) -> AuxLayers | None:
     return AuxLayers(tuple(ids), "output") if ids else None
 
 
-def load_draft(folder: Path, embed_weight: Tensor) -> tuple[Eagle3Draft, AuxLayers]:
-    """Read an exported draft back (fp32), with the target's embeddings; ExportError on any mismatch."""
+def load_draft(folder: Path, embed_weight: Tensor, *, target_layers: int | None = None
+               ) -> tuple[Eagle3Draft, AuxLayers]:
+    """Read an exported draft back (fp32), with the target's embeddings; ExportError on any mismatch, a target
+    of another depth (`target_layers`, when the export recorded its own) included."""
     config = read_config(folder)
+    trained_on = (config.get("datahunt") or {}).get("target_num_hidden_layers")
+    if target_layers is not None and trained_on is not None and trained_on != target_layers:
+        raise ExportError(
+            f"draft at {folder} was trained on a {trained_on}-layer target; the target given has {target_layers} "
+            "layers, so its auxiliary hidden states are other layers' (acceptance would be meaningless): evaluate a "
+            "draft with the target it was trained on")
     cfg = draft_config_from_json(config)
     layers = aux_layers_of(config)
     if layers is None:
@@ -173,6 +189,12 @@ def load_draft(folder: Path, embed_weight: Tensor) -> tuple[Eagle3Draft, AuxLaye
     problems = shape_problems({k: tuple(v.shape) for k, v in state.items()}, cfg)
     if problems:
         raise ExportError(f"draft at {folder} is malformed: " + "; ".join(problems))
+    expected = (cfg.vocab_size, cfg.hidden_size)
+    if tuple(embed_weight.shape) != expected:
+        raise ExportError(
+            f"draft at {folder} was trained for a target with a {expected[0]}-token vocab and hidden size "
+            f"{expected[1]}; the target given has {embed_weight.shape[0]} and {embed_weight.shape[1]}: "
+            "evaluate a draft with the target it was trained on")
     draft = Eagle3Draft(cfg)
     draft.load_state_dict({**state, "embed_tokens.weight": embed_weight}, strict=True)
     return draft.float(), layers

@@ -230,6 +230,11 @@ def check_aux_layers(draft: DraftCheckpoint, target: dict[str, Any] | None) -> C
     L = int(num_layers)  # noqa: N806 - the layer count, as in the papers
     eagle_ids = (draft.config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
     ours = (draft.config.get("datahunt") or {}).get("aux_layer_ids_input_of_layer")
+    trained_depth = (draft.config.get("datahunt") or {}).get("target_num_hidden_layers")
+    if trained_depth is not None and int(trained_depth) != L:
+        return Check("aux_layers", False, (
+            f"the draft was trained on a {trained_depth}-layer target and this target has {L} layers: its "
+            "auxiliary states would come from other layers than it learned from; serve it with its own target"))
     if eagle_ids and len(set(eagle_ids)) != len(eagle_ids):
         return Check("aux_layers", False, (
             f"eagle_aux_hidden_state_layer_ids {eagle_ids} repeat a layer: SGLang captures each layer once, so "

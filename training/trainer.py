@@ -145,7 +145,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     # --- Export the SGLang folder (rank 0), and finish.
     export_dir = cfg.out / "export"
     if rank == 0:
-        export_draft(draft, layers, export_dir, dtype=export_dtype(cfg, target))
+        export_draft(draft, layers, export_dir, dtype=export_dtype(cfg, target),
+                     target_layers=target.config.num_hidden_layers)
         progress.plot(cfg.out / "loss_curve.png")
     if world > 1:
         dist.destroy_process_group()

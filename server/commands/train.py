@@ -233,7 +233,8 @@ def eval_accept(
         if device not in {"cpu", "cuda"} or (device == "cuda" and not torch.cuda.is_available()):
             _fail(f"--device {device} is not available here (cpu, or cuda with a GPU)")
         model, tokenizer = load_target(target, torch.device(device))
-        draft_model, layers = load_draft(draft, target_embeddings(model).cpu())
+        draft_model, layers = load_draft(draft, target_embeddings(model).cpu(),
+                                         target_layers=model.config.num_hidden_layers)
         draft_model = draft_model.to(device=model.device, dtype=model.dtype)
         ids = [_encode(tokenizer, r) for r in rows]
         columns = (TextColumn("eval-accept"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

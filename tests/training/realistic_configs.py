@@ -48,7 +48,8 @@ def draft_for(target: dict[str, Any], stride: int) -> DraftCheckpoint:
     used = torch.arange(32000) * stride
     t2d = torch.zeros(target["vocab_size"], dtype=torch.bool)
     t2d[used] = True
-    config = config_json(cfg, default_aux_layers(target["num_hidden_layers"]), "bfloat16")
+    config = config_json(cfg, default_aux_layers(target["num_hidden_layers"]), "bfloat16",
+                         target_layers=target["num_hidden_layers"])
     return DraftCheckpoint(config=config, shapes=expected_shapes(cfg), d2t=used - torch.arange(32000), t2d=t2d)
 
 

@@ -78,3 +78,14 @@ def test_loading_a_malformed_export_is_refused(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ExportError, match=r"lm_head\.weight has shape"):
         load_draft(tmp_path, torch.zeros(60, 32))
+
+
+def test_a_draft_is_refused_on_a_target_of_another_depth_or_width(tmp_path: Path) -> None:
+    draft = _draft()
+    export_draft(draft, LAYERS, tmp_path, dtype="float32", target_layers=30)
+    assert json.loads((tmp_path / "config.json").read_text())["datahunt"]["target_num_hidden_layers"] == 30
+    load_draft(tmp_path, draft.embed_tokens.weight, target_layers=30)
+    with pytest.raises(ExportError, match="trained on a 30-layer target; the target given has 3 layers"):
+        load_draft(tmp_path, draft.embed_tokens.weight, target_layers=3)
+    with pytest.raises(ExportError, match="60-token vocab and hidden size 32; the target given has 60 and 64"):
+        load_draft(tmp_path, torch.zeros(60, 64))

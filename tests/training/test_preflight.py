@@ -155,9 +155,18 @@ def test_an_unknown_family_passes_only_when_every_known_rule_agrees() -> None:
     assert not check.ok and "FalconForCausalLM" in check.detail
 
 
-def test_aux_ids_beyond_the_target_fail() -> None:
-    check = check_aux_layers(kimi_draft(), LLAMA_TARGET)  # a 61-layer draft on a 32-layer target
+def test_a_draft_for_another_target_depth_fails() -> None:
+    check = check_aux_layers(kimi_draft(), LLAMA_TARGET)  # a 61-layer target's draft on a 32-layer target
+    assert not check.ok and "trained on a 61-layer target and this target has 32 layers" in check.detail
+    # A draft exported without the record (another tool, an older export): its ids still give it away.
+    draft = kimi_draft()
+    del draft.config["datahunt"]["target_num_hidden_layers"]
+    check = check_aux_layers(draft, LLAMA_TARGET)
     assert not check.ok and "outside a 32-layer target" in check.detail
+    # Ids that fit, but a depth that does not: only the record tells.
+    shallow = llama_draft()
+    shallow.config["datahunt"]["target_num_hidden_layers"] = 3
+    assert not check_aux_layers(shallow, LLAMA_TARGET).ok
 
 
 def test_max_position_embeddings_below_the_serving_context_fails() -> None:
@@ -196,6 +205,7 @@ def test_d2t_out_of_range_or_inconsistent_fails() -> None:
 
 def test_gpt_oss_ids_naming_the_last_layer_are_not_shifted() -> None:
     draft = llama_draft()
+    del draft.config["datahunt"]["target_num_hidden_layers"]  # ids alone here: the rule, not the depth record
     draft.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 11, 24]
     draft.config["datahunt"]["aux_layer_ids_input_of_layer"] = [1, 11, 24]
     assert check_aux_layers(draft, GPT_OSS_TARGET).ok  # 24 = the last layer's output, captured as is
