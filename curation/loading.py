@@ -16,6 +16,7 @@ import gzip
 import io
 import json
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,16 @@ def _suffix(path: Path) -> str:
     return path.suffix.lower()
 
 
+def inside(root: Path, name: str) -> bool:
+    """Whether the path `name` names something under `root` as written (relative, no `..` climbing out): a
+    shared mirror's index must not make datahunt read files elsewhere on the machine. Links placed in the
+    folder are followed (a mirror may link its large files from another disk): placing one takes write access
+    to the folder, naming a path in the index does not."""
+    if Path(name).is_absolute():
+        return False
+    return Path(os.path.normpath(root / name)).is_relative_to(os.path.normpath(root))
+
+
 def plan_load(
     *,
     hub_id: str | None,
@@ -69,6 +80,9 @@ def plan_load(
 ) -> LoadPlan:
     """Return how to load a source: mirror files when present, else the Hub (or `hub_root`/<id> standing in for it)."""
     if data_files and mirror is not None:
+        outside = [f for f in data_files if not inside(mirror, f)]
+        if outside:
+            raise SourceLoadError(f"data files outside the mirror folder {mirror}: {outside}")
         files = tuple((mirror / f) for f in data_files)
         missing = [str(f) for f in files if not f.is_file()]
         if missing:

@@ -20,7 +20,7 @@ from typing import Any
 
 from core.types import Category
 from curation.adapters import detect_format
-from curation.loading import read_records
+from curation.loading import inside, read_records
 from curation.manifest import EvalSet, Manifest, ManifestError, Source, TargetModel
 
 MIRROR_INDEX = "MIRROR.json"
@@ -61,6 +61,13 @@ def read_mirror_index(mirror_dir: Path) -> list[dict[str, Any]]:
         isinstance(e, dict) and "id" in e and "files" in e for e in entries
     ):
         raise ManifestError(f"{index} must be a list of entries with id and files")
+    root = Path(mirror_dir).resolve()
+    for entry in entries:
+        if not isinstance(entry["files"], list) or not all(isinstance(f, str) for f in entry["files"]):
+            raise ManifestError(f"{index}: the files of {entry['id']!r} must be a list of paths")
+        for name in entry["files"]:
+            if not inside(root, name):
+                raise ManifestError(f"{index}: {entry['id']!r} names {name!r}, which lies outside the mirror folder")
     return entries
 
 

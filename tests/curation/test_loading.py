@@ -156,3 +156,12 @@ def test_invalid_utf8_in_csv_reaches_the_cleaning_step(tmp_path: Path) -> None:
     ]
     assert valid_utf8(rows[0], params).reason == "invalid_utf8"  # type: ignore[union-attr]
     assert valid_utf8(rows[1], params) is rows[1]
+
+
+def test_manifest_data_files_outside_the_mirror_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "secret.jsonl").write_text("{}\n")
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    with pytest.raises(SourceLoadError, match="outside the mirror folder"):
+        plan_load(hub_id="a/b", data_files=["../secret.jsonl"], config=None, split="train", revision=None,
+                  mirror=mirror, offline=True)

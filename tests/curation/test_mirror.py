@@ -61,6 +61,30 @@ def test_not_a_mirror_is_a_clear_error(tmp_path: Path) -> None:
         manifest_from_mirror(tmp_path)
 
 
+@pytest.mark.parametrize("name", ["../outside.jsonl", "a/../../outside.jsonl", "/etc/passwd"])
+def test_an_index_naming_a_file_outside_the_mirror_is_refused(tmp_path: Path, name: str) -> None:
+    (tmp_path / "outside.jsonl").write_text('{"messages": [{"role": "user", "content": "secret"}]}\n')
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "MIRROR.json").write_text(json.dumps([{"id": "a/b", "files": [name]}]))
+    with pytest.raises(ManifestError, match="lies outside the mirror folder"):
+        manifest_from_mirror(mirror)
+
+
+def test_a_link_placed_in_the_mirror_is_followed(tmp_path: Path) -> None:
+    """A mirror may link its large files from another disk: placing the link takes write access to the folder."""
+    store = tmp_path / "store"
+    store.mkdir()
+    rows = [{"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
+            for i in range(3)]
+    (store / "chat.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mirror = tmp_path / "mirror"
+    (mirror / "a" / "b").mkdir(parents=True)
+    (mirror / "a" / "b" / "chat.jsonl").symlink_to(store / "chat.jsonl")
+    (mirror / "MIRROR.json").write_text(json.dumps([{"id": "a/b", "files": ["a/b/chat.jsonl"]}]))
+    assert [s.hub_id for s in manifest_from_mirror(mirror).sources] == ["a/b"]
+
+
 def test_trim_mirror_keeps_formats(tmp_path: Path) -> None:
     entries = trim_mirror(MIRROR, tmp_path, max_rows=3)
     index = json.loads((tmp_path / "MIRROR.json").read_text())
