@@ -10,6 +10,7 @@
     ├── TargetError, UnsupportedTarget   a source that cannot become a target / a model no fast runner has
     ├── LocalServerError                 a local server not installed or not coming up (local_server)
     ├── UnknownRunError                  no registered run with that id (status)
+    ├── UnreadableStatusError            a run's status file that is there but damaged (status)
     └── RetryableError, RowError, RowFailed   one request's or row's failure, handled inside the runner
 
 Each subclass also keeps the builtin base it had (ValueError, RuntimeError, LookupError), so older handlers

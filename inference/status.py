@@ -35,13 +35,24 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+class UnreadableStatusError(InferenceError, ValueError):
+    """A run's status file exists but is not a JSON object (edited by hand, or damaged on disk): the runner
+    writes it atomically, so it never reads half-written."""
+
+
 def read_status(run_dir: Path) -> dict[str, Any] | None:
-    """Return the status of the run in `run_dir`, or None when it has none (yet)."""
+    """Return the status of the run in `run_dir`, or None when it has none (yet); UnreadableStatusError when
+    the file is there but damaged."""
+    path = Path(run_dir) / STATUS_FILE
     try:
-        status: dict[str, Any] = json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
-        return status
+        status = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
+        raise UnreadableStatusError(f"{path} is unreadable: {exc}") from None
+    if not isinstance(status, dict):
+        raise UnreadableStatusError(f"{path} holds a JSON {type(status).__name__}, not a run status object")
+    return status
 
 
 def _quantile(values: list[int], q: float) -> float:
@@ -215,6 +226,9 @@ def list_runs(settings: Settings | None = None) -> list[dict[str, Any]]:
         try:
             status = read_status(resolve_run(run_id, settings))
         except UnknownRunError:
+            continue
+        except UnreadableStatusError as exc:  # listed, so one damaged run does not hide the others
+            runs.append({"id": run_id, "state": "unreadable", "rows": None, "updated_at": None, "error": str(exc)})
             continue
         if status is not None:
             runs.append({"id": run_id, "state": status.get("state"), "rows": status.get("rows"),

@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, status
 
-from inference.status import UnknownRunError, list_runs, read_status, resolve_run
+from inference.status import UnknownRunError, UnreadableStatusError, list_runs, read_status, resolve_run
 from server.api.deps import SettingsDep, require_read_token
 
 router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[Depends(require_read_token)])
@@ -27,6 +27,8 @@ def get_run(run_id: str, settings: SettingsDep) -> dict[str, Any]:
         run_status = read_status(resolve_run(run_id, settings))
     except UnknownRunError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    except UnreadableStatusError as exc:  # the server's own file is damaged: say so, do not pretend it is absent
+        raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR, str(exc)) from None
     if run_status is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"run {run_id!r} has no status yet")
     return run_status

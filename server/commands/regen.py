@@ -208,17 +208,17 @@ def monitor(
 ) -> None:
     """Show a regeneration run live: rows, tokens, tok/s, ETA and per-server load."""
     from inference.monitor import watch
-    from inference.status import read_status
+    from inference.status import UnreadableStatusError, read_status
 
-    if as_json:
-        status = read_status(run_dir)
-        if status is None:
-            _fail(f"{run_dir} has no status.json: not a regeneration run (or not started yet)")
-        typer.echo(json.dumps(status, indent=1))
-        return
     try:
+        if as_json:
+            status = read_status(run_dir)
+            if status is None:
+                _fail(f"{run_dir} has no status.json: not a regeneration run (or not started yet)")
+            typer.echo(json.dumps(status, indent=1))
+            return
         watch(run_dir, once=once)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, UnreadableStatusError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         raise typer.Exit(0) from None

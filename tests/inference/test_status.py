@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from inference.monitor import format_duration, render
-from inference.status import STATUS_FILE, StatusTracker, read_status, write_json_atomic
+from inference.status import STATUS_FILE, StatusTracker, UnreadableStatusError, read_status, write_json_atomic
 
 
 def test_eta_range_follows_the_observed_completion_lengths() -> None:
@@ -103,3 +104,11 @@ def test_live_status_draws_on_a_terminal_only(tmp_path: Path) -> None:
     with LiveStatus(tmp_path, Console(file=piped, width=120), interval_s=0.05):
         pass
     assert "0 done · 0 failed · 4 pending" in terminal.getvalue() and piped.getvalue() == ""
+
+
+def test_a_damaged_status_file_is_one_clear_error(tmp_path: Path) -> None:
+    assert read_status(tmp_path) is None  # not started yet
+    for damage in (b"\xff\xfe", b"not json", b"[1, 2]"):
+        (tmp_path / STATUS_FILE).write_bytes(damage)
+        with pytest.raises(UnreadableStatusError, match=r"status\.json"):
+            read_status(tmp_path)

@@ -52,3 +52,16 @@ def test_unknown_and_traversing_ids_are_404(client: TestClient) -> None:
         response = client.get(f"/runs/{bad}")
         assert response.status_code == 404, bad
     assert client.get("/runs/..%2F..%2Fetc").status_code == 404
+
+
+@pytest.mark.parametrize("damage", [b"\xff{", b"[1, 2]", b'{"rows": '])
+def test_a_damaged_status_file_is_named_and_hides_no_other_run(client: TestClient, damage: bytes) -> None:
+    root = get_settings().home / "runs"
+    _make_run(root / "good", done=3)
+    (root / "bad").mkdir(parents=True)
+    (root / "bad" / STATUS_FILE).write_bytes(damage)
+    listed = {r["id"]: r for r in client.get("/runs").json()}
+    assert listed["good"]["rows"]["done"] == 3
+    assert listed["bad"]["state"] == "unreadable" and "status.json" in listed["bad"]["error"]
+    one = client.get("/runs/bad")
+    assert one.status_code == 500 and "status.json" in one.json()["detail"]
