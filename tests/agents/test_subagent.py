@@ -266,6 +266,13 @@ def test_reasoning_trace_sets_without_reasoning_keywords_in_their_id_rank_in_rea
     assert hub_id in [c.hub_id for c in deliverable.candidates[:20]]
 
 
+def test_textbook_style_code_lessons_rank_in_code_explanation_top_20() -> None:
+    """A phi-1-style synthetic textbook set names no code-explanation keyword but "Textbooks"; the `code textbooks`
+    seed query retrieves it and the `textbook` keyword ranks it (issue #11)."""
+    deliverable = asyncio.run(run_subagent(Category.CODE_EXPLANATION, backends=[OfflineIndex.default()]))
+    assert "teleprint-me/phi-1" in [c.hub_id for c in deliverable.candidates[:20]]
+
+
 def test_unknown_category_names_fail_with_the_known_ones() -> None:
     with pytest.raises(UnknownCategoryError, match="known categories: code_review"):
         asyncio.run(run_subagent("cooking", backends=[]))
