@@ -273,6 +273,14 @@ def test_textbook_style_code_lessons_rank_in_code_explanation_top_20() -> None:
     assert "teleprint-me/phi-1" in [c.hub_id for c in deliverable.candidates[:20]]
 
 
+def test_openhands_issue_resolution_trajectories_rank_in_bug_fixing_top_20() -> None:
+    """OpenHands trajectories on SWE tasks fix repository issues: kept for bug fixing as well as agent trajectories.
+    Without an `openhands` keyword their only bug-fixing word sat in the description and the agent keywords sank
+    them (issue #11)."""
+    deliverable = asyncio.run(run_subagent(Category.BUG_FIXING, backends=[OfflineIndex.default()]))
+    assert "SWE-Gym/OpenHands-Sampled-Trajectories" in [c.hub_id for c in deliverable.candidates[:20]]
+
+
 def test_unknown_category_names_fail_with_the_known_ones() -> None:
     with pytest.raises(UnknownCategoryError, match="known categories: code_review"):
         asyncio.run(run_subagent("cooking", backends=[]))
