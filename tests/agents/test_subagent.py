@@ -258,6 +258,29 @@ def test_the_most_used_instruction_sets_surface_offline(category: Category, hub_
     assert hub_id in [c.hub_id for c in deliverable.candidates]
 
 
+@pytest.mark.parametrize("hub_id", ["open-r1/codeforces", "nvidia/Nemotron-SFT-Multilingual-v1"])
+def test_reasoning_trace_sets_without_reasoning_keywords_in_their_id_rank_in_reasoning_top_20(hub_id: str) -> None:
+    """Distilled competitive-programming solutions and translated reasoning traces say "reasoning" only in their
+    description; the reasoning exemplars describe those kinds of data, so they read like reasoning (issue #11)."""
+    deliverable = asyncio.run(run_subagent(Category.REASONING, backends=[OfflineIndex.default()]))
+    assert hub_id in [c.hub_id for c in deliverable.candidates[:20]]
+
+
+def test_textbook_style_code_lessons_rank_in_code_explanation_top_20() -> None:
+    """A phi-1-style synthetic textbook set names no code-explanation keyword but "Textbooks"; the `code textbooks`
+    seed query retrieves it and the `textbook` keyword ranks it (issue #11)."""
+    deliverable = asyncio.run(run_subagent(Category.CODE_EXPLANATION, backends=[OfflineIndex.default()]))
+    assert "teleprint-me/phi-1" in [c.hub_id for c in deliverable.candidates[:20]]
+
+
+def test_openhands_issue_resolution_trajectories_rank_in_bug_fixing_top_20() -> None:
+    """OpenHands trajectories on SWE tasks fix repository issues: kept for bug fixing as well as agent trajectories.
+    Without an `openhands` keyword their only bug-fixing word sat in the description and the agent keywords sank
+    them (issue #11)."""
+    deliverable = asyncio.run(run_subagent(Category.BUG_FIXING, backends=[OfflineIndex.default()]))
+    assert "SWE-Gym/OpenHands-Sampled-Trajectories" in [c.hub_id for c in deliverable.candidates[:20]]
+
+
 def test_unknown_category_names_fail_with_the_known_ones() -> None:
     with pytest.raises(UnknownCategoryError, match="known categories: code_review"):
         asyncio.run(run_subagent("cooking", backends=[]))
