@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -61,10 +62,13 @@ def _open(path: Path) -> IO[bytes] | gzip.GzipFile:
     return path.open("rb")
 
 
-def _decoded(handle: IO[bytes] | gzip.GzipFile, errors: str) -> Iterator[str]:
+def _decoded(handle: IO[bytes] | gzip.GzipFile, errors: str, where: str) -> Iterator[str]:
     # A binary file iterates on b"\n" only, unlike a text-mode file (universal newlines split on "\r").
-    for raw in handle:
-        yield raw.decode("utf-8", errors=errors)
+    try:
+        for raw in handle:
+            yield raw.decode("utf-8", errors=errors)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a truncated or damaged .gz file
+        raise JsonlError(where, f"not a readable gzip file ({exc})") from None
 
 
 def iter_jsonl(path: Path, *, objects: bool = False, errors: str = "strict") -> Iterator[tuple[int, Any]]:
@@ -74,7 +78,7 @@ def iter_jsonl(path: Path, *, objects: bool = False, errors: str = "strict") -> 
     line that is not JSON (or, with `objects`, not an object), and OSError when the file cannot be read.
     """
     with _open(Path(path)) as handle:
-        yield from _numbered(_decoded(handle, errors), str(path), objects)
+        yield from _numbered(_decoded(handle, errors, str(path)), str(path), objects)
 
 
 def read_jsonl(path: Path, *, objects: bool = False, errors: str = "strict") -> list[Any]:

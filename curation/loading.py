@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from curation.errors import CurationError
 logger = logging.getLogger(__name__)
 
 STREAMING_BYTES = 512 * 1024 * 1024
+CSV_FIELD_LIMIT = 256 * 1024 * 1024  # bytes in one CSV field; a whole file is read into memory anyway
 INVALID_UTF8 = "__invalid_utf8__"
 _BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 
@@ -205,16 +207,39 @@ def _single_object(data: bytes) -> bool:
 
 def _open_bytes(path: Path) -> bytes:
     data = path.read_bytes()
-    return gzip.decompress(data) if path.name.endswith(".gz") else data
+    if not path.name.endswith(".gz"):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # EOFError would reach the CLI as "Aborted."
+        raise SourceLoadError(f"{path.name} is not a readable gzip file: {exc}") from None
+
+
+def _parquet_records(path: Path) -> Iterator[dict[str, Any]]:
+    import pyarrow as pa  # `datasets` brings it; imported here so JSON-only work never loads Arrow
+    import pyarrow.parquet as pq
+
+    try:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+            yield from batch.to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise SourceLoadError(f"{path.name} is not a readable Parquet file: {exc}") from None
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Yield the records of one file without `datasets`: a JSON object, a JSON list, JSON Lines or CSV."""
-    data = _open_bytes(path)
+    """Yield the records of one file without `datasets`: a JSON object, a JSON list, JSON Lines, CSV or Parquet."""
     suffix = _suffix(path)
+    if suffix == ".parquet":
+        yield from _parquet_records(path)
+        return
+    data = _open_bytes(path)
     if suffix.startswith(".csv"):
         text = data.decode("utf-8", errors="surrogateescape")
-        yield from csv.DictReader(io.StringIO(text, newline=""))
+        csv.field_size_limit(CSV_FIELD_LIMIT)  # the module's default (128 KiB) is below one long code answer
+        try:
+            yield from csv.DictReader(io.StringIO(text, newline=""))
+        except csv.Error as exc:
+            raise SourceLoadError(f"{path.name} is not a readable CSV file: {exc}") from None
         return
     try:
         whole = json.loads(data)

@@ -20,7 +20,7 @@ from typing import Any
 
 from core.types import Category
 from curation.adapters import detect_format
-from curation.loading import inside, read_records
+from curation.loading import SourceLoadError, inside, read_records
 from curation.manifest import EvalSet, Manifest, ManifestError, Source, TargetModel
 
 MIRROR_INDEX = "MIRROR.json"
@@ -63,8 +63,9 @@ def read_mirror_index(mirror_dir: Path) -> list[dict[str, Any]]:
         raise ManifestError(f"{index} must be a list of entries with id and files")
     root = Path(mirror_dir).resolve()
     for entry in entries:
-        if not isinstance(entry["files"], list) or not all(isinstance(f, str) for f in entry["files"]):
-            raise ManifestError(f"{index}: the files of {entry['id']!r} must be a list of paths")
+        if not isinstance(entry["files"], list) or not entry["files"] or not all(
+                isinstance(f, str) for f in entry["files"]):
+            raise ManifestError(f"{index}: the files of {entry['id']!r} must be a non-empty list of paths")
         for name in entry["files"]:
             if not inside(root, name):
                 raise ManifestError(f"{index}: {entry['id']!r} names {name!r}, which lies outside the mirror folder")
@@ -85,6 +86,16 @@ def _first_columns(mirror_dir: Path, files: list[str]) -> set[str]:
     return set()
 
 
+def _readable_format(mirror_dir: Path, files: list[str]) -> tuple[str | None, str | None]:
+    """(the adapter that fits the entry's first file, None) or (None, why it is left out)."""
+    try:
+        columns = _first_columns(mirror_dir, files)
+    except (OSError, SourceLoadError) as exc:  # missing, unreadable, a damaged .gz
+        return None, f"cannot read {files[0]}: {exc}"
+    found = detect_format(columns)
+    return (found, None) if found is not None else (None, "no adapter fits its columns")
+
+
 def mirror_eval_sets(mirror_dir: Path, entries: list[dict[str, Any]]) -> list[EvalSet]:
     """Return the mirror's `role: eval` entries that an adapter can read, as eval sets (named id:config)."""
     eval_sets = []
@@ -92,7 +103,7 @@ def mirror_eval_sets(mirror_dir: Path, entries: list[dict[str, Any]]) -> list[Ev
         if entry.get("role") != "eval":
             continue
         files = list(entry["files"])
-        if detect_format(_first_columns(Path(mirror_dir), files)) is None:
+        if _readable_format(Path(mirror_dir), files)[0] is None:
             continue
         config, split = _config_and_split(entry, "test")
         label = entry["id"] + (f":{entry['config']}" if entry.get("config") else "")
@@ -111,8 +122,9 @@ def manifest_from_mirror(mirror_dir: Path, *, target: str | None = None) -> Mani
     for entry in read_mirror_index(mirror_dir):
         files = list(entry["files"])
         label = entry["id"] + (f":{entry['config']}" if entry.get("config") else "")
-        if detect_format(_first_columns(mirror_dir, files)) is None:
-            notes.append(f"left out {label}: no adapter fits its columns")
+        found, why = _readable_format(mirror_dir, files)
+        if found is None:
+            notes.append(f"left out {label}: {why}")
             continue
         role = entry.get("role", "train")
         config, split = _config_and_split(entry, "train" if role == "train" else "test")

@@ -75,3 +75,11 @@ def test_invalid_utf8_follows_the_decoding_policy(tmp_path: Path) -> None:
     with pytest.raises(UnicodeDecodeError):
         read_jsonl(path)
     assert read_jsonl(path, errors="replace") == [{"t": "\ufffd"}]
+
+
+def test_a_truncated_gzip_file_is_a_jsonl_error_naming_it(tmp_path: Path) -> None:
+    whole = gzip.compress(b"".join(json.dumps({"i": i}).encode() + b"\n" for i in range(2000)))
+    path = tmp_path / "rows.jsonl.gz"
+    path.write_bytes(whole[: len(whole) // 2])  # a copy cut short
+    with pytest.raises(JsonlError, match=r"rows\.jsonl\.gz.*not a readable gzip file"):
+        read_jsonl(path)

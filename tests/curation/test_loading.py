@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from curation.loading import INVALID_UTF8, SourceLoadError, iter_records, plan_load, read_records
@@ -165,3 +168,24 @@ def test_manifest_data_files_outside_the_mirror_are_refused(tmp_path: Path) -> N
     with pytest.raises(SourceLoadError, match="outside the mirror folder"):
         plan_load(hub_id="a/b", data_files=["../secret.jsonl"], config=None, split="train", revision=None,
                   mirror=mirror, offline=True)
+
+
+def test_damaged_gzip_and_parquet_files_are_source_load_errors(tmp_path: Path) -> None:
+    cut = tmp_path / "rows.jsonl.gz"
+    cut.write_bytes(b"\x1f\x8b\x08\x00not really gzip")  # EOFError would reach the CLI as a bare "Aborted."
+    with pytest.raises(SourceLoadError, match="not a readable gzip file"):
+        list(read_records(cut))
+    fake = tmp_path / "rows.parquet"
+    fake.write_bytes(b"PAR1garbagePAR1")
+    with pytest.raises(SourceLoadError, match="not a readable Parquet file"):
+        list(read_records(fake))
+
+
+def test_parquet_records_and_long_csv_fields_are_read(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"instruction": ["q1", "q2"], "output": ["a1", "a2"]}), tmp_path / "rows.parquet")
+    assert list(read_records(tmp_path / "rows.parquet")) == [{"instruction": "q1", "output": "a1"},
+                                                            {"instruction": "q2", "output": "a2"}]
+    long_answer = "def f():\n    return 1\n" * 20_000  # 440 KB: over the csv module's default field limit
+    with (tmp_path / "rows.csv").open("w", newline="") as fh:
+        csv.writer(fh).writerows([["instruction", "output"], ["explain", long_answer]])
+    assert [r["output"] for r in read_records(tmp_path / "rows.csv")] == [long_answer]

@@ -71,6 +71,23 @@ def test_an_index_naming_a_file_outside_the_mirror_is_refused(tmp_path: Path, na
         manifest_from_mirror(mirror)
 
 
+def test_unreadable_entries_are_left_out_with_a_note_and_empty_file_lists_refused(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "x.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00cut")
+    good = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}]
+    (tmp_path / "a" / "b" / "ok.jsonl").write_text(json.dumps(good[0]) + "\n")
+    entries = [{"id": "a/b", "files": ["a/b/x.jsonl.gz"]}, {"id": "n/o", "files": ["n/o/missing.jsonl"]},
+               {"id": "a/c", "files": ["a/b/ok.jsonl"]}]
+    (tmp_path / "MIRROR.json").write_text(json.dumps(entries))
+    manifest = manifest_from_mirror(tmp_path)
+    assert [s.hub_id for s in manifest.sources] == ["a/c"]
+    assert any(n.startswith("left out a/b: cannot read a/b/x.jsonl.gz") and "gzip" in n for n in manifest.notes)
+    assert any(n.startswith("left out n/o: cannot read n/o/missing.jsonl") for n in manifest.notes)
+    (tmp_path / "MIRROR.json").write_text(json.dumps([{"id": "a/b", "files": []}]))
+    with pytest.raises(ManifestError, match="non-empty list of paths"):
+        manifest_from_mirror(tmp_path)
+
+
 def test_a_link_placed_in_the_mirror_is_followed(tmp_path: Path) -> None:
     """A mirror may link its large files from another disk: placing the link takes write access to the folder."""
     store = tmp_path / "store"
