@@ -74,7 +74,11 @@ def make_engine(url: str) -> Engine:
             return create_engine(parsed, pool_pre_ping=True)
         database = parsed.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(database).expanduser().parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # unwritable or impossible (DATAHUNT_HOME under /proc, a file in the way)
+                raise DatabaseError(f"cannot create the catalog's folder {folder}: {exc.strerror or exc}") from None
         engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
     except (NoSuchModuleError, ImportError) as exc:
         raise DatabaseError(f"cannot use {parsed.render_as_string()}: {exc}; use sqlite:///PATH or postgresql+psycopg://…") from None

@@ -87,8 +87,11 @@ def open_catalog() -> Any:
     from core.settings import get_settings
     from curation.catalog import store
 
-    engine = store.make_engine(get_settings().resolved_database_url)
-    store.upgrade_database(engine)
+    try:
+        engine = store.make_engine(get_settings().resolved_database_url)
+        store.upgrade_database(engine)
+    except store.CatalogError as exc:  # the database is down, or its folder cannot be made
+        raise fail(str(exc)) from None
     return engine
 
 

@@ -78,3 +78,9 @@ def test_migrations_ship_as_package_data() -> None:
     names = {p.name for p in folder.iterdir()}
     assert {"env.py", "script.py.mako", "versions"} <= names
     assert any(p.name.startswith("0001_") for p in (folder / "versions").iterdir())
+
+
+def test_a_catalog_folder_that_cannot_be_made_is_a_database_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("in the way")
+    with pytest.raises(store.DatabaseError, match="cannot create the catalog's folder"):
+        store.make_engine(f"sqlite:///{tmp_path / 'file' / 'sub' / 'catalog.db'}")
