@@ -4,8 +4,10 @@ These are the entry points the CLI and the service call, each taking the process
 A new campaign has one way in: `prepare_campaign` chooses its search backends (`graph.search`) and creates
 its `pending` row, `start_campaign` runs it from the start (`run_campaign` does both, for the CLI). A
 campaign's LangGraph thread id is its id, so a killed process resumes (`resume_campaign`) where the
-checkpoint left off (a finished graph's checkpoints are deleted: its results are in the catalog); a single category re-runs on a thread of its own (`<id>:rerun:<category>:<n>`) through
-the same graph, adding a new attempt without touching the other categories. Each holds the campaign's lease
+checkpoint left off (a finished graph's checkpoints are deleted: its results are in the catalog;
+`prune_checkpoints` clears what older catalogs kept); a single category re-runs on a thread of its own
+(`<id>:rerun:<category>:<n>`) through the same graph, adding a new attempt without touching the other
+categories. Each holds the campaign's lease
 in the catalog (`graph.lease`), so one process at a time works on a campaign: a second gets
 CampaignBusyError, and a dead one's campaign is taken over when its lease expires. Subagent and backends are
 injectable for tests and benchmarks; by default they are the real agents (`agents.subagent.run_subagent`,
@@ -206,7 +208,8 @@ async def prune_checkpoints(*, engine: Engine, settings: Settings) -> PruneResul
     no process is working on: what catalogs made before finished threads were deleted at once still hold."""
     async with open_checkpointer(engine.url.render_as_string(hide_password=False)) as saver:
         with engine.connect() as conn:
-            threads = sorted(str(t) for t in conn.exec_driver_sql("SELECT DISTINCT thread_id FROM checkpoints").scalars())
+            rows = conn.exec_driver_sql("SELECT DISTINCT thread_id FROM checkpoints").scalars()
+            threads = sorted(str(t) for t in rows)
         by_campaign: dict[str, list[str]] = {}
         for thread in threads:
             by_campaign.setdefault(thread.split(":rerun:")[0], []).append(thread)

@@ -221,7 +221,8 @@ def test_prune_deletes_finished_threads_and_keeps_resumable_and_busy_ones(
 
     result = asyncio.run(prune_checkpoints(engine=engine, settings=settings))
 
-    assert result.deleted[0] == done and result.deleted[1].startswith(f"{done}:rerun:math:") and len(result.deleted) == 2
+    assert len(result.deleted) == 2 and result.deleted[0] == done
+    assert result.deleted[1].startswith(f"{done}:rerun:math:")
     assert result.unfinished == [lagging] and result.busy == [busy]
     assert stored_checkpoints(engine, done) == 0
     assert stored_checkpoints(engine, lagging) > 0 and stored_checkpoints(engine, busy) > 0

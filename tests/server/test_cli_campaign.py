@@ -158,7 +158,8 @@ def test_prune_frees_what_campaigns_made_before_threads_were_deleted_left(monkey
     with monkeypatch.context() as patched:
         patched.setattr(graph.campaign, "forget_thread", keep)
         for _ in range(2):
-            assert runner.invoke(app, ["campaign", "run", "--offline", "-c", "math,tool_use,general_chat"]).exit_code == 0
+            ran = runner.invoke(app, ["campaign", "run", "--offline", "-c", "math,tool_use,general_chat"])
+            assert ran.exit_code == 0, ran.output
     result = runner.invoke(app, ["campaign", "prune", "--json"])
     assert result.exit_code == 0, result.output
     pruned = json.loads(result.stdout)
