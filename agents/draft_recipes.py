@@ -63,5 +63,6 @@ def load_draft_recipes() -> tuple[DraftRecipe, ...]:
 def recipes_using(sources: Iterable[str], recipes: Iterable[DraftRecipe] | None = None) -> list[str]:
     """Return the labels of the recipes (default: the shipped list) that any of `sources` belongs to, in order."""
     listed = tuple(recipes) if recipes is not None else load_draft_recipes()
-    found = [recipe.label for recipe in listed if any(recipe.names(s) for s in sources)]
+    given = list(sources)  # read once per recipe: a generator would be spent after the first
+    found = [recipe.label for recipe in listed if any(recipe.names(s) for s in given)]
     return list(dict.fromkeys(found))

@@ -208,6 +208,8 @@ async def prune_checkpoints(*, engine: Engine, settings: Settings) -> PruneResul
     no process is working on: what catalogs made before finished threads were deleted at once still hold."""
     async with open_checkpointer(engine.url.render_as_string(hide_password=False)) as saver:
         with engine.connect() as conn:
+            # The thread ids only: the saver's `alist` would load every checkpoint (each ~1 MB). Both LangGraph
+            # savers keep them in a `checkpoints` table.
             rows = conn.exec_driver_sql("SELECT DISTINCT thread_id FROM checkpoints").scalars()
             threads = sorted(str(t) for t in rows)
         by_campaign: dict[str, list[str]] = {}

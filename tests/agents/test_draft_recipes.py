@@ -42,3 +42,9 @@ def test_snapshot_records_a_draft_recipe_uses_carry_it_and_others_do_not() -> No
     for record in index.records():
         expected = ["SpecForge"] if record["id"] in used else []
         assert record_metadata(record).draft_recipes == expected, record["id"]
+
+
+def test_sources_given_as_a_generator_reach_every_recipe() -> None:
+    recipes = [DraftRecipe(repo="org/first", label="First"), DraftRecipe(repo="org/second", label="Second")]
+    sources = (s for s in ["host:org/second/README.md"])  # as the offline index passes them
+    assert recipes_using(sources, recipes) == ["Second"]
