@@ -5,7 +5,9 @@ steps since the last periodic checkpoint: the step in flight finishes, a checkpo
 written, and the run stops with `TrainingStopped`; started again, it resumes there (the resume path is the one
 periodic checkpoints use, tested to end bit for bit where an uninterrupted run does). A second signal stops at
 once: the handler that was installed before takes over (the default kills on SIGTERM; Ctrl-C raises
-KeyboardInterrupt).
+KeyboardInterrupt). A repeat within `REPEAT_GRACE_S` of the first counts as the same request: `timeout` signals
+its whole process group, so a wrapper script that forwards the TERM to its child delivers it twice within
+microseconds; taking that as "stop at once" cost a GPU run 175 steps since its last periodic checkpoint.
 
 Handlers can only be installed from the main thread; elsewhere (a server's worker thread) the flag simply never
 rises and signals keep their usual effect.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +31,7 @@ from training.errors import TrainingError
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+REPEAT_GRACE_S = 2.0  # a repeat this soon after the first is the same request, delivered twice
 
 
 class TrainingStopped(TrainingError, RuntimeError):
@@ -50,6 +54,7 @@ class StopFlag:
     """Set by the first stop signal: its number (None until then)."""
 
     signum: int | None = None
+    at: float = 0.0  # time.monotonic() of the first signal
 
     @property
     def raised(self) -> bool:
@@ -57,8 +62,10 @@ class StopFlag:
 
 
 @contextmanager
-def stop_on_signals(signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> Iterator[StopFlag]:
-    """While inside, the first of `signals` sets the flag (and is logged); a second one acts as before."""
+def stop_on_signals(signals: tuple[signal.Signals, ...] = STOP_SIGNALS,
+                    grace_s: float = REPEAT_GRACE_S) -> Iterator[StopFlag]:
+    """While inside, the first of `signals` sets the flag (and is logged); a second one, once `grace_s` have
+    passed, acts as before."""
     flag = StopFlag()
     if threading.current_thread() is not threading.main_thread():
         yield flag
@@ -66,13 +73,16 @@ def stop_on_signals(signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> Itera
     previous: dict[int, Any] = {s: signal.getsignal(s) for s in signals}
 
     def handle(signum: int, frame: FrameType | None) -> None:
+        if flag.raised and time.monotonic() - flag.at < grace_s:
+            logger.info("%s again within %.0f s: the same stop request", signal.Signals(signum).name, grace_s)
+            return
         if flag.raised:  # asked twice: stop now, as the process would have without us
             signal.signal(signum, previous[signum])
             signal.raise_signal(signum)
             return
-        flag.signum = signum
-        logger.warning("%s: stopping after this step with a checkpoint (send it again to stop at once)",
-                       signal.Signals(signum).name)
+        flag.signum, flag.at = signum, time.monotonic()
+        logger.warning("%s: stopping after this step with a checkpoint (send it again after %.0f s to stop at once)",
+                       signal.Signals(signum).name, grace_s)
 
     for s in signals:
         signal.signal(s, handle)

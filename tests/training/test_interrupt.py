@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -29,7 +30,7 @@ def _base(data: Path, target: Path) -> dict[str, Any]:
 def test_a_first_signal_sets_the_flag_a_second_acts_as_before_and_handlers_come_back() -> None:
     runner_handler = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own Ctrl-C, whatever ran before
     try:
-        with stop_on_signals() as stop:
+        with stop_on_signals(grace_s=0.0) as stop:
             assert not stop.raised
             signal.raise_signal(signal.SIGINT)
             assert stop.signum == signal.SIGINT  # no KeyboardInterrupt: the run may finish its step
@@ -37,6 +38,22 @@ def test_a_first_signal_sets_the_flag_a_second_acts_as_before_and_handlers_come_
                 signal.raise_signal(signal.SIGINT)
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, runner_handler)
+
+
+def test_a_repeat_within_the_grace_is_the_same_request_and_a_later_one_stops_at_once() -> None:
+    """`timeout` signals its process group, and a wrapper that forwards the TERM delivers it a second time at
+    once: that is one request (the run still finishes its step); a repeat after the grace stops at once."""
+    runner_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with stop_on_signals(grace_s=0.5) as stop:
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)  # the forwarded copy: no KeyboardInterrupt
+            assert stop.signum == signal.SIGINT
+            time.sleep(0.6)
+            with pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGINT)
     finally:
         signal.signal(signal.SIGINT, runner_handler)
 
@@ -124,3 +141,30 @@ def test_the_train_command_stopped_by_sigterm_exits_143_and_says_how_to_resume(
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"step_{step:07d}" in resumed.stderr.split("resumed from", 1)[1].splitlines()[0]
     assert json.loads(resumed.stdout.splitlines()[-1])["steps"] == step + 2
+
+
+def test_a_process_group_term_through_a_forwarding_wrapper_still_checkpoints_the_step(
+        tmp_path: Path, llama_dir: Path, regenerated_data: dict[str, Path]) -> None:
+    """What `timeout 500 wrapper.sh` does at its limit: TERM to the wrapper and to its whole process group, and
+    the wrapper forwards its copy to the trainer, so the trainer gets two TERMs at once. It must still finish
+    the step with a checkpoint (before the grace it died at once, losing the steps since the last periodic
+    checkpoint)."""
+    datahunt = Path(sys.executable).parent / "datahunt"
+    train_cmd = (f"'{datahunt}' train --data '{regenerated_data['train']}' --target '{llama_dir}' --out '{tmp_path}'"
+                 " --steps 5000 --batch-size 4 --ttt-steps 2 --draft-vocab-size 150 --device cpu --log-every 1")
+    wrapper = tmp_path / "wrapper.sh"  # the pattern of benchmarks/gpu_scaling.sh: wait on the child, forward TERM
+    wrapper.write_text(f"{train_cmd} &\nchild=$!\ntrap 'kill -TERM \"$child\" 2>/dev/null; wait \"$child\"' TERM INT\n"
+                       'wait "$child"\n')
+    process = subprocess.Popen(["bash", str(wrapper)], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    assert process.stderr is not None
+    deadline = time.monotonic() + 120
+    for line in process.stderr:
+        if re.search(r"step \d+/5000", line) or time.monotonic() > deadline:
+            break
+    os.killpg(process.pid, signal.SIGTERM)  # timeout's way: the whole group, the wrapper's forward follows
+    _, rest = process.communicate(timeout=120)
+    message = [line for line in rest.splitlines() if line.startswith("error: stopped by SIGTERM after step")]
+    assert len(message) == 1, rest[-2000:]
+    step = int(message[0].split("after step ")[1].split(";")[0])
+    assert (tmp_path / "checkpoints" / f"step_{step:07d}" / "state.pt").is_file()
