@@ -103,6 +103,7 @@ def forecast(runs: list[dict[str, Any]], *, target_accept: float, boot: int = 40
     band = [(_quantile([c[i] for c in curves], 0.1), _quantile([c[i] for c in curves], 0.9))
             for i in range(len(grid))] if curves else []
     need = fit.needed(target_accept)
+    per_doubling = gain_per_doubling(sizes, accepts)
     return {
         "model": "AL(n) = a - b * n^(-c)", "fit": asdict(fit), "points": [list(p) for p in zip(sizes, accepts, strict=True)],
         "eval_sets": sets, "target_accept_length": target_accept,
@@ -115,7 +116,18 @@ def forecast(runs: list[dict[str, Any]], *, target_accept: float, boot: int = 40
         # ceiling is then not measured, and the samples needed are a log-linear extrapolation.
         "saturation_identified": EXPONENTS[0] < fit.c < EXPONENTS[-1],
         "at_10x_top": round(fit.predict(sizes[-1] * 10), 3),
+        "gain_per_doubling": [round(g, 4) for g in per_doubling],
+        # The model is concave in log(n): points whose top step gains more per doubling than the step before
+        # contradict it, and the fit then lags the top (the samples needed are overstated).
+        "steepening": len(per_doubling) >= 2 and per_doubling[-1] > per_doubling[-2],
+        "top_above_fit": round(accepts[-1] - fit.predict(sizes[-1]), 4),
     }
+
+
+def gain_per_doubling(sizes: list[float], accepts: list[float]) -> list[float]:
+    """Each step between neighbouring data sizes: its AL gain per doubling of the data (from the points alone)."""
+    return [(a1 - a0) / math.log2(n1 / n0) for n0, n1, a0, a1
+            in zip(sizes, sizes[1:], accepts, accepts[1:], strict=False)]
 
 
 def _quantile(values: list[float], q: float) -> float:

@@ -280,6 +280,12 @@ def forecast(
     if not fc["saturation_identified"]:
         typer.echo("note: these points do not show saturation (the exponent sits at the fit's edge); the numbers "
                    "below extrapolate growth in log(data), and more data sizes would pin the ceiling down")
+    if fc.get("steepening"):
+        gains = fc["gain_per_doubling"]
+        typer.echo(f"note: the top step gains {gains[-1]:+.3f} AL per doubling of the data against {gains[-2]:+.3f} "
+                   f"in the step before, and lies {fc['top_above_fit']:+.3f} off the fit: the points steepen, "
+                   "which a saturating curve cannot follow, so the samples below are likely overstated; measure "
+                   "the next size")
     need, band = fc["samples_needed"], fc["samples_needed_band_10_90"]
     if need is None:
         typer.echo(f"AL {target_accept} lies above the fitted ceiling {fc['ceiling']:.2f}: more data of this kind "

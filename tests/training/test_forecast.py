@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,23 @@ def test_forecast_has_a_band_that_holds_the_point_estimate_and_ignores_the_contr
     assert all(b[0] <= b[1] for b in fc["band_10_90"])
     with pytest.raises(ForecastError, match="at least 3 data sizes"):
         forecast(_runs(truth, [400, 800], {"alpaca": 0.0}), target_accept=2.5)
+
+
+def test_points_that_steepen_in_log_data_are_flagged_and_the_cli_says_so(tmp_path: Path) -> None:
+    """The closed loop's own curve (mean AL at 400..48K samples, fifth GPU session): every step gains more per
+    doubling than the one before, which no saturating curve follows; a concave one is not flagged."""
+    measured = {400: 1.151, 1600: 1.330, 4800: 1.497, 16000: 1.775, 32000: 2.120, 48000: 2.464}
+    runs = [{"samples": n, "eval_set": "all", "regenerated": True, "accept_length": al} for n, al in measured.items()]
+    fc = forecast(runs, target_accept=2.5, boot=20)
+    assert fc["steepening"] and fc["top_above_fit"] > 0.1
+    assert fc["gain_per_doubling"][-1] == pytest.approx(0.344 / math.log2(1.5), abs=1e-3)
+    path = tmp_path / "scaling.json"
+    path.write_text(json.dumps({"runs": runs}))
+    result = CliRunner().invoke(app, ["forecast", str(path), "--target-accept", "2.5"])
+    assert result.exit_code == 0 and "the points steepen" in result.output, result.output
+    concave = forecast(_runs(Fit(a=3.0, b=5.0, c=0.4, sse=0.0), [400, 1600, 4800, 16000], {"a": 0.0}),
+                       target_accept=2.5, boot=20)
+    assert not concave["steepening"]
 
 
 def test_cli_prints_the_answer_and_writes_a_png(tmp_path: Path) -> None:
