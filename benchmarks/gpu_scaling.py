@@ -399,7 +399,7 @@ def bench_train(args: argparse.Namespace) -> None:
 # --- report (CPU) --------------------------------------------------------------------------------------------
 def report(args: argparse.Namespace) -> None:
     """scaling.json, the Markdown table, the plot, the forecast, from the raw results."""
-    from training.forecast import forecast_from_results, plot_scaling
+    from training.forecast import forecast_from_results, plot_forecast, plot_scaling
 
     raw = json.loads(Path(args.raw).read_text())
     out = Path(args.out)
@@ -418,6 +418,7 @@ def report(args: argparse.Namespace) -> None:
     doc["forecast"] = forecast_from_results(doc, target_accept=args.target_accept)
     (out / "scaling.json").write_text(json.dumps(doc, indent=1) + "\n")
     plot_scaling(doc, out / "scaling.png")
+    plot_forecast(doc, out / "scaling_forecast.png")
     print(json.dumps(doc["forecast"], indent=1))
 
 

@@ -150,12 +150,8 @@ def forecast_from_results(doc: dict[str, Any], *, target_accept: float) -> dict[
 
 
 def plot_scaling(doc: dict[str, Any], path: Path) -> Path:
-    """AL vs training samples per eval set (control dashed), with the fitted mean curve and its band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """AL vs training samples per eval set (control dashed) and their mean: what was measured, no fit."""
+    plt = _pyplot()
     runs = doc["runs"]
     fig, ax = plt.subplots(figsize=(7.0, 4.4))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -167,24 +163,63 @@ def plot_scaling(doc: dict[str, Any], path: Path) -> Path:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=colors[i % len(colors)], lw=1.2,
                         ms=4, mfc="none" if not regenerated else None,
                         label=f"{eval_set}{'' if regenerated else ' (control: original answers)'}")
+    regen = [r for r in runs if r.get("regenerated", True)]
+    sizes, means = _points(regen, sorted({r["eval_set"] for r in regen}))
+    if sizes:
+        ax.plot(sizes, means, "-D", color="black", lw=2.0, ms=5, label="mean of the sets (regenerated)")
+    _finish(ax, fig, path, doc, ncol=2)
+    return path
+
+
+def plot_forecast(doc: dict[str, Any], path: Path) -> Path:
+    """The mean AL points, the fitted curve with its bootstrap band, the target AL and the samples it needs."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 4.4))
     fc = doc.get("forecast") or {}
+    if fc.get("points"):
+        ax.plot([p[0] for p in fc["points"]], [p[1] for p in fc["points"]], "D", color="black", ms=5,
+                label="measured mean AL")
     if fc.get("fit"):
         fit = Fit(**fc["fit"])
         ax.plot(fc["grid"], [fit.predict(n) for n in fc["grid"]], ":", color="black", lw=1.5,
-                label=f"fit of the mean: {fit.a:.2f} - {fit.b:.2f}·n^-{fit.c:.2f}")
+                label=f"fit: {fit.a:.2f} - {fit.b:.2f}·n^-{fit.c:.2f}")
         if fc.get("band_10_90"):
             ax.fill_between(fc["grid"], [b[0] for b in fc["band_10_90"]], [b[1] for b in fc["band_10_90"]],
                             color="gray", alpha=0.2, label="bootstrap band (10-90%)")
+        target = fc.get("target_accept_length")
+        if target is not None:
+            ax.axhline(target, color="tab:red", lw=1.0, ls="--", label=f"target AL {target}")
+            if fc.get("samples_needed"):
+                ax.axvline(fc["samples_needed"], color="tab:red", lw=1.0, ls=":",
+                           label=f"fit reaches it at {fc['samples_needed']:,}")
+        if fc.get("steepening"):
+            ax.text(0.02, 0.97, "points steepen: the fit lags the top point", transform=ax.transAxes,
+                    fontsize=7, va="top", color="tab:red")
+    _finish(ax, fig, path, doc, ncol=1)
+    return path
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _finish(ax: Any, fig: Any, path: Path, doc: dict[str, Any], *, ncol: int) -> None:
+    import matplotlib.pyplot as plt
+
     ax.set_xscale("log")
     ax.set_xlabel("training conversations (log scale)")
     ax.set_ylabel("acceptance length (chain of 5, greedy)")
     ax.set_title(f"{doc.get('target', 'target')}: EAGLE-3 draft acceptance vs data")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6.5, ncol=2)
+    ax.legend(fontsize=6.5, ncol=ncol)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return path
 
 
 def load_results(path: Path) -> dict[str, Any]:

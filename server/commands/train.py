@@ -259,7 +259,7 @@ def forecast(
     json_out: bool = typer.Option(False, "--json", help="Print the forecast as JSON."),
 ) -> None:
     """Fit acceptance length against data size and say how many conversations a target AL needs."""
-    from training.forecast import ForecastError, load_results, plot_scaling
+    from training.forecast import ForecastError, load_results, plot_forecast
     from training.forecast import forecast as run_forecast
 
     try:
@@ -267,7 +267,7 @@ def forecast(
         doc["forecast"] = run_forecast(doc["runs"], target_accept=target_accept)
     except ForecastError as exc:
         _fail(str(exc), 1)
-    png = plot_scaling(doc, plot or results.with_name(results.stem + "_forecast.png"))
+    png = plot_forecast(doc, plot or results.with_name(results.stem + "_forecast.png"))
     fc = doc["forecast"]
     if json_out:
         typer.echo(json.dumps({**{k: v for k, v in fc.items() if k not in {"grid", "band_10_90"}}, "plot": str(png)}))
