@@ -29,12 +29,13 @@ that half's kept ids in the top 20 / the top 20's ids of that half (unjudged one
 `subagent_before` scores the campaign's frozen top 20 from before issue #11
 (`benchmarks/results/index_quality_before.json`) on the same halves, so the previous method stays comparable.
 
-Batches: `batches` in the judged set names judgments added later (`pass5`: labelled in the fifth pass before the
-subagent's ranking of them was seen). Every batch pair is also in the combined lists. The subagent is scored three
-ways side by side: on the old judgments' test half (the combined set less the batch: the figure earlier passes
-reported), on the batch alone (recall = the batch's kept ids in the top 20 / (the batch's kept ids × min(1, 20 /
-all kept ids)); precision = the batch's kept ids in the top 20 / the top 20's ids the batch judged), and on the
-combined set's halves. A category the batch kept nothing for has no batch recall and is left out of its mean.
+Batches: `batches` in the judged set names judgments added later (`pass5`, `pass7`: each labelled in its pass before
+the subagent's ranking of them was seen). Every batch pair is also in the combined lists. The subagent is scored
+side by side: on the old judgments' test half (the combined set less every batch: the figure the passes before the
+first batch reported), on each batch alone (recall = the batch's kept ids in the top 20 / (the batch's kept ids ×
+min(1, 20 / all kept ids)); precision = the batch's kept ids in the top 20 / the top 20's ids the batch judged), on
+each batch's halves, and on the combined set's halves. A category a batch kept nothing for has no recall on it and
+is left out of that mean.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ AIM_MEAN, AIM_EACH = 0.90, 0.75  # issue #11's aim for the subagent's recall@20 
 RANKERS = ("substring", "bm25", "hybrid", "subagent_before", "subagent")
 SEED_RANKERS = ("substring", "bm25", "hybrid")
 SPLITS = ("test", "dev", "all")
-BATCH = "pass5"  # the judgments added in the fifth pass, scored on their own
-SIDE_BY_SIDE = ("old_test", "new", "new_dev", "new_test", "dev", "test")
+BATCHES = ("pass5", "pass7")  # judgments added in the fifth and seventh passes, each scored on its own
+SIDE_BY_SIDE = ("old_test", *(f"{b}{part}" for b in BATCHES for part in ("", "_dev", "_test")), "dev", "test")
 
 
 def split_of(hub_id: str) -> str:
@@ -96,7 +97,7 @@ def load_judgments(path: Path = JUDGMENTS) -> tuple[dict[str, set[str]], dict[st
     return relevant, rejected
 
 
-def load_batch(name: str = BATCH, path: Path = JUDGMENTS) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+def load_batch(name: str = BATCHES[0], path: Path = JUDGMENTS) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """Return `(relevant, not_relevant)` id sets per category of one batch of later judgments."""
     batch = json.loads(path.read_text(encoding="utf-8"))["batches"][name]
     relevant = {c: set(ids) for c, ids in batch["judgements"].items()}
@@ -169,7 +170,7 @@ def measure() -> dict:
     index = OfflineIndex.default()
     records = index.records()
     relevant, rejected = load_judgments()
-    batch_keep, batch_rejected = load_batch()
+    batches = {name: load_batch(name) for name in BATCHES}
     before = load_before()
     rows = []
     subagent_s = 0.0
@@ -194,18 +195,21 @@ def measure() -> dict:
         row["halves"] = {
             half: {name: score_half(top, keep, half) for name, top in ranked.items()} for half in ("dev", "test")
         }
-        new_keep = batch_keep.get(category.value, set())
-        new_judged = new_keep | batch_rejected.get(category.value, set())
         top = ranked["subagent"]
-        row["side_by_side"] = {
-            "old_test": score_half(top, keep - new_keep, "test"),
-            "new": score_subset(top, keep, new_keep, new_judged),
-            "new_dev": score_subset(top, keep, new_keep, new_judged, "dev"),
-            "new_test": score_subset(top, keep, new_keep, new_judged, "test"),
-            "dev": row["halves"]["dev"]["subagent"],
-            "test": row["halves"]["test"]["subagent"],
-        }
-        row["batch_judgments"] = len(new_judged)
+        all_new: set[str] = set()
+        row["side_by_side"] = {}
+        row["batch_judgments"] = {}
+        for name, (batch_keep, batch_rejected) in batches.items():
+            new_keep = batch_keep.get(category.value, set())
+            new_judged = new_keep | batch_rejected.get(category.value, set())
+            all_new |= new_keep
+            row["side_by_side"][name] = score_subset(top, keep, new_keep, new_judged)
+            for half in ("dev", "test"):
+                row["side_by_side"][f"{name}_{half}"] = score_subset(top, keep, new_keep, new_judged, half)
+            row["batch_judgments"][name] = len(new_judged)
+        row["side_by_side"]["old_test"] = score_half(top, keep - all_new, "test")
+        row["side_by_side"]["dev"] = row["halves"]["dev"]["subagent"]
+        row["side_by_side"]["test"] = row["halves"]["test"]["subagent"]
         row["top"] = ranked["subagent"]
         seeds = load_category(category).seed_queries
         per_seed = {
@@ -241,7 +245,7 @@ def measure() -> dict:
     judgments = sum(r["relevant"] + r["not_relevant"] for r in rows)
     return {
         "k": K, "snapshot_records": len(records), "judgments": judgments, "retrieval": index.retrieval,
-        "batch": BATCH, "batch_judgments": sum(r["batch_judgments"] for r in rows),
+        "batches": {name: sum(r["batch_judgments"][name] for r in rows) for name in BATCHES},
         "subagent_seconds_all_categories": round(subagent_s, 2), "rows": rows, "mean": means,
     }
 
@@ -283,27 +287,28 @@ def _fmt(value: float | None) -> str:
 
 
 def side_by_side_table(result: dict) -> list[str]:
-    """Return the Markdown table of the subagent's recall@20 / precision@20: old test half, the batch alone, combined."""
+    """Return the Markdown tables of the subagent's recall@20 and precision@20: old test half, each batch, combined."""
+    batches = ", ".join(f"`{name}` ({count} judgments)" for name, count in result["batches"].items())
     lines = [
         "",
-        f"**Side by side** (subagent): `old test` = the judgments before the `{result['batch']}` batch, test half (the "
-        f"figure earlier passes reported); `new` = the {result['batch_judgments']} `{result['batch']}` judgments alone "
-        "(labelled before their ranking was seen; `new dev` / `new test` its halves); `dev` / `test` = the combined "
-        "set's halves. n/a: the batch kept nothing there.",
-        "",
-        "| category | " + " | ".join(f"{v.replace('_', ' ')} R" for v in SIDE_BY_SIDE) + " | "
-        + " | ".join(f"{v.replace('_', ' ')} P" for v in SIDE_BY_SIDE) + " |",
-        "|---|" + "---:|" * (2 * len(SIDE_BY_SIDE)),
+        f"**Side by side** (subagent): `old test` = the judgments before any batch, test half (the figure the passes "
+        f"before the first batch reported); each batch alone, {batches}, labelled before their ranking was seen "
+        "(`dev` / `test` after a batch's name: its halves); `dev` / `test` = the combined set's halves. n/a: the "
+        "batch kept nothing there (recall) or judged none of the top 20 there (precision).",
     ]
-    for r in result["rows"]:
-        cells = r["side_by_side"]
-        recall = " | ".join(_fmt(cells[v]["recall"]) for v in SIDE_BY_SIDE)
-        precision = " | ".join(_fmt(cells[v]["precision"]) for v in SIDE_BY_SIDE)
-        lines.append(f"| {r['category']} | {recall} | {precision} |")
-    m = result["mean"]["side_by_side"]
-    recall = " | ".join(f"**{_fmt(m[v]['recall'])}**" for v in SIDE_BY_SIDE)
-    precision = " | ".join(f"**{_fmt(m[v]['precision'])}**" for v in SIDE_BY_SIDE)
-    lines.append(f"| **mean** | {recall} | {precision} |")
+    for metric, label in (("recall", "recall@20"), ("precision", "precision@20")):
+        lines += [
+            "",
+            f"{label}:",
+            "",
+            "| category | " + " | ".join(v.replace("_", " ") for v in SIDE_BY_SIDE) + " |",
+            "|---|" + "---:|" * len(SIDE_BY_SIDE),
+        ]
+        for r in result["rows"]:
+            cells = r["side_by_side"]
+            lines.append(f"| {r['category']} | " + " | ".join(_fmt(cells[v][metric]) for v in SIDE_BY_SIDE) + " |")
+        m = result["mean"]["side_by_side"]
+        lines.append("| **mean** | " + " | ".join(f"**{_fmt(m[v][metric])}**" for v in SIDE_BY_SIDE) + " |")
     return lines
 
 
@@ -316,7 +321,8 @@ def markdown(result: dict) -> str:
         "half the cap is shared in proportion); P = precision@20 (kept in top 20 / 20, on a half / the top 20's ids "
         "of that half; unjudged counted as not relevant). `subagent_before` is the campaign's frozen top 20 from "
         f"before issue #11, `subagent` the current one. Retrieval: {result['retrieval']}. "
-        f"{result['batch_judgments']} of the judgments are the `{result['batch']}` batch (see the side-by-side table).",
+        + ", ".join(f"{count} of the judgments are the `{name}` batch" for name, count in result["batches"].items())
+        + " (see the side-by-side tables).",
     ]
     test = [r["halves"]["test"]["subagent"]["recall"] for r in result["rows"]]
     short = [f"{r['category']} {v:.2f}" for r, v in zip(result["rows"], test, strict=True) if v < AIM_EACH]

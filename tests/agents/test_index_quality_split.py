@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.index_quality import load_batch, load_before, score_half, score_subset, split_of
+import pytest
+
+from benchmarks.index_quality import BATCHES, load_batch, load_before, score_half, score_subset, split_of
 from core.types import Category
 
 JUDGED = json.loads((Path(__file__).parent.parent / "data" / "index_judgments.json").read_text())
@@ -37,15 +39,16 @@ def test_the_frozen_previous_ranking_covers_every_category() -> None:
     assert all(len(top) == 20 for top in before.values())
 
 
-def test_the_fifth_pass_batch_is_inside_the_combined_set_and_large_enough() -> None:
-    batch = JUDGED["batches"]["pass5"]
+@pytest.mark.parametrize("name", BATCHES)
+def test_each_batch_is_inside_the_combined_set_and_large_enough(name: str) -> None:
+    batch = JUDGED["batches"][name]
     pairs = {(c, i) for part in ("judgements", "not_relevant") for c, ids in batch[part].items() for i in ids}
     assert len(pairs) >= 150
     assert set(batch["judgements"]) == {c.value for c in Category}
     for part in ("judgements", "not_relevant"):
         for category, ids in batch[part].items():
             assert set(ids) <= set(JUDGED[part][category]), (part, category)
-    relevant, rejected = load_batch()
+    relevant, rejected = load_batch(name)
     assert sum(map(len, relevant.values())) + sum(map(len, rejected.values())) == len(pairs)
 
 
@@ -61,3 +64,19 @@ def test_a_batch_is_scored_on_its_own_ids_with_the_cap_shared_in_proportion() ->
     assert score_subset(top, keep, set(), rejected)["recall"] is None  # nothing kept: no recall to speak of
     dev_only = score_subset(top, keep, new, new | rejected, "dev")
     assert dev_only["kept_judged"] == sum(split_of(i) == "dev" for i in new)
+
+
+def test_the_batches_judge_no_pair_twice_and_the_seventh_labels_only_pairs_not_judged_before() -> None:
+    pairs = {
+        name: {(c, i) for part in ("judgements", "not_relevant") for c, ids in batch[part].items() for i in ids}
+        for name, batch in JUDGED["batches"].items()
+    }
+    assert not pairs["pass5"] & pairs["pass7"]
+    for part in ("judgements", "not_relevant"):  # the combined lists hold each id once per category
+        for category, ids in JUDGED[part].items():
+            assert len(ids) == len(set(ids)), (part, category)
+    kept = {(c, i) for c, ids in JUDGED["judgements"].items() for i in ids}
+    rejected = {(c, i) for c, ids in JUDGED["not_relevant"].items() for i in ids}
+    assert not kept & rejected
+    unjudged = {(e["category"], e["id"]) for e in JUDGED["batches"]["pass7"]["left_unjudged"]}
+    assert unjudged and not unjudged & pairs["pass7"]
