@@ -1,7 +1,7 @@
 """Where a decode step and a training step spend their time on the GPU (target folder from --target).
 
 Decode: the engine's graph-replayed forward over all slots, the sampler, and a whole engine step, each timed
-with CUDA events (median of repeats). Train: one trainer step split into its phases (target forward, vocab
+with CUDA events (median of repeats); the decode step's attention as sdpa, matmul and the split-KV Triton kernel. Train: one trainer step split into its phases (target forward, vocab
 restriction, draft unroll, loss, backward, optimizer), synchronised between phases, with the loss over every
 position and over the counted positions only, side by side. Prints a table; writes --out JSON.
 """
@@ -58,7 +58,45 @@ def top_kernels(fn: Any, rows: int = 12) -> list[list[Any]]:
     return [[e.key[:90], round(getattr(e, "device_time_total", 0.0) / 1e3, 3), e.count] for e in events[:rows]]
 
 
-def decode_profile(target: Any, slots: int, max_len: int) -> dict[str, float]:
+def triton_profile(runner: Any, graph: Any, tokens: Any, positions: Any) -> dict[str, Any]:
+    """The same graph-replayed step with the split-KV Triton attention: its time at the common positions and at
+    short ones (it reads only live positions, the others every one), its largest logit difference from the sdpa
+    step, and one layer's attention alone at three split lengths. An error is recorded, not raised: the rest
+    of the profile goes on."""
+    import torch.nn.functional as F
+
+    from inference.decode_kernel import split_kv_attention
+    from inference.static_llama import DecodeGraph
+
+    out: dict[str, Any] = {}
+    runner.decode_attention = "triton"
+    try:
+        triton_graph = DecodeGraph(runner, use_graph=True)
+        out["graph_step_triton_attention_ms"] = timed(lambda: triton_graph.step(tokens, positions))
+        short = positions.clamp(max=200)
+        out["graph_step_triton_attention_positions_le_200_ms"] = timed(lambda: triton_graph.step(tokens, short))
+        reference = graph.step(tokens, positions).float().clone()
+        out["triton_vs_sdpa_max_abs_logit_diff"] = float((triton_graph.step(tokens, positions).float()
+                                                          - reference).abs().max())
+        slots, kvh, max_len, hd = runner.k_cache[0].shape
+        g = runner.heads // kvh
+        q = torch.randn(slots, 1, runner.heads, hd, device="cuda", dtype=runner.k_cache[0].dtype)
+        keys, values = runner.k_cache[0], runner.v_cache[0]
+        qg = q.reshape(slots, 1, kvh, g, hd).permute(0, 2, 3, 1, 4).reshape(slots, kvh, g, hd)
+        mask = torch.arange(max_len, device="cuda").view(1, 1, 1, -1) <= positions.view(slots, 1, 1, 1)
+        out["one_layer_sdpa_attention_ms"] = timed(lambda: F.scaled_dot_product_attention(qg, keys, values,
+                                                                                         attn_mask=mask))
+        for split in (128, 256, 512):
+            out[f"one_layer_triton_attention_split{split}_ms"] = timed(
+                lambda split=split: split_kv_attention(q, keys, values, positions, split_len=split))
+    except Exception as exc:  # a kernel that fails to compile or run on this GPU: say why, time the rest
+        out["triton_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    finally:
+        runner.decode_attention = "sdpa"
+    return out
+
+
+def decode_profile(target: Any, slots: int, max_len: int) -> dict[str, Any]:
     from inference.continuous import ContinuousEngine, Request, sample
     from inference.static_llama import DecodeGraph, StaticLlama
 
@@ -66,12 +104,13 @@ def decode_profile(target: Any, slots: int, max_len: int) -> dict[str, float]:
     graph = DecodeGraph(runner, use_graph=True)
     tokens = torch.randint(0, 49152, (slots, 1), device="cuda")
     positions = torch.randint(100, max_len - 10, (slots, 1), device="cuda")
-    out: dict[str, float] = {"slots": slots, "max_len": max_len}
+    out: dict[str, Any] = {"slots": slots, "max_len": max_len}
     out["graph_step_ms"] = timed(lambda: graph.step(tokens, positions))
     runner.decode_attention = "matmul"  # the same step with explicit-score attention, side by side
     matmul_graph = DecodeGraph(runner, use_graph=True)
     out["graph_step_matmul_attention_ms"] = timed(lambda: matmul_graph.step(tokens, positions))
     runner.decode_attention = "sdpa"
+    out.update(triton_profile(runner, graph, tokens, positions))
     out["eager_step_ms"] = timed(lambda: runner.forward(tokens, positions, last_only=True), repeats=5)
     out["top_kernels_eager_step"] = top_kernels(lambda: runner.forward(tokens, positions, last_only=True))
     logits = graph.step(tokens, positions).clone()

@@ -203,7 +203,8 @@ def regen_run(args: argparse.Namespace, rows_file: Path, out_dir: Path, engine: 
     from inference.runner import RunConfig, regenerate
 
     backend = LocalTransformersBackend.load(Path(args.work) / "target", engine=engine, max_batch=slots,
-                                            max_prompt_tokens=args.max_prompt_tokens + 16)
+                                            max_prompt_tokens=args.max_prompt_tokens + 16,
+                                            decode_attention=args.decode_attention)
     sampling = Sampling(temperature=temperature, top_p=args.top_p if temperature > 0 else 1.0,
                         max_tokens=args.max_tokens, seed=0)
     config = RunConfig(input_path=rows_file, out_dir=out_dir, endpoints=[LOCAL_URL], concurrency=slots,
@@ -219,7 +220,8 @@ def regen_run(args: argparse.Namespace, rows_file: Path, out_dir: Path, engine: 
     stats = getattr(backend, "stats", None)
     del backend
     _sync()
-    return {"engine": engine, "slots": slots, "rows": summary.total, "done": summary.done, "failed": summary.failed,
+    return {"engine": engine, "slots": slots, "decode_attention": args.decode_attention if engine == "static" else None,
+            "rows": summary.total, "done": summary.done, "failed": summary.failed,
             "completion_tokens": summary.completion_tokens, "wall_s": round(wall, 2),
             "tokens_per_s": round(summary.completion_tokens / wall, 1), "sampling": sampling.model_dump(),
             "finish_reasons": {k: round(v / max(1, len(rows)), 4) for k, v in reasons.items()},
@@ -237,9 +239,11 @@ def bench_regen(args: argparse.Namespace) -> None:
     if not prompts.exists():
         _write_jsonl(prompts, _jsonl(Path(args.data) / "prompts.jsonl.gz"))
     bench = results.data.setdefault("bench_regen", {})
+    # Engine runs with another decode attention than sdpa get their own entries, beside the sdpa ones.
+    suffix = "" if args.decode_attention == "sdpa" else f"_{args.decode_attention}"
     for name, engine, slots in (("generate", "generate", args.bench_generate_batch),
-                                ("engine", "static", args.bench_generate_batch),
-                                ("engine_refill", "static", args.bench_slots)):
+                                ("engine" + suffix, "static", args.bench_generate_batch),
+                                ("engine_refill" + suffix, "static", args.bench_slots)):
         if name not in bench:
             bench[name] = regen_run(args, prompts, work / f"bench_{name}", engine, slots, args.temperature,
                                     limit=args.bench_rows)
@@ -440,6 +444,9 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--slots", type=int, default=1024, help="Engine slots for the full regeneration.")
+    parser.add_argument("--decode-attention", choices=["sdpa", "matmul", "triton"], default="sdpa",
+                        help="regen, bench-regen: the engine's decode attention (inference/static_llama.py; "
+                        "triton is the split-KV kernel over live positions only, inference/decode_kernel.py).")
     parser.add_argument("--rows", type=int, default=None, help="Regenerate only the first N prompts.")
     parser.add_argument("--answers", type=int, default=1, help="regen: answers per prompt (the set grows to "
                         "prompts x N; the curve takes every prompt's first answer before any second one).")

@@ -31,12 +31,12 @@ class LocalEngineBackend:
 
     def __init__(self, model: Any, tokenizer: Any, *, stop_ids: set[int], chat_template: str | None = None,
                  slots: int = 256, max_prompt_tokens: int = 2048, name: str | None = None,
-                 use_graph: bool = True) -> None:
+                 use_graph: bool = True, decode_attention: str = "sdpa") -> None:
         if chat_template is None and not getattr(tokenizer, "chat_template", None):
             raise ValueError("the tokenizer has no chat template; pass chat_template (e.g. the manifest's)")
         self.model, self.tokenizer, self.chat_template = model, tokenizer, chat_template
         self.slots, self.max_prompt_tokens, self.name = slots, max_prompt_tokens, name
-        self.stop_ids, self.use_graph = stop_ids, use_graph
+        self.stop_ids, self.use_graph, self.decode_attention = stop_ids, use_graph, decode_attention
         self.engine: Any = None
         self.stats: Any = None  # the engine's counters, kept after close
         self._inbox: queue.Queue[Any] = queue.Queue()
@@ -112,7 +112,8 @@ class LocalEngineBackend:
         from inference.continuous import ContinuousEngine
         from inference.static_llama import StaticLlama
 
-        runner = StaticLlama(self.model, slots=self.slots, max_len=self.max_prompt_tokens + sampling.max_tokens)
+        runner = StaticLlama(self.model, slots=self.slots, max_len=self.max_prompt_tokens + sampling.max_tokens,
+                             decode_attention=self.decode_attention)
         return ContinuousEngine(runner, self.stop_ids, seed=sampling.seed, use_graph=self.use_graph)
 
     def _serve(self, sampling: Sampling) -> None:

@@ -100,11 +100,12 @@ class LocalTransformersBackend:
 
     @classmethod
     def load(cls, folder: Path, *, device: str = "auto", chat_template: str | None = None, engine: str = "auto",
-             **kwargs: Any) -> Any:
+             decode_attention: str = "sdpa", **kwargs: Any) -> Any:
         """Load the model (bf16 on GPU, fp32 on CPU) and tokenizer from a local folder.
 
         engine: `static` answers through the continuous-batching static-cache engine (Llama-family targets),
         `generate` through plain batched `generate`, `auto` the engine where the model allows it.
+        decode_attention: how the engine's decode steps attend to the cache (`StaticLlama`'s choices).
         """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -127,7 +128,8 @@ class LocalTransformersBackend:
 
         return LocalEngineBackend(model, tokenizer, stop_ids=_stop_ids(model, tokenizer), chat_template=chat_template,
                                   slots=kwargs.get("max_batch", 256),
-                                  max_prompt_tokens=kwargs.get("max_prompt_tokens", 2048), name=folder.name)
+                                  max_prompt_tokens=kwargs.get("max_prompt_tokens", 2048), name=folder.name,
+                                  decode_attention=decode_attention)
 
     def render_ids(self, history: list[dict[str, str]]) -> list[int]:
         """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""

@@ -16,7 +16,8 @@ or a rejected draft is rolled back without clearing anything. Attention over eve
 what keeps a 1,024-slot decode step at 16 ms against a 4.6 ms floor for reading the whole cache once. A
 FlexAttention variant that read only each slot's live blocks was tried and removed: on an H200 its compiled,
 graph-replayed step took 24.5 ms against 16.0 ms, and its logits differed from the default's by up to 24
-(equal on CPU; benchmarks/results/gpu_profile_smollm2.json).
+(equal on CPU; benchmarks/results/gpu_profile_smollm2.json). `decode_attention="triton"` reads only each slot's
+live positions through a split-KV kernel with a fixed grid (`inference.decode_kernel`; its speed is unmeasured).
 
 `aux_ids` (input-of-layer ids, SGLang's convention) asks a forward to also return the residual stream entering
 those layers, concatenated in the order given (a repeated id repeats its state, as transformers' hidden_states
@@ -33,12 +34,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from inference.attention_kernels import without_cudnn
+from inference.decode_kernel import load_kernels, split_kv_attention
 from inference.errors import InferenceError
 
 SUPPORTED = {"llama"}
 # How decode and verify steps attend to the cache: PyTorch's fused attention over every position under a mask,
-# or explicit-score matmuls.
-DECODE_ATTENTION = {"sdpa", "matmul"}
+# explicit-score matmuls, or the split-KV Triton kernel over each slot's live positions only (CUDA).
+DECODE_ATTENTION = {"sdpa", "matmul", "triton"}
 
 
 class UnsupportedTarget(InferenceError, ValueError):
@@ -58,11 +60,14 @@ class _Layer:
 
 @dataclass
 class _Shared:
-    """What a forward's layers share: rotary tables, cache write indices and (decode, verify) the mask."""
+    """What a forward's layers share: rotary tables, cache write indices, the query positions and (decode and
+    verify steps of the sdpa and matmul paths) the visibility mask."""
 
     cos: Tensor
     sin: Tensor
     where: tuple[Tensor, Tensor]
+    positions: Tensor
+    prefill: bool
     mask: Tensor | None
 
 
@@ -89,6 +94,8 @@ class StaticLlama:
             raise ValueError(f"decode_attention must be one of {sorted(DECODE_ATTENTION)}, not {decode_attention!r}")
         self.slots, self.max_len, self.decode_attention = slots, max_len, decode_attention
         device, dtype = self.embed.device, self.embed.dtype
+        if decode_attention == "triton":  # fail here, in one line, rather than at the first decode step
+            load_kernels(device)
         shape = (slots, self.kv_heads, max_len, self.head_dim)
         self.k_cache = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
         self.v_cache = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
@@ -150,11 +157,11 @@ class StaticLlama:
         cos, sin = self._rotary(positions, x.dtype)
         where = (rows[:, None].expand(s, t), positions)
         mask = None
-        if not prefill:  # query row (head group, token) of slot s sees cached positions <= its own
+        if not prefill and self.decode_attention != "triton":  # query row (head group, token) of slot s sees cached positions <= its own
             g = self.heads // self.kv_heads
             query_pos = positions[:, None, :].expand(s, g, t).reshape(s, 1, g * t, 1)
             mask = self.key_positions.view(1, 1, 1, -1) <= query_pos
-        shared = _Shared(cos=cos, sin=sin, where=where, mask=mask)
+        shared = _Shared(cos=cos, sin=sin, where=where, positions=positions, prefill=prefill, mask=mask)
         for i, layer in enumerate(self.layers):
             if i in aux_ids:
                 aux[i] = x
@@ -192,16 +199,20 @@ class StaticLlama:
         if self.slots:  # a cacheless runner (slots=0) only scores whole sequences: `states`
             self.k_cache[i].permute(0, 2, 1, 3).index_put_(shared.where, k)  # writes through to [slots, kvh, L, d]
             self.v_cache[i].permute(0, 2, 1, 3).index_put_(shared.where, v)
-        if shared.mask is None:  # prefill: fresh prompts attend among themselves, plain causal (the flash kernel)
+        if shared.prefill:  # prefill: fresh prompts attend among themselves, plain causal (the flash kernel)
             heads = (q.transpose(1, 2), k.repeat_interleave(g, dim=2).transpose(1, 2),
                      v.repeat_interleave(g, dim=2).transpose(1, 2))
             out = F.scaled_dot_product_attention(*heads, is_causal=True)
             return out.transpose(1, 2).reshape(s, t, self.heads * hd) @ layer.o.T
+        keys, values = self.k_cache[i][:s], self.v_cache[i][:s]
+        if self.decode_attention == "triton":  # each slot's live positions only; queries read as they lie
+            out = split_kv_attention(q, keys, values, shared.positions)
+            return out.reshape(s, t, self.heads * hd) @ layer.o.T
         # Grouped queries: [S, kvh, g*T, d] against the cached keys [S, kvh, L, d], visible up to each position.
         qg = q.reshape(s, t, kvh, g, hd).permute(0, 2, 3, 1, 4).reshape(s, kvh, g * t, hd)
-        keys, values = self.k_cache[i][:s], self.v_cache[i][:s]
         if self.decode_attention == "matmul":  # explicit scores: the cache read once by two batched matmuls
             scores = (qg @ keys.transpose(-1, -2)).float() * hd**-0.5
+            assert shared.mask is not None
             weights = scores.masked_fill(~shared.mask, float("-inf")).softmax(-1).to(values.dtype)
             out = weights @ values
         else:

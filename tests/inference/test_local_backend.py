@@ -109,18 +109,32 @@ def test_runner_batches_turns_writes_the_journal_and_resumes(tiny_dir: Path, tmp
     assert (again.done, again.skipped) == (0, 10)
 
 
-def test_engine_answers_equal_plain_generate_greedy_with_fewer_slots_than_turns(tiny_dir: Path) -> None:
+@pytest.mark.parametrize("attention", ["sdpa", "matmul"])
+def test_engine_answers_equal_plain_generate_greedy_with_fewer_slots_than_turns(
+        tiny_dir: Path, attention: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
     from inference.engine_backend import LocalEngineBackend
+    from inference.static_llama import StaticLlama
+
+    built: list[str] = []  # the decode attention of every runner the engine builds
+    real_init = StaticLlama.__init__
+
+    def spy(self: StaticLlama, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        built.append(self.decode_attention)
+
+    monkeypatch.setattr(StaticLlama, "__init__", spy)
 
     greedy = Sampling(temperature=0, max_tokens=10)
     histories = _prompts(7)
     plain = asyncio.run(_answer_all(LocalTransformersBackend.load(tiny_dir, device="cpu", engine="generate"),
                                     histories, greedy))
-    engine = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=3, max_prompt_tokens=64)
+    engine = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=3, max_prompt_tokens=64,
+                                           decode_attention=attention)
     assert isinstance(engine, LocalEngineBackend)
     answers = asyncio.run(_answer_all(engine, histories, greedy))
+    assert built == [attention]
     assert [r.content for r in answers] == [r.content for r in plain]
     assert [r.completion_tokens for r in answers] == [r.completion_tokens for r in plain]
     assert [r.finish_reason for r in answers] == [r.finish_reason for r in plain]

@@ -11,6 +11,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
 from tiny_models import make_gemma, make_llama  # noqa: E402
 
+from inference.attention_kernels import without_cudnn  # noqa: E402
 from inference.static_llama import DecodeGraph, StaticLlama, UnsupportedTarget  # noqa: E402
 
 
@@ -139,3 +140,68 @@ def test_no_attention_of_a_forward_or_a_timed_decode_runs_on_cudnn(monkeypatch: 
     evaluate(model, draft, default_aux_layers(3), [[1, 5, 9, 2]], max_new=6, k=2, use_graph=False)
     assert len(seen) > 10 and not any(seen)
     assert torch.backends.cuda.cudnn_sdp_enabled()
+
+
+def _sdpa_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, positions: torch.Tensor
+                    ) -> torch.Tensor:
+    """The runner's default decode attention on queries [S, T, heads, d]: grouped rows under the position mask."""
+    import torch.nn.functional as F
+
+    s, t, heads, d = q.shape
+    kvh, max_len = k_cache.shape[1], k_cache.shape[2]
+    g = heads // kvh
+    qg = q.reshape(s, t, kvh, g, d).permute(0, 2, 3, 1, 4).reshape(s, kvh, g * t, d)
+    query_pos = positions[:, None, :].expand(s, g, t).reshape(s, 1, g * t, 1)
+    mask = torch.arange(max_len, device=q.device).view(1, 1, 1, -1) <= query_pos
+    out = F.scaled_dot_product_attention(qg, k_cache[:s], v_cache[:s], attn_mask=mask)
+    return out.view(s, kvh, g, t, d).permute(0, 3, 1, 2, 4).reshape(s, t, heads, d)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("width", [1, 6])
+def test_triton_decode_kernel_equals_sdpa_on_cuda(dtype: torch.dtype, width: int) -> None:
+    """SmolLM2's attention shape (9 heads on 3 kv heads of 64), 256 slots of 832 positions, compiled kernel."""
+    from inference.decode_kernel import split_kv_attention
+
+    gen = torch.Generator(device="cuda").manual_seed(width)
+    slots, max_len = 256, 832
+    k_cache = torch.randn(slots, 3, max_len, 64, device="cuda", dtype=dtype, generator=gen)
+    v_cache = torch.randn(slots, 3, max_len, 64, device="cuda", dtype=dtype, generator=gen)
+    q = torch.randn(slots, width, 9, 64, device="cuda", dtype=dtype, generator=gen)
+    start = torch.randint(0, max_len - width + 1, (slots,), device="cuda", generator=gen)
+    start[0], start[-1] = 0, max_len - width
+    positions = start[:, None] + torch.arange(width, device="cuda")
+    with without_cudnn():
+        expect = _sdpa_reference(q, k_cache, v_cache, positions)
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    torch.testing.assert_close(split_kv_attention(q, k_cache, v_cache, positions).float(), expect.float(),
+                               atol=tol, rtol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("width", [1, 4])
+def test_triton_decode_graph_replays_with_new_positions_as_sdpa_computes(width: int) -> None:
+    """One captured step replayed at positions drawn afresh each time (0 and max_len - width among them): the
+    kernel's grid is fixed by the cache's shape, so the graph's logits equal the eager sdpa runner's."""
+    model = make_llama(60, layers=3).cuda()
+    slots, max_len = 8, 300
+    runners = {name: StaticLlama(model, slots=slots, max_len=max_len, decode_attention=name)
+               for name in ("sdpa", "triton")}
+    prompt = torch.randint(3, 60, (slots, 40), device="cuda")
+    for runner in runners.values():
+        runner.forward(prompt, torch.arange(40, device="cuda").expand(slots, -1),
+                       slots=torch.arange(slots, device="cuda"), prefill=True)
+    graph = DecodeGraph(runners["triton"], use_graph=True, width=width)
+    assert graph.graph is not None
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for _ in range(4):
+        tokens = torch.randint(3, 60, (slots, width), device="cuda", generator=gen)
+        start = torch.randint(0, max_len - width + 1, (slots,), device="cuda", generator=gen)
+        start[0], start[-1] = 0, max_len - width
+        positions = start[:, None] + torch.arange(width, device="cuda")
+        got = graph.run(tokens, positions)[0].clone()
+        expect, _ = runners["sdpa"].forward(tokens, positions, last_only=width == 1)
+        torch.testing.assert_close(got, expect, atol=1e-3, rtol=1e-3)
