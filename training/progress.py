@@ -3,7 +3,9 @@
 Counting real tokens adds a device-side sum per step; only `log` reads the GPU (loss, per-step accuracy,
 the token count), so a run with `log_every = 50` synchronises once every 50 steps. Each record carries step,
 loss, per-TTT-step accuracy, learning rate, tokens so far and tokens/s since the previous record; `plot`
-draws the loss curve (PNG) at the end of a run.
+draws the loss curve (PNG) at the end of a run. A resumed run continues the run's log and counts: the records
+up to the resumed step stay (later ones, whose steps are trained again, go), and tokens and loop seconds start
+from the checkpoint's, so the run's totals and tokens/s cover all of its calls, not only the last.
 """
 
 from __future__ import annotations
@@ -23,15 +25,34 @@ logger = logging.getLogger("training.trainer")
 class Progress:
     """Counts tokens per step and writes a record on each log step (rank 0 only writes)."""
 
-    def __init__(self, path: Path, total_steps: int, *, enabled: bool = True) -> None:
+    def __init__(self, path: Path, total_steps: int, *, enabled: bool = True, start_step: int = 0,
+                 tokens: int = 0, elapsed_s: float = 0.0) -> None:
         self.path, self.total_steps, self.enabled = path, total_steps, enabled
         self.records: list[dict[str, Any]] = []
         self._tokens: Tensor | None = None
+        self._tokens_before, self._elapsed_before = int(tokens), float(elapsed_s)
         self._started = time.perf_counter()
-        self._last = (self._started, 0)
+        self._last = (self._started, self._tokens_before)
         if enabled:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("")
+            self.records = self._earlier(start_step) if start_step else []
+            path.write_text("".join(json.dumps(r) + "\n" for r in self.records))
+
+    def _earlier(self, start_step: int) -> list[dict[str, Any]]:
+        """The log's records up to start_step (an unreadable line ends what is kept: a crash mid-write)."""
+        kept: list[dict[str, Any]] = []
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return kept
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= start_step:
+                kept.append(record)
+        return kept
 
     def count(self, attention_mask: Tensor) -> None:
         """Add this batch's real tokens (stays on the device)."""
@@ -40,12 +61,12 @@ class Progress:
 
     @property
     def tokens(self) -> int:
-        """Real tokens trained on so far (synchronises)."""
-        return int(self._tokens) if self._tokens is not None else 0
+        """Real tokens trained on so far in the run, earlier calls included (synchronises)."""
+        return self._tokens_before + (int(self._tokens) if self._tokens is not None else 0)
 
     def elapsed(self) -> float:
-        """Seconds since the loop started."""
-        return time.perf_counter() - self._started
+        """Seconds of the loop so far in the run: this call's since its loop started, plus earlier calls'."""
+        return self._elapsed_before + time.perf_counter() - self._started
 
     def log(self, step: int, result: Any, lr: float) -> None:
         """Read the step's loss and accuracies, write a record and a progress line."""
@@ -56,7 +77,7 @@ class Progress:
         self._last = (now, tokens)
         record = {"step": step, "total_steps": self.total_steps, "loss": round(float(result.total.detach()), 5),
                   "step_accuracies": [round(a, 4) for a in result.step_accuracies], "lr": lr, "tokens": tokens,
-                  "tokens_per_s": round(rate, 1), "elapsed_s": round(now - self._started, 2)}
+                  "tokens_per_s": round(rate, 1), "elapsed_s": round(self._elapsed_before + now - self._started, 2)}
         self.records.append(record)
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")

@@ -65,7 +65,8 @@ class TrainResult:
 
     @property
     def tokens_per_s(self) -> float:
-        """Real (unpadded) tokens trained on per second of the loop, target forward included."""
+        """Real (unpadded) tokens trained on per second of the loop, target forward included (a resumed run's
+        tokens and seconds cover every call of it; the time between calls is not counted)."""
         return self.tokens / self.wall_s if self.wall_s else 0.0
 
 
@@ -98,12 +99,13 @@ def train(cfg: TrainConfig) -> TrainResult:
     per_epoch = steps_per_epoch(shard, cfg, world, device)
     total_steps = cfg.max_steps or cfg.epochs * per_epoch
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(total_steps, cfg.warmup_ratio))
-    step = resume(cfg, draft, optimizer, scheduler) if cfg.resume else 0
+    step, counted_before = resume(cfg, draft, optimizer, scheduler) if cfg.resume else (0, {})
     model = torch.nn.parallel.DistributedDataParallel(draft) if world > 1 else draft
     source = rank0_first(rank, world, lambda: offline_source(cfg, target, rows, layers, key)) \
         if cfg.mode == "offline" else None
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16 else nullcontext()
-    progress = Progress(cfg.out / "train_log.jsonl", total_steps, enabled=rank == 0)
+    progress = Progress(cfg.out / "train_log.jsonl", total_steps, enabled=rank == 0, start_step=step,
+                        **counted_before)
     scorer = fast_target(target)
 
     # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step. No host sync but on log steps.
@@ -135,9 +137,9 @@ def train(cfg: TrainConfig) -> TrainResult:
                 if step % cfg.log_every == 0 or step == total_steps:
                     progress.log(step, result, float(scheduler.get_last_lr()[0]))
                 if rank == 0 and (step % cfg.save_every == 0 or step == total_steps):
-                    save_checkpoint(cfg, draft, optimizer, scheduler, step)
+                    save_checkpoint(cfg, draft, optimizer, scheduler, step, progress)
                 if step < total_steps and (signum := _stop_signal(stop, step, cfg, world, device)) is not None:
-                    _stop(cfg, draft, optimizer, scheduler, step, signum, rank, world)
+                    _stop(cfg, draft, optimizer, scheduler, step, signum, rank, world, progress)
                 if step >= total_steps:
                     break
             epoch += 1
@@ -169,11 +171,11 @@ def _stop_signal(stop: StopFlag, step: int, cfg: TrainConfig, world: int, device
 
 
 def _stop(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any, step: int, signum: int, rank: int,
-          world: int) -> None:
+          world: int, progress: Progress) -> None:
     """Checkpoint this step (rank 0; unless the periodic checkpoint just did) and raise `TrainingStopped`."""
     folder = cfg.out / "checkpoints" / f"step_{step:07d}"
     if rank == 0 and not (folder / "state.pt").exists():
-        folder = save_checkpoint(cfg, draft, optimizer, scheduler, step)
+        folder = save_checkpoint(cfg, draft, optimizer, scheduler, step, progress)
     if world > 1:
         dist.barrier()  # the checkpoint is whole before any rank leaves
         dist.destroy_process_group()
@@ -440,20 +442,24 @@ def offline_source(cfg: TrainConfig, target: Any, rows: list[TokenizedRow], laye
     return OfflineSource(folder)
 
 
-def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any, step: int) -> Path:
-    """Write out/checkpoints/step_N: weights, optimizer, scheduler, step, and the run config beside them."""
+def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any, step: int,
+                    progress: Progress | None = None) -> Path:
+    """Write out/checkpoints/step_N: weights, optimizer, scheduler, step, the tokens and loop seconds so far (so
+    a resumed run reports the whole run's), and the run config beside them."""
+    counted = {"tokens": progress.tokens, "elapsed_s": progress.elapsed()} if progress is not None else {}
     folder = cfg.out / "checkpoints" / f"step_{step:07d}"
     folder.mkdir(parents=True, exist_ok=True)
     save_config(cfg, folder)
     partial = folder / "state.pt.partial"  # renamed into place whole: a kill mid-write leaves no state.pt
     torch.save({"draft": draft.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "step": step}, partial)
+                "scheduler": scheduler.state_dict(), "step": step, "progress": counted}, partial)
     os.replace(partial, folder / "state.pt")
     return folder
 
 
-def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any) -> int:
-    """Load the newest checkpoint under out/checkpoints (if any) and return its step, else 0."""
+def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any) -> tuple[int, dict[str, Any]]:
+    """Load the newest checkpoint under out/checkpoints (if any): its step and the progress counted up to it
+    (tokens, elapsed_s; empty for a checkpoint written before they were kept), else (0, {})."""
     for path in sorted((cfg.out / "checkpoints").glob("step_*/state.pt"), reverse=True):
         try:
             state = torch.load(path, weights_only=True)
@@ -464,5 +470,5 @@ def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         logger.info("resumed from %s", path.parent)
-        return int(state["step"])
-    return 0
+        return int(state["step"]), dict(state.get("progress") or {})
+    return 0, {}

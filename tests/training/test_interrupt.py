@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -100,6 +101,13 @@ def test_sigterm_mid_run_checkpoints_that_step_and_the_rerun_ends_where_an_unint
 
     again = train(make_config({**base, "out": str(cut)}))
     assert again.steps == 6
+    # The resumed run reports the whole run, both calls: its tokens, and a log with every step once.
+    assert again.tokens == whole.tokens and again.wall_s > 0
+    log = [json.loads(line) for line in (cut / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
+    assert [r["tokens"] for r in log] == [json.loads(line)["tokens"] for line in
+                                          (tmp_path / "whole" / "train_log.jsonl").read_text().splitlines()]
+    assert all(x["elapsed_s"] <= y["elapsed_s"] for x, y in itertools.pairwise(log))
     a = torch.load(tmp_path / "whole/checkpoints/step_0000006/state.pt", weights_only=True)
     b = torch.load(cut / "checkpoints/step_0000006/state.pt", weights_only=True)
     assert b["scheduler"]["last_epoch"] == 6
