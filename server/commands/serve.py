@@ -26,9 +26,12 @@ def serve(
 
     from core.settings import get_settings
     from server.app import create_app
+    from server.commands.campaign import open_catalog
 
     settings = get_settings()
-    check_catalog(settings.resolved_database_url)
+    # Open and migrate the catalog before uvicorn starts: a database that is down or unwritable is one line and
+    # exit 1 here (as for `campaign`), where inside the app's start-up it would be a traceback.
+    open_catalog().dispose()
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
@@ -46,22 +49,6 @@ def serve(
     config = uvicorn.Config(create_app(settings, resume_unfinished=resume), log_level=log_level)
     with sock:
         uvicorn.Server(config).run(sockets=[sock])
-
-
-def check_catalog(url: str) -> None:
-    """Open and migrate the catalog before uvicorn starts: a database that is down or unwritable is one line and
-    exit 1 here, where inside the app's start-up it would be a traceback and 'Application startup failed'."""
-    from curation.catalog import store
-
-    try:
-        engine = store.make_engine(url)
-        try:
-            store.upgrade_database(engine)
-        finally:
-            engine.dispose()
-    except store.CatalogError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
