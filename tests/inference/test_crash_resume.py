@@ -29,10 +29,15 @@ def _regen(tmp_path: Path, url: str, *, capture: bool = False) -> subprocess.Pop
     return subprocess.Popen(command, cwd=REPO, stdout=pipe, stderr=pipe, start_new_session=True)
 
 
-def _ids(path: Path) -> list[str]:
+def _ids(path: Path, *, complete_only: bool = False) -> list[str]:
+    """Ids of the journal's rows. While a writer is live (or just killed) the last line may be torn:
+    a reader can see a write half done, and a kill can cut one short; `complete_only` skips it."""
     if not path.exists():
         return []
-    return [json.loads(line)["id"] for line in path.read_text().splitlines()]
+    text = path.read_text()
+    if complete_only:
+        text = text[: text.rfind("\n") + 1]
+    return [json.loads(line)["id"] for line in text.splitlines()]
 
 
 @pytest.mark.slow
@@ -45,14 +50,16 @@ def test_sigkill_at_random_moments_then_resume_gives_every_row_exactly_once(tmp_
     server = FakeServer(delay_s=0.01, rates={"429": 0.03, "500": 0.03, "drop": 0.02}).start()
     rng = random.Random(7)
     kills = 0
+    processes: list[subprocess.Popen] = []
     try:
         done_before = 0
         for _ in range(4):
             process = _regen(tmp_path, server.url)
+            processes.append(process)
             # Wait until this attempt has written something new, then kill it a random moment later.
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and process.poll() is None:
-                if len(_ids(tmp_path / "run" / "regenerated.jsonl")) > done_before:
+                if len(_ids(tmp_path / "run" / "regenerated.jsonl", complete_only=True)) > done_before:
                     break
                 time.sleep(0.02)
             time.sleep(rng.uniform(0.0, 0.4))
@@ -60,10 +67,15 @@ def test_sigkill_at_random_moments_then_resume_gives_every_row_exactly_once(tmp_
                 os.killpg(process.pid, signal.SIGKILL)
                 kills += 1
             process.wait(30)
-            done_before = len(_ids(tmp_path / "run" / "regenerated.jsonl"))
+            done_before = len(_ids(tmp_path / "run" / "regenerated.jsonl", complete_only=True))
         final = _regen(tmp_path, server.url, capture=True)
+        processes.append(final)
         out, err = final.communicate(timeout=240)
     finally:
+        for process in processes:  # a failed assertion above must not leave a live child behind
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
         server.stop()
     assert final.returncode == 0, err.decode()[-2000:]
     assert kills >= 3
