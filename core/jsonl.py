@@ -65,8 +65,12 @@ def _open(path: Path) -> IO[bytes] | gzip.GzipFile:
 def _decoded(handle: IO[bytes] | gzip.GzipFile, errors: str, where: str) -> Iterator[str]:
     # A binary file iterates on b"\n" only, unlike a text-mode file (universal newlines split on "\r").
     try:
-        for raw in handle:
-            yield raw.decode("utf-8", errors=errors)
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield raw.decode("utf-8", errors=errors)
+            except UnicodeDecodeError as exc:  # strict policy: name the line and the byte, not a traceback
+                raise JsonlError(f"{where}:{number}", f"not UTF-8 (byte {raw[exc.start]:#04x} at byte "
+                                 f"{exc.start + 1} of the line)") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a truncated or damaged .gz file
         raise JsonlError(where, f"not a readable gzip file ({exc})") from None
 
@@ -75,7 +79,8 @@ def iter_jsonl(path: Path, *, objects: bool = False, errors: str = "strict") -> 
     """Stream `(line number, value)` from a JSONL file (gzip when its name ends in `.gz`).
 
     `errors` is the UTF-8 decoding policy (`strict`, `replace`, `surrogatepass`, …). Raises JsonlError for a
-    line that is not JSON (or, with `objects`, not an object), and OSError when the file cannot be read.
+    line that is not JSON (or, with `objects`, not an object), or not UTF-8 under `strict`, and OSError when
+    the file cannot be read.
     """
     with _open(Path(path)) as handle:
         yield from _numbered(_decoded(handle, errors, str(path)), str(path), objects)

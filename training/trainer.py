@@ -28,7 +28,7 @@ from torch import Tensor
 
 from inference.attention_kernels import without_cudnn
 from inference.static_llama import StaticLlama, UnsupportedTarget
-from training.config import TrainConfig, save_config
+from training.config import ConfigError, TrainConfig, save_config
 from training.data import TokenizedRow, check_template, load_conversations, tokenize_rows
 from training.draft_model import DraftConfig, Eagle3Draft
 from training.export import export_draft
@@ -184,6 +184,8 @@ def _stop(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any, 
 
 def _setup_distributed(cfg: TrainConfig) -> tuple[int, int, torch.device]:
     """Rank, world size and device; under torchrun, join the process group (NCCL on GPU, gloo on CPU)."""
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device cuda: no CUDA device is available here (use --device cpu or auto)")
     use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     if dist.is_torchelastic_launched() and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")

@@ -71,10 +71,10 @@ def test_objects_only_refuses_a_list_line() -> None:
 
 def test_invalid_utf8_follows_the_decoding_policy(tmp_path: Path) -> None:
     path = tmp_path / "bytes.jsonl"
-    path.write_bytes(b'{"t": "\xff"}\n')
-    with pytest.raises(UnicodeDecodeError):
-        read_jsonl(path)
-    assert read_jsonl(path, errors="replace") == [{"t": "\ufffd"}]
+    path.write_bytes(b'{"t": "ok"}\n{"t": "\xff"}\n')
+    with pytest.raises(JsonlError, match=r"bytes\.jsonl:2: not UTF-8 \(byte 0xff at byte 8 of the line\)"):
+        read_jsonl(path)  # strict: a one-line error naming the line, not a traceback from the codec
+    assert read_jsonl(path, errors="replace") == [{"t": "ok"}, {"t": "\ufffd"}]
 
 
 def test_a_truncated_gzip_file_is_a_jsonl_error_naming_it(tmp_path: Path) -> None:

@@ -269,3 +269,24 @@ def test_train_by_token_budget_logs_progress_then_eval_accept_reports_a_speedup(
     assert report["prompts"] == 3 and report["identical_to_target_greedy"] is True
     assert report["speedup"] > 0 and report["baseline_tok_s"] > 0 and report["accept_length"] >= 1.0
     assert "tokens per round" in evaluated.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_train_on_cuda_without_a_gpu_is_one_line(tmp_path: Path, llama_dir: Path,
+                                                 regenerated_data: dict[str, Path]) -> None:
+    result = runner.invoke(app, ["train", "--data", str(regenerated_data["train"]), "--target", str(llama_dir),
+                                 "--out", str(tmp_path / "run"), "--steps", "2", "--device", "cuda"])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "error: device cuda: no CUDA device is available here (use --device cpu or auto)")
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_eval_accept_on_prompts_that_are_not_utf8_is_one_line(tmp_path: Path, llama_dir: Path,
+                                                              tiny_draft: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_bytes(b'{"text": "fine"}\n{"text": "caf\xe9"}\n')  # Latin-1, not UTF-8, on line 2
+    result = runner.invoke(app, ["eval-accept", "--draft", str(tiny_draft), "--target", str(llama_dir),
+                                 "--prompts", str(prompts)])
+    assert result.exit_code in (1, 2) and isinstance(result.exception, SystemExit), result.output  # no traceback
+    assert result.output.strip().splitlines()[-1] == f"error: {prompts}:2: not UTF-8 (byte 0xe9 at byte 14 of the line)"
