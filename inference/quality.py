@@ -80,6 +80,8 @@ def warnings(quality: dict[str, dict[str, Any]], max_tokens: int | None = None) 
     limit = f" (--max-tokens {max_tokens})" if max_tokens else ""
     lines: list[str] = []
     for category, q in sorted(quality.items()):
+        # Rows curated without a category (a hand-written prompt file) are keyed `unknown`; say what that means.
+        category = "rows without a category" if category == UNKNOWN_CATEGORY else category
         if q["rows"] and q["cut_share"] > CUT_WARN_SHARE:
             lines.append(f"{category}: {q['cut_at_limit']} of {q['rows']} answers cut at the token limit{limit}")
         if q["rows"] and q["repetition_share"] > REPEAT_WARN_SHARE:

@@ -339,7 +339,11 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
                         "no server answers its health check: " + ", ".join(config.endpoints)
                     )
                 background.append(asyncio.create_task(pool.reprobe_forever(client)))
-                workers = [asyncio.create_task(run.worker(queue)) for _ in range(min(slots, queue.qsize()))]
+                in_flight = min(slots, queue.qsize())
+                expect = getattr(backend, "expect_concurrency", None)  # the local engine sizes its slots to it
+                if expect is not None:
+                    expect(in_flight)
+                workers = [asyncio.create_task(run.worker(queue)) for _ in range(in_flight)]
                 await asyncio.gather(*workers)
             tracker.state = "finished"
         except AllEndpointsDown as exc:

@@ -165,6 +165,22 @@ def test_runner_through_the_engine_resumes(tiny_dir: Path, tmp_path: Path) -> No
     assert (again.done, again.skipped) == (0, 10)
 
 
+def test_a_run_with_fewer_rows_than_slots_sizes_the_engine_to_its_rows(tiny_dir: Path, tmp_path: Path) -> None:
+    """3 prompts at --concurrency 32: the engine is built with 3 slots (every decode step computes all of them),
+    and a resumed run with nothing left starts no engine at all."""
+    from inference.engine_backend import LocalEngineBackend
+
+    write_samples(tmp_path / "in.jsonl", 3, turns=2, prefix="w")
+    config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=[LOCAL_URL],
+                       concurrency=32, sampling=Sampling(temperature=0, max_tokens=6), model="tiny")
+    backend = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=32)
+    assert isinstance(backend, LocalEngineBackend)
+    assert (regenerate(config, backend).done, backend.slots) == (3, 3)
+    assert backend.stats is not None and backend.stats.slot_steps == 3 * backend.stats.steps
+    again = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=32)
+    assert (regenerate(config, again).skipped, again.slots, again.stats) == (3, 32, None)
+
+
 def test_cli_local_api_runs_and_bad_use_is_one_line(tiny_dir: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     write_samples(tmp_path / "in.jsonl", 3, prefix="w")

@@ -112,3 +112,13 @@ def test_a_damaged_status_file_is_one_clear_error(tmp_path: Path) -> None:
         (tmp_path / STATUS_FILE).write_bytes(damage)
         with pytest.raises(UnreadableStatusError, match=r"status\.json"):
             read_status(tmp_path)
+
+
+def test_quality_warnings_name_rows_without_a_category_in_words() -> None:
+    from inference.quality import UNKNOWN_CATEGORY, warnings
+
+    cut = {"rows": 6, "cut_at_limit": 2, "cut_share": 0.33, "repetitive": 0, "repetition_share": 0.0}
+    assert warnings({UNKNOWN_CATEGORY: cut, "math": cut}, max_tokens=96) == [
+        "math: 2 of 6 answers cut at the token limit (--max-tokens 96)",
+        "rows without a category: 2 of 6 answers cut at the token limit (--max-tokens 96)",
+    ]
