@@ -2,7 +2,7 @@
 
 A definition is data, not code: `prompts/categories/<name>.md` holds a description, what a good dataset looks
 like, exemplar descriptions of good datasets (semantic anchors for retrieval and scoring; never dataset ids),
-seed queries, ranking keywords and optional Hub task filters, in fixed Markdown sections. This module
+seed queries, ranking keywords, optional Hub task filters and optional domain terms, in fixed Markdown sections. This module
 parses one file into a `CategoryDefinition` and fails with a message naming the file and the section when a
 file is missing or malformed, so a new category is one new file.
 """
@@ -24,9 +24,10 @@ _SECTIONS = {
     "seed_queries": "Seed queries",
     "keywords": "Keywords",
     "hub_task_filters": "Hub task filters",
+    "domain_terms": "Domain terms",
 }
 _REQUIRED = ("description", "good_dataset", "exemplars", "seed_queries", "keywords")
-_LIST_FIELDS = {"exemplars", "seed_queries", "keywords", "hub_task_filters"}
+_LIST_FIELDS = {"exemplars", "seed_queries", "keywords", "hub_task_filters", "domain_terms"}
 
 
 class CategoryDefinitionError(ValueError):
@@ -46,6 +47,12 @@ class CategoryDefinition(BaseModel):
     keywords: list[str] = Field(description="Words whose presence marks a dataset as on-topic.")
     hub_task_filters: list[str] = Field(
         default_factory=list, description="Hub `filter=` values, e.g. task_categories:…"
+    )
+    domain_terms: list[str] = Field(
+        default_factory=list,
+        description="Words of the category's domain (code, for the five code categories): a candidate whose id, "
+        "tags and description hold none of them reads like the category only by accident (a news summarization "
+        "set for code explanation) and ranks below those that do. Empty: no domain check.",
     )
 
 

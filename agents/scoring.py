@@ -49,6 +49,10 @@ KEYWORD_CONTRAST = 0.2  # per unit of keyword evidence by which another category
 # dataset kept for two categories (an SWE agent trajectory set: bug fixing *and* agent trajectories) fits both
 # strongly and is spared; one with little evidence of its own is pushed down in full. Chosen on the dev half.
 CONTRAST_SPARED_AT = ID_WEIGHT
+# A candidate with none of the category's domain terms (`## Domain terms`: code words for the code categories)
+# in its id, tags or description: a news summarization set reads like code explanation's anchors ("summaries")
+# and is found by its Hub task filter, but nothing says it holds code. It keeps this share of its relevance.
+OUT_OF_DOMAIN_DISCOUNT = 0.6
 
 
 @lru_cache(maxsize=65_536)
@@ -91,6 +95,27 @@ def _keyword_matches(candidate: Candidate, definition: CategoryDefinition) -> tu
     return in_id, in_tags, in_text
 
 
+# A curated list's table cell that is only a link's label ("MediaSum 2021-3 | EN | Paper | Github | Dataset"): it
+# says where the paper or the code lives, nothing about what the rows hold.
+_LINK_CELL = re.compile(r"\|\s*(?:github|paper|dataset|arxiv|hf|huggingface|website|blog|demo)\s*(?=\||$)",
+                        re.IGNORECASE)
+
+
+def in_domain(candidate: Candidate, definition: CategoryDefinition) -> bool:
+    """Whether the candidate's id, tags, task categories or description name the category's domain (True when the
+    category has no domain terms). A term also counts inside the id's words (CodeAlpaca, Magicoder, bigcode)."""
+    if not definition.domain_terms:
+        return True
+    meta = candidate.metadata
+    description = _LINK_CELL.sub("|", own_description(candidate))
+    stems = _stems(f"{candidate.hub_id} {' '.join([*meta.tags, *meta.task_categories])} {candidate.title} "
+                   f"{description}")
+    if any(_stems(term) and _stems(term) <= stems for term in definition.domain_terms):
+        return True
+    hub_id = candidate.hub_id.lower()
+    return any(len(term) >= 4 and term.isalpha() and term.lower() in hub_id for term in definition.domain_terms)
+
+
 def keyword_evidence(candidate: Candidate, definition: CategoryDefinition) -> float:
     """Return the weighted count of `definition`'s keywords in the candidate's id, tags and description."""
     in_id, in_tags, in_text = _keyword_matches(candidate, definition)
@@ -120,6 +145,8 @@ def score_candidate(
     relevance *= BENCHMARK_DISCOUNT if benchmark or corpus else 1.0
     media = raw > 0 and multimodal_evidence(candidate) is not None
     relevance *= MULTIMODAL_DISCOUNT if media else 1.0
+    outside = raw > 0 and not in_domain(candidate, definition)
+    relevance *= OUT_OF_DOMAIN_DISCOUNT if outside else 1.0
     lead = 0.0 if rival is None else rival[1] - keywords_raw
     weak = max(0.0, 1.0 - keywords_raw / CONTRAST_SPARED_AT)  # 1 with no keyword of its own, 0 once strong
     contrasted = lead > 0 and weak > 0
@@ -145,6 +172,9 @@ def score_candidate(
         parts.append("a raw corpus: ranked below conversation and instruction data")
     if media:
         parts.append("its rows need images, video or audio: ranked below text data")
+    if outside:
+        parts.append(f"nothing in its id, tags or description says {definition.domain_terms[0]}: ranked below "
+                     f"{definition.domain_terms[0]} data")
     if contrasted and rival is not None:
         parts.append(f"{rival[0]}'s keywords fit it better (by {lead:.2f})")
     return relevance, "; ".join(parts)

@@ -171,3 +171,44 @@ def test_a_see_also_pointer_to_a_sibling_is_no_evidence_unless_it_names_this_dat
     sibling = candidate("org/Org-Think-7B", text)  # the sibling's record copies the text that points at it
     assert own_description(sibling) == text
     assert "reasoning" in score_candidate(sibling, reasoning)[1]
+
+
+def test_a_set_that_never_says_code_ranks_below_code_data_in_a_code_category() -> None:
+    """openai/summarization reads like code explanation's anchors ("summaries") and comes in through its Hub
+    task filter, but nothing in its record says code: it keeps OUT_OF_DOMAIN_DISCOUNT and the reason says why."""
+    definition = load_category(Category.CODE_EXPLANATION)
+    news = candidate("openai/summarization", "MediaSum 2021-3 | EN | Paper | Github | Dataset")  # link cells only
+    code = candidate("someone/summaries", "Function summaries of Python repositories")
+    assert not scoring.in_domain(news, definition) and scoring.in_domain(code, definition)
+    for hub_id in ("sahil2801/CodeAlpaca-20k", "ise-uiuc/Magicoder-OSS-Instruct-75K", "princeton-nlp/SWE-bench"):
+        assert scoring.in_domain(candidate(hub_id), definition), hub_id  # the domain word inside the id's words
+    assert scoring.in_domain(candidate("x/y", tags=["code"]), definition)
+    inside, _ = score_candidate(code, definition, similarity=0.5)
+    outside, reason = score_candidate(candidate("someone/summaries", "summaries of news articles"), definition,
+                                      similarity=0.5)
+    assert outside == pytest.approx(inside * scoring.OUT_OF_DOMAIN_DISCOUNT, abs=0.002)
+    assert "nothing in its id, tags or description says code: ranked below code data" in reason
+    chat = load_category(Category.GENERAL_CHAT)  # no domain terms: no check
+    assert chat.domain_terms == [] and scoring.in_domain(news, chat)
+
+
+def test_no_kept_code_dataset_of_the_judged_set_is_out_of_the_code_domain() -> None:
+    """The domain check must not sink what a careful engineer keeps: every kept judgment of the five code
+    categories names code somewhere in its snapshot record (id, tags or description)."""
+    import json
+    from pathlib import Path
+
+    from agents.search.offline import OfflineIndex
+
+    judged = json.loads((Path(__file__).parents[1] / "data" / "index_judgments.json").read_text())["judgements"]
+    records = {r["id"]: r for r in OfflineIndex.default().records()}
+    codes = [c for c in Category if load_category(c).domain_terms]
+    assert {c.value for c in codes} == {"code_review", "bug_fixing", "code_explanation", "commit_messages",
+                                        "pull_requests"}
+    for category in codes:
+        definition = load_category(category)
+        for hub_id in judged[category.value]:
+            record = records[hub_id]
+            kept = candidate(hub_id, record.get("description") or "", tags=record.get("tags") or [],
+                             task_categories=record.get("task_categories") or [])
+            assert scoring.in_domain(kept, definition), (category.value, hub_id)
