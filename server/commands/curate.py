@@ -109,6 +109,9 @@ def curate(
         _fail(str(exc))
     try:
         loaded = load_manifest(manifest)
+        if not loaded.sources:  # an empty set would look like a finished curation, ready for regeneration
+            _fail(f"manifest {manifest} names no sources: approve datasets in the catalog, then export the manifest "
+                  "(`datahunt manifest export`)")
         if engine == "local":
             with _load_bar() as on_source:
                 result = run_curation(

@@ -56,6 +56,11 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         app, ["curate", "--manifest", str(bad), "--out", str(tmp_path / "o"), "--mirror", str(tmp_path)]
     )
     assert result.exit_code == 2 and "no MIRROR.json" in result.output
+    empty = tmp_path / "empty.json"  # a manifest exported before anything was approved
+    empty.write_text(json.dumps({"schema_version": 1, "sources": []}))
+    result = runner.invoke(app, ["curate", "--manifest", str(empty), "--out", str(tmp_path / "e")])
+    assert result.exit_code == 2 and "names no sources: approve datasets in the catalog" in result.output
+    assert not (tmp_path / "e" / "report.json").exists()  # nothing that looks like a finished set
 
 
 def _closed_port() -> int:
