@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,11 @@ def sha256_of(path: Path) -> str:
 
 
 def prepare_target(source: str, out: Path, *, dtype: str = "bfloat16", chat_template: str | None = None,
-                   expect_sha256: str | None = None) -> TargetRecord:
-    """Write a transformers target folder for `source` into `out`; return what was recorded."""
+                   expect_sha256: str | None = None, on_start: Callable[[], None] | None = None) -> TargetRecord:
+    """Write a transformers target folder for `source` into `out`; return what was recorded.
+
+    `on_start` is called once the file has passed every check, just before the slow dequantizing.
+    """
     import torch
     import transformers
     from safetensors.torch import save_model
@@ -118,6 +122,8 @@ def prepare_target(source: str, out: Path, *, dtype: str = "bfloat16", chat_temp
         raise TargetError(f"{gguf_file}: sha256 {digest} is not the expected {expect_sha256}")
     if dtype not in {"bfloat16", "float16", "float32"}:
         raise TargetError(f"dtype must be bfloat16, float16 or float32, not {dtype!r}")
+    if on_start is not None:
+        on_start()
     logger.info("dequantizing %s (%s, %d tensors)", gguf_file.name, info["architecture"], info["tensors"])
     where = {"pretrained_model_name_or_path": str(gguf_file.parent), "gguf_file": gguf_file.name}
     tokenizer = AutoTokenizer.from_pretrained(**where)

@@ -34,10 +34,13 @@ def prepare(
             typer.echo(f"error: chat template {chat_template} does not exist", err=True)
             raise typer.Exit(2)
         template = chat_template.read_text(encoding="utf-8")
-    if not json_out:
-        typer.echo(f"preparing {source} -> {out} (dequantizing takes about a minute on two cores)", err=True)
+    def started() -> None:  # said only once the file passed its checks: a refused file gets its error line alone
+        if not json_out:
+            typer.echo(f"preparing {source} -> {out} (dequantizing takes about a minute on two cores)", err=True)
+
     try:
-        record = prepare_target(source, out, dtype=dtype, chat_template=template, expect_sha256=sha256)
+        record = prepare_target(source, out, dtype=dtype, chat_template=template, expect_sha256=sha256,
+                                on_start=started)
     except TargetError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -63,6 +63,7 @@ def test_what_is_not_a_gguf_is_refused_in_one_line(tmp_path: Path) -> None:
     text.write_text("not a model\n")
     bad = runner.invoke(app, ["target", "prepare", str(text), "--out", str(tmp_path / "o")])
     assert bad.exit_code == 1 and "not a GGUF file" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1  # no "preparing …" line before a refusal
     assert not (tmp_path / "o").exists()
     truncated = tmp_path / "cut.gguf"
     truncated.write_bytes(_smollm2().read_bytes()[:4096])
