@@ -121,8 +121,10 @@ SUMMARY_LEGEND = (
 
 def summary_table(by_category: dict[str, dict[str, Any]]) -> Table:
     """Return the end-of-run table: per category, status and candidate counts."""
+    # No cell padding: the box's column rule is the one space between columns, so the table fits 80 columns
+    # (with padding it took 86 and a terminal of 80 cut the headers to "accep…").
     table = Table(title="catalog summary of this campaign", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  padding=(0, 1), collapse_padding=True)
+                  padding=(0, 0), collapse_padding=True)
     table.add_column("category", no_wrap=True)
     table.add_column("status", no_wrap=True)
     for column in SUMMARY_COLUMNS:

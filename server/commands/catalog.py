@@ -275,26 +275,32 @@ def summary_command(
             typer.echo(json.dumps(summary, indent=2))
             return
         by_status = " · ".join(f"{n} {status}" for status, n in summary["by_status"].items())
-        table = Table(title=f"catalog: {summary['total']} entries · {by_status}", title_justify="left",
-                      box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True, show_footer=True)
+        console = Console()
+        console.print(f"catalog: {summary['total']} entries · {by_status}", highlight=False, soft_wrap=True)
+        # Two tables, so each fits an 80-column terminal with its headers whole (one took 104 columns and cut
+        # every header to "tot…", "v.a…").
+        reviewers = Table(title="reviewers' status", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                          padding=(0, 1), collapse_padding=True, show_footer=True)
         columns = ("total", "pending_review", "approved", "rejected")
-        verifier = ("accepted", "unverified", "flagged", "eval_sets", "rejected")
-        headers = {"pending_review": "pending", "eval_sets": "eval"}
-        table.add_column("category", no_wrap=True, footer="all entries")
+        reviewers.add_column("category", no_wrap=True, footer="all entries")
         footers = {**summary["by_status"], "total": summary["total"]}
         for column in columns:
-            table.add_column(headers.get(column, column), justify="right", footer=str(footers.get(column, "")))
+            reviewers.add_column(column.replace("_review", ""), justify="right", footer=str(footers.get(column, "")))
+        verdicts = Table(title="verifier verdicts, counted as `campaign run` counts them", title_justify="left",
+                         box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+        verifier = ("accepted", "unverified", "flagged", "eval_sets", "rejected")
+        verdicts.add_column("category", no_wrap=True)
         for column in verifier:
-            table.add_column(f"v.{headers.get(column, column)}", justify="right")
+            verdicts.add_column("eval" if column == "eval_sets" else column, justify="right")
         for category, counts in summary["by_category"].items():
-            table.add_row(category, *(str(counts.get(c, 0)) for c in columns),
-                          *(str(counts.get(f"verifier_{c}", 0)) for c in verifier))
-        console = Console()
-        console.print(table)
+            reviewers.add_row(category, *(str(counts.get(c, 0)) for c in columns))
+            verdicts.add_row(category, *(str(counts.get(f"verifier_{c}", 0)) for c in verifier))
+        console.print(reviewers)
+        console.print(verdicts)
         console.print(
-            "pending/approved/rejected: the reviewers' status; v.*: each entry's verifier verdict for the category, "
-            "counted as `campaign run` counts it (v.unverified: accepted with only offline unknowns open; v.eval: "
-            "benchmarks, offered for decontamination; both inside v.accepted / v.rejected).",
+            "pending/approved/rejected: the reviewers' status; verdicts: each entry's verifier verdict for the "
+            "category (unverified: accepted with only offline unknowns open; eval: benchmarks, offered for "
+            "decontamination; both inside accepted / rejected).",
             highlight=False, soft_wrap=True)
 
 

@@ -41,11 +41,16 @@ def test_offline_campaign_stores_all_ten_then_status_and_rerun() -> None:
 
 
 def test_a_table_run_prints_the_summary() -> None:
-    result = runner.invoke(app, ["campaign", "run", "--offline", "--categories", "math,tool_use"])
+    result = runner.invoke(app, ["campaign", "run", "--offline", "--categories", "math,agentic_trajectories"],
+                           env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     assert "catalog summary of this campaign" in result.stdout
-    assert "tool_use" in result.stdout and "succeeded" in result.stdout
+    assert "agentic_trajectories" in result.stdout and "succeeded" in result.stdout
     assert "code_review" not in result.stdout
+    # an 80-column terminal shows every header whole, beside the longest category name
+    header = next(line for line in result.stdout.splitlines() if line.strip().startswith("category"))
+    assert header.split() == ["category", "status", "found", "accepted", "unverified", "flagged", "eval", "rejected"]
+    assert "…" not in result.stdout.split("found:", 1)[0]
 
 
 def test_bad_input_gives_one_line_errors_and_exit_1() -> None:

@@ -113,9 +113,13 @@ def test_approve_reject_and_override(catalog: None) -> None:
     assert approved_ids == ["org/gsm", "org/gated"]
     summary = json.loads(_invoke("summary", "--json").stdout)
     assert summary["by_status"] == {"pending_review": 1, "approved": 2, "rejected": 1}
-    table = runner.invoke(app, ["catalog", "summary"], env={"COLUMNS": "100"}).stdout
+    table = runner.invoke(app, ["catalog", "summary"], env={"COLUMNS": "80"}).stdout
     assert "catalog: 4 entries · 1 pending_review · 2 approved · 1 rejected" in table and "{" not in table
     assert "all entries" in table and any(line.split()[:1] == ["math"] for line in table.splitlines())
+    headers = [line.split() for line in table.splitlines() if line.strip().startswith("category")]
+    assert headers == [["category", "total", "pending", "approved", "rejected"],
+                       ["category", "accepted", "unverified", "flagged", "eval", "rejected"]]  # whole at 80 columns
+    assert "…" not in table
     audit = json.loads(_invoke("show", "org/proofs", "--json").stdout)["audit"]
     assert (audit[-1]["action"], audit[-1]["actor"], audit[-1]["note"]) == ("rejected", "ana", "too small")
 
