@@ -266,16 +266,24 @@ def status_command(
     if as_json:
         typer.echo(json.dumps({"campaign": campaign, "runs": runs}, indent=2))
         return
-    table = Table(title=f"campaign {campaign_id}: {campaign['status']}", title_justify="left")
+    # The summary table's layout: one space between columns, so the counts fit 80 columns with their headers whole;
+    # runs' errors are listed under the table, in full, instead of in a column squeezed to nothing.
+    table = Table(title=f"campaign {campaign_id}: {campaign['status']}", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, padding=(0, 0), collapse_padding=True)
     for column in ("category", "try", "status", "queries", "failed", "found", "accepted", "elapsed"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("error", overflow="fold")
+        table.add_column(column, no_wrap=True, justify="left" if column in ("category", "status") else "right")
+    errors = []
     for run in runs:
         failed = sum(q.get("status") == "failed" for q in run["queries"])
         elapsed = f"{run['elapsed_s']:.1f}s" if run["elapsed_s"] is not None else ""
         table.add_row(run["category"], str(run["attempt"]), run["status"], str(len(run["queries"])), str(failed),
-                      str(run["candidates_found"]), str(run["candidates_accepted"]), elapsed, run["error"] or "")
-    Console().print(table)
+                      str(run["candidates_found"]), str(run["candidates_accepted"]), elapsed)
+        if run["error"]:
+            errors.append(f"{run['category']} (try {run['attempt']}): {run['error']}")
+    console = Console()
+    console.print(table)
+    for line in errors:
+        console.print(f"error · {line}", highlight=False, soft_wrap=True)
     if campaign["error"]:
         Console().print(f"problems: {campaign['error']}", highlight=False, soft_wrap=True)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 catalog_app = typer.Typer(help="The catalog: list, inspect, approve and reject candidate datasets.", no_args_is_help=True)
@@ -126,18 +128,48 @@ def list_command(
         if as_json:
             typer.echo(json.dumps([entry_json(e, name) for e in entries], indent=2))
             return
-        Console().print(_entries_table(entries, name, total, offset))
+        console = Console()
+        if console.width >= WIDE_LIST:
+            console.print(_entries_table(entries, name, total, offset))
+        else:  # eight columns cannot share a narrow terminal: each entry as a short block instead
+            for line in _entries_lines(entries, name, total, offset, width=console.width):
+                console.print(line, highlight=False)
+
+
+# Below this terminal width `catalog list` prints each entry as a block of lines: a table of eight columns at
+# 80 columns wrapped ids, categories and reason codes mid-word, several lines per entry.
+WIDE_LIST = 140
+
+
+def _entries_lines(entries: list[Any], category: str | None, total: int, offset: int, *, width: int) -> list[str]:
+    shown = f"{offset + 1}–{offset + len(entries)} of {total}" if entries else f"none of {total}"
+    lines = [f"catalog{f' · {category}' if category else ''} · {shown}"]
+    for rank, entry in enumerate(entries, start=offset + 1):
+        score = entry.relevance.get(category, 0.0) if category else entry.best_relevance
+        verifier = entry.verifier_decision or "-"
+        verdict = f"[red]{verifier}[/]" if verifier == "reject" else verifier
+        lines.append(f"[dim]{rank:>3}[/] [bold]{escape(entry.hub_id)}[/]  {score:.2f}")
+        details = [f"[{STATUS_STYLE.get(entry.status, '')}]{entry.status}[/] · verifier {verdict} · "
+                   f"license {escape(entry.license or '?')}", f"categories: {', '.join(entry.categories)}"]
+        codes = _reason_codes(entry.reasons, category)
+        if codes:
+            details.append(f"reasons: {codes}")
+        for detail in details:  # wrapped at word boundaries under the id, never mid-word
+            lines += textwrap.wrap(detail, width=max(40, width - 1), initial_indent="    ",
+                                   subsequent_indent="      ", break_long_words=False, break_on_hyphens=False)
+    return lines
 
 
 def _entries_table(entries: list[Any], category: str | None, total: int, offset: int) -> Table:
     shown = f"{offset + 1}–{offset + len(entries)} of {total}" if entries else f"none of {total}"
     title = f"catalog{f' · {category}' if category else ''} · {shown}"
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+                  collapse_padding=True)
     table.add_column("#", justify="right", style="dim")
-    table.add_column("hub id", overflow="fold")
+    table.add_column("hub id", no_wrap=True, min_width=min(40, max((len(e.hub_id) for e in entries), default=6)))
     table.add_column("score", justify="right")
-    table.add_column("status")
-    table.add_column("verifier")
+    table.add_column("status", no_wrap=True)
+    table.add_column("verifier", no_wrap=True)
     table.add_column("categories", overflow="fold")
     table.add_column("license")
     table.add_column("reasons", overflow="fold")
@@ -147,13 +179,20 @@ def _entries_table(entries: list[Any], category: str | None, total: int, offset:
         table.add_row(
             str(rank), entry.hub_id, f"{score:.2f}", f"[{STATUS_STYLE.get(entry.status, '')}]{entry.status}[/]",
             f"[red]{verifier}[/]" if verifier == "reject" else verifier, ", ".join(entry.categories),
-            entry.license or "?", _reason_codes(entry.reasons),
+            entry.license or "?", _reason_codes(entry.reasons, category),
         )
     return table
 
 
-def _reason_codes(reasons: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{r['code']}{'' if r.get('blocking') else ' (flag)'}" for r in reasons)
+def _reason_codes(reasons: list[dict[str, Any]], category: str | None = None) -> str:
+    """Each reason code once, in first-seen order, `(flag)` unless one of its occurrences blocks; with a category,
+    that category's reasons only. An entry found by five categories carries a license reason five times."""
+    codes: dict[str, bool] = {}
+    for reason in reasons:
+        if category is not None and reason.get("category") not in (None, category):
+            continue
+        codes[reason["code"]] = codes.get(reason["code"], False) or bool(reason.get("blocking"))
+    return ", ".join(code if blocking else f"{code} (flag)" for code, blocking in codes.items())
 
 
 @catalog_app.command("show")

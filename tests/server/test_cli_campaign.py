@@ -28,6 +28,10 @@ def test_offline_campaign_stores_all_ten_then_status_and_rerun() -> None:
     assert status.exit_code == 0, status.output
     runs = json.loads(status.stdout)["runs"]
     assert len(runs) == 10 and {r["status"] for r in runs} == {"succeeded"}
+    table = runner.invoke(app, ["campaign", "status", campaign_id], env={"COLUMNS": "80"}).stdout
+    header = next(line for line in table.splitlines() if line.strip().startswith("category"))
+    assert header.split() == ["category", "try", "status", "queries", "failed", "found", "accepted", "elapsed"]
+    assert "…" not in table and "agentic_trajectories" in table  # whole names and headers at 80 columns
 
     rerun = runner.invoke(app, ["campaign", "rerun", campaign_id, "math"])
     assert rerun.exit_code == 0, rerun.output

@@ -89,6 +89,25 @@ def test_list_filters_limit_and_table(catalog: None) -> None:
     assert "org/gsm" in table.stdout and "org/chat" not in table.stdout and "1–3 of 3" in table.stdout
 
 
+def test_list_reads_whole_on_a_narrow_terminal_and_as_a_table_on_a_wide_one(catalog: None) -> None:
+    engine = store.make_engine(get_settings().resolved_database_url)
+    flag = {"code": "license_unknown", "detail": "license unknown", "blocking": False}
+    for category in ("code_review", "bug_fixing", "commit_messages"):  # one entry, the same flag three times
+        _seed(engine, "org/git-diff_to_commit_message_pairs_large", category, 0.99,
+              reasons=[flag])
+    engine.dispose()
+    narrow = runner.invoke(app, ["catalog", "list"], env={"COLUMNS": "80"}).stdout
+    lines = narrow.splitlines()
+    assert "  1 org/git-diff_to_commit_message_pairs_large  0.99" in lines  # the id whole, on its own line
+    assert "    reasons: license_unknown (flag)" in lines  # each code once, not once per category
+    assert all(len(line) <= 80 for line in lines) and "…" not in narrow
+    wide = runner.invoke(app, ["catalog", "list"], env={"COLUMNS": "200"}).stdout
+    row = next(line for line in wide.splitlines() if "org/git-diff_to_commit_message_pairs_large" in line)
+    assert row.split()[:5] == ["1", "org/git-diff_to_commit_message_pairs_large", "0.99", "pending_review", "accept"]
+    gsm = runner.invoke(app, ["catalog", "list", "-c", "reasoning"], env={"COLUMNS": "80"}).stdout
+    assert "org/gsm" in gsm and "reasons:" not in gsm  # gsm's flag is math's, not reasoning's
+
+
 def test_show_text_and_json(catalog: None) -> None:
     text = _invoke("show", "org/gsm")
     assert text.exit_code == 0, text.output
