@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
+from inference.quality import UNKNOWN_CATEGORY
 from inference.status import read_status
 
 
@@ -102,7 +103,7 @@ def quality_table(quality: dict[str, dict[str, Any]]) -> Table:
     for category, q in sorted(quality.items()):
         cut = f"{q['cut_at_limit']} ({q['cut_share']:.0%})"
         loops = f"{q['repetitive']} ({q['repetition_share']:.0%})"
-        table.add_row(category, str(q["rows"]), cut, loops)
+        table.add_row("(none)" if category == UNKNOWN_CATEGORY else category, str(q["rows"]), cut, loops)
     return table
 
 

@@ -90,6 +90,12 @@ def test_quality_is_counted_per_category_and_loops_are_found() -> None:
     quality = tracker.snapshot()["quality"]
     assert quality["math"]["cut_share"] == 1.0 and quality["unknown"] == {
         "rows": 1, "cut_at_limit": 0, "cut_share": 0.0, "repetitive": 0, "repetition_share": 0.0}
+    from inference.monitor import quality_table
+
+    console = Console(width=80, record=True)
+    console.print(quality_table(quality))
+    shown = console.export_text()
+    assert "(none)" in shown and "unknown" not in shown  # the JSON key stays; the table says what it means
 
 
 def test_live_status_draws_on_a_terminal_only(tmp_path: Path) -> None:
