@@ -31,7 +31,10 @@ EVAL_FAMILIES: tuple[tuple[str, str, bool], ...] = (
     ("MT-Bench", r"mt[-_]?bench", False),
     ("SWE-bench Verified/Lite/Multimodal", r"swe[-_]?bench[-_]?(verified|lite|multimodal|pro|multilingual)", False),
     ("SWE-bench", r"^swe[-_]?bench$", True),
-    ("GSM8K", r"gsm[-_]?8k", True),
+    # GSM8K itself has a train split; its derivatives (a re-labelled test set, a tiny eval subset, translated test
+    # sets) are evaluation only unless their own record says training (a name with `train`, …).
+    ("GSM8K", r"^gsm[-_]?8k$", True),
+    ("GSM8K-derived", r"gsm[-_]?8k", False),
     ("MATH", r"^(competition[-_]?math|math|hendrycks[-_]?math|math[-_]?lighteval)$", True),
     ("APPS", r"^apps$", True),
     ("MMLU", r"mmlu", False),

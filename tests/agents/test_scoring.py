@@ -212,3 +212,14 @@ def test_no_kept_code_dataset_of_the_judged_set_is_out_of_the_code_domain() -> N
             kept = candidate(hub_id, record.get("description") or "", tags=record.get("tags") or [],
                              task_categories=record.get("task_categories") or [])
             assert scoring.in_domain(kept, definition), (category.value, hub_id)
+
+
+def test_only_gsm8k_itself_carries_the_families_training_split() -> None:
+    """GSM8K has a train split; a re-labelled test set and a tiny eval subset named after it have none, so they
+    are evaluation only (they were accepted with a "train on its train split" flag) unless they say training."""
+    from agents.dataset_kind import is_eval_only
+
+    assert not is_eval_only(candidate("openai/gsm8k", "Grade school math word problems"))
+    assert is_eval_only(candidate("madrylab/gsm8k-platinum", "GSM8k Platinum: a revised test set"))
+    assert is_eval_only(candidate("tinyBenchmarks/tinyGSM8k", "evaluating LLMs with fewer examples"))
+    assert not is_eval_only(candidate("someone/gsm8k-train-augmented", "GSM8K train questions, rephrased"))

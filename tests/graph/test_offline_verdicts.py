@@ -22,6 +22,8 @@ from graph.events import CampaignEvent
 # Eval-only sets the issue found accepted without a warning in the offline top 20.
 KNOWN_EVAL_SETS = {"princeton-nlp/SWE-bench_Verified", "HuggingFaceH4/MATH-500", "bigcode/bigcodebench",
                    "ronantakizawa/codereview-bench", "devarshidev/codra-review-evals"}
+# Eval-only sets named after a family that has a train split (GSM8K): they were accepted with a flag.
+DERIVED_EVAL_SETS = {"madrylab/gsm8k-platinum", "tinyBenchmarks/tinyGSM8k"}
 
 
 @pytest.mark.slow
@@ -39,11 +41,14 @@ def test_offline_campaign_blocks_benchmarks_and_counts_like_the_catalog(engine: 
         verdict = verdicts[record.id]
         candidate = Candidate(hub_id=record.hub_id, description=record.description, categories=[record.category],
                               metadata=DatasetMetadata.model_validate(record.dataset_metadata))
-        if is_eval_only(candidate) or record.hub_id in KNOWN_EVAL_SETS:
+        if is_eval_only(candidate) or record.hub_id in KNOWN_EVAL_SETS | DERIVED_EVAL_SETS:
             seen_eval_sets.add(record.hub_id)
             assert verdict.decision == Decision.REJECT, f"{record.hub_id} offered for training in {record.category}"
             assert ReasonCode.BENCHMARK in {r["code"] for r in verdict.reasons if r["blocking"]}
     assert len(seen_eval_sets & KNOWN_EVAL_SETS) >= 4  # the campaign still finds them, to decontaminate with
+    assert seen_eval_sets >= DERIVED_EVAL_SETS
+    gsm8k = [verdicts[r.id] for r in candidates if r.hub_id == "openai/gsm8k"]
+    assert gsm8k and all(v.decision == Decision.ACCEPT for v in gsm8k)  # its train split stays training data
     for category in Category:
         row, counts = by_category[category.value], summary["by_category"][category.value]
         assert row["candidates"] == counts["total"]
