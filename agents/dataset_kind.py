@@ -59,11 +59,16 @@ _TRAIN_TEXT = re.compile(
     r"\binstruction[- ]tuning\b|\bsplits? train\b|\btrain \d|\bdistilled (from|with)\b",
     re.IGNORECASE,
 )
+# The record says in so many words that it is not training data ("LongBench: Evaluation Only"): that outweighs a
+# curated list that happens to file it among training datasets.
+_EVAL_ONLY_TEXT = re.compile(r"\b(evaluation|eval|test)[- ]only\b|\bnot (meant |intended )?for training\b",
+                             re.IGNORECASE)
 _TRAIN_SECTION = re.compile(r"instruction|fine-?tuning|alignment|training|pre-?training|sft", re.IGNORECASE)
 
 
 def benchmark_evidence(candidate: Candidate) -> tuple[list[str], list[str], bool]:
-    """Return `(eval evidence, training evidence, eval-only family)` found in the candidate's record."""
+    """Return `(eval evidence, training evidence, eval only)` found in the candidate's record; `eval only` is an
+    eval-only family in the name or a description that says evaluation only."""
     name = candidate.hub_id.split("/", 1)[-1].lower()
     meta = candidate.metadata
     evidence: list[str] = []
@@ -85,7 +90,10 @@ def benchmark_evidence(candidate: Candidate) -> tuple[list[str], list[str], bool
     eval_sections = [s for s in meta.sections if _EVAL_SECTION.search(s)]
     if eval_sections:
         evidence.append(f"listed under {eval_sections[0]!r}")
-    if _EVAL_TEXT.search(candidate.description):
+    if _EVAL_ONLY_TEXT.search(candidate.description):
+        evidence.append("its description says evaluation only")
+        eval_only_family = True  # as strong as an eval-only family: only a name saying training outweighs it
+    elif _EVAL_TEXT.search(candidate.description):
         evidence.append("its description calls it a benchmark or evaluation set")
     if _NAME_TRAINING.search(name):
         training.append("its name says training data")

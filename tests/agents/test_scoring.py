@@ -223,3 +223,15 @@ def test_only_gsm8k_itself_carries_the_families_training_split() -> None:
     assert is_eval_only(candidate("madrylab/gsm8k-platinum", "GSM8k Platinum: a revised test set"))
     assert is_eval_only(candidate("tinyBenchmarks/tinyGSM8k", "evaluating LLMs with fewer examples"))
     assert not is_eval_only(candidate("someone/gsm8k-train-augmented", "GSM8K train questions, rephrased"))
+
+
+def test_a_record_that_says_evaluation_only_is_a_benchmark_even_when_a_list_files_it_under_training() -> None:
+    from agents.dataset_kind import is_eval_only
+
+    sections = ["Awesome Datasets for LLM Training > General Open Access Datasets", "Evaluation Datasets > Long Text"]
+    longbench = candidate("THUDM/LongBench", "LongBench: Evaluation Only | A benchmark for long context.",
+                          sections=sections)
+    assert is_eval_only(longbench)
+    listed = candidate("org/long-chats", "Long multi-turn conversations.", sections=sections[:1])
+    assert not is_eval_only(listed)
+    assert not is_eval_only(candidate("org/eval-only-prompts-train", "Evaluation only prompts, rewritten"))
