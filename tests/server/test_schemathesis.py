@@ -100,12 +100,39 @@ def test_every_check_passes(live_url: str) -> None:
         def exercise(case: Any) -> None:
             case.call_and_validate(base_url=live_url, headers=AUTH, checks=checks, timeout=30)  # noqa: B023 (runs now)
 
-        try:
-            with warnings.catch_warnings():
-                # schemathesis's own strategies draw from `random`; a third-party deprecation, not ours.
-                warnings.filterwarnings("ignore", "Do not use the `random` module", HypothesisDeprecationWarning)
-                exercise()
-        except Exception as exc:  # collect every operation's failure, then fail once with all of them
-            causes = getattr(exc, "exceptions", None) or [exc]
-            failures.append(f"{operation.label}: " + "; ".join(f"{type(c).__name__}: {c}" for c in causes))
+        for attempt in (1, 2):
+            try:
+                with warnings.catch_warnings():
+                    # schemathesis's own strategies draw from `random`; a third-party deprecation, not ours.
+                    warnings.filterwarnings("ignore", "Do not use the `random` module", HypothesisDeprecationWarning)
+                    exercise()
+            except Exception as exc:  # collect every operation's failure, then fail once with all of them
+                causes = getattr(exc, "exceptions", None) or [exc]
+                if attempt == 1 and all(_ast_race(c) for c in causes):
+                    _wait_for_idle_campaigns(live_url)
+                    continue  # the interpreter's race, not the server's answer: the same examples once more
+                failures.append(f"{operation.label}: " + "; ".join(f"{type(c).__name__}: {c}" for c in causes))
+            break
+        _wait_for_idle_campaigns(live_url)  # launched campaigns build their graphs in server threads
     assert not failures, "\n\n".join(failures)
+
+
+def _ast_race(exc: BaseException) -> bool:
+    """CPython 3.11 keeps the AST converter's recursion depth per interpreter, not per thread: two threads parsing at
+    once (hypothesis reading its strategies' lambdas here, LangGraph inspecting node functions in a campaign the
+    fuzzer launched) can end one of them with this SystemError (langchain-core catches it for that reason). It is
+    raised in the test's own thread, never in an answer, so it says nothing about the API."""
+    return isinstance(exc, SystemError) and "AST constructor recursion depth mismatch" in str(exc)
+
+
+def _wait_for_idle_campaigns(url: str, timeout_s: float = 30.0) -> None:
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        campaigns = httpx.get(f"{url}/campaigns", headers=AUTH, timeout=10).json()
+        if not any(c["active"] for c in campaigns):  # no campaign task left in the server process
+            return
+        time.sleep(0.05)
