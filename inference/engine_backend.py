@@ -79,7 +79,7 @@ class LocalEngineBackend:
         """Size the engine for at most `requests` turns in flight (the run's workers) when that is below `slots`.
 
         Every decode step computes all slots, live or not, so a short run (6 prompts at --concurrency 32) would
-        otherwise decode 26 empty rows a step: on two CPU cores 43 s against 16 s. Only before the engine starts.
+        otherwise decode 26 empty rows a step (`benchmarks/regen_local_cpu.py`). Only before the engine starts.
         """
         with self._lock:
             if self._thread is None and 0 < requests < self.slots:

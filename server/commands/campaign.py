@@ -119,12 +119,16 @@ SUMMARY_LEGEND = (
 )
 
 
+def _tight_table(title: str) -> Table:
+    """A table whose columns are one space apart (the rule's own), so ten category rows of counts fit 80 columns with
+    every header whole (with cell padding the campaign summary took 86)."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0),
+                 collapse_padding=True)
+
+
 def summary_table(by_category: dict[str, dict[str, Any]]) -> Table:
     """Return the end-of-run table: per category, status and candidate counts."""
-    # No cell padding: the box's column rule is the one space between columns, so the table fits 80 columns
-    # (with padding it took 86 and a terminal of 80 cut the headers to "accep…").
-    table = Table(title="catalog summary of this campaign", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  padding=(0, 0), collapse_padding=True)
+    table = _tight_table("catalog summary of this campaign")
     table.add_column("category", no_wrap=True)
     table.add_column("status", no_wrap=True)
     for column in SUMMARY_COLUMNS:
@@ -266,10 +270,8 @@ def status_command(
     if as_json:
         typer.echo(json.dumps({"campaign": campaign, "runs": runs}, indent=2))
         return
-    # The summary table's layout: one space between columns, so the counts fit 80 columns with their headers whole;
-    # runs' errors are listed under the table, in full, instead of in a column squeezed to nothing.
-    table = Table(title=f"campaign {campaign_id}: {campaign['status']}", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False, padding=(0, 0), collapse_padding=True)
+    # Runs' errors are listed under the table, in full, instead of in a column squeezed to nothing.
+    table = _tight_table(f"campaign {campaign_id}: {campaign['status']}")
     for column in ("category", "try", "status", "queries", "failed", "found", "accepted", "elapsed"):
         table.add_column(column, no_wrap=True, justify="left" if column in ("category", "status") else "right")
     errors = []

@@ -141,15 +141,29 @@ def list_command(
 WIDE_LIST = 140
 
 
-def _entries_lines(entries: list[Any], category: str | None, total: int, offset: int, *, width: int) -> list[str]:
+def _list_title(entries: list[Any], category: str | None, total: int, offset: int) -> str:
     shown = f"{offset + 1}–{offset + len(entries)} of {total}" if entries else f"none of {total}"
-    lines = [f"catalog{f' · {category}' if category else ''} · {shown}"]
+    return f"catalog{f' · {category}' if category else ''} · {shown}"
+
+
+def _score(entry: Any, category: str | None) -> str:
+    return f"{entry.relevance.get(category, 0.0) if category else entry.best_relevance:.2f}"
+
+
+def _styled_status(entry: Any) -> str:
+    return f"[{STATUS_STYLE.get(entry.status, '')}]{entry.status}[/]"
+
+
+def _styled_verdict(entry: Any, missing: str) -> str:
+    verifier = entry.verifier_decision or missing
+    return f"[red]{verifier}[/]" if verifier == "reject" else verifier
+
+
+def _entries_lines(entries: list[Any], category: str | None, total: int, offset: int, *, width: int) -> list[str]:
+    lines = [_list_title(entries, category, total, offset)]
     for rank, entry in enumerate(entries, start=offset + 1):
-        score = entry.relevance.get(category, 0.0) if category else entry.best_relevance
-        verifier = entry.verifier_decision or "-"
-        verdict = f"[red]{verifier}[/]" if verifier == "reject" else verifier
-        lines.append(f"[dim]{rank:>3}[/] [bold]{escape(entry.hub_id)}[/]  {score:.2f}")
-        details = [f"[{STATUS_STYLE.get(entry.status, '')}]{entry.status}[/] · verifier {verdict} · "
+        lines.append(f"[dim]{rank:>3}[/] [bold]{escape(entry.hub_id)}[/]  {_score(entry, category)}")
+        details = [f"{_styled_status(entry)} · verifier {_styled_verdict(entry, '-')} · "
                    f"license {escape(entry.license or '?')}", f"categories: {', '.join(entry.categories)}"]
         codes = _reason_codes(entry.reasons, category)
         if codes:
@@ -161,10 +175,7 @@ def _entries_lines(entries: list[Any], category: str | None, total: int, offset:
 
 
 def _entries_table(entries: list[Any], category: str | None, total: int, offset: int) -> Table:
-    shown = f"{offset + 1}–{offset + len(entries)} of {total}" if entries else f"none of {total}"
-    title = f"catalog{f' · {category}' if category else ''} · {shown}"
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
-                  collapse_padding=True)
+    table = _counts_table(_list_title(entries, category, total, offset))
     table.add_column("#", justify="right", style="dim")
     table.add_column("hub id", no_wrap=True, min_width=min(40, max((len(e.hub_id) for e in entries), default=6)))
     table.add_column("score", justify="right")
@@ -174,14 +185,17 @@ def _entries_table(entries: list[Any], category: str | None, total: int, offset:
     table.add_column("license")
     table.add_column("reasons", overflow="fold")
     for rank, entry in enumerate(entries, start=offset + 1):
-        score = entry.relevance.get(category, 0.0) if category else entry.best_relevance
-        verifier = entry.verifier_decision or ""
         table.add_row(
-            str(rank), entry.hub_id, f"{score:.2f}", f"[{STATUS_STYLE.get(entry.status, '')}]{entry.status}[/]",
-            f"[red]{verifier}[/]" if verifier == "reject" else verifier, ", ".join(entry.categories),
-            entry.license or "?", _reason_codes(entry.reasons, category),
+            str(rank), entry.hub_id, _score(entry, category), _styled_status(entry), _styled_verdict(entry, ""),
+            ", ".join(entry.categories), entry.license or "?", _reason_codes(entry.reasons, category),
         )
     return table
+
+
+def _counts_table(title: str, **options: Any) -> Table:
+    """The CLI's plain table: a rule under the headers, one space of padding, nothing at the edges."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+                 collapse_padding=True, **options)
 
 
 def _reason_codes(reasons: list[dict[str, Any]], category: str | None = None) -> str:
@@ -318,15 +332,13 @@ def summary_command(
         console.print(f"catalog: {summary['total']} entries · {by_status}", highlight=False, soft_wrap=True)
         # Two tables, so each fits an 80-column terminal with its headers whole (one took 104 columns and cut
         # every header to "tot…", "v.a…").
-        reviewers = Table(title="reviewers' status", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                          padding=(0, 1), collapse_padding=True, show_footer=True)
+        reviewers = _counts_table("reviewers' status", show_footer=True)
         columns = ("total", "pending_review", "approved", "rejected")
         reviewers.add_column("category", no_wrap=True, footer="all entries")
         footers = {**summary["by_status"], "total": summary["total"]}
         for column in columns:
             reviewers.add_column(column.replace("_review", ""), justify="right", footer=str(footers.get(column, "")))
-        verdicts = Table(title="verifier verdicts, counted as `campaign run` counts them", title_justify="left",
-                         box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+        verdicts = _counts_table("verifier verdicts, counted as `campaign run` counts them")
         verifier = ("accepted", "unverified", "flagged", "eval_sets", "rejected")
         verdicts.add_column("category", no_wrap=True)
         for column in verifier:
