@@ -2,7 +2,8 @@
 
 A definition is data, not code: `prompts/categories/<name>.md` holds a description, what a good dataset looks
 like, exemplar descriptions of good datasets (semantic anchors for retrieval and scoring; never dataset ids),
-seed queries, ranking keywords, optional Hub task filters and optional domain terms, in fixed Markdown sections. This module
+seed queries, ranking keywords, optional Hub task filters, optional domain terms and optional specialised terms (the
+domains a general category leaves to others), in fixed Markdown sections. This module
 parses one file into a `CategoryDefinition` and fails with a message naming the file and the section when a
 file is missing or malformed, so a new category is one new file.
 """
@@ -25,9 +26,10 @@ _SECTIONS = {
     "keywords": "Keywords",
     "hub_task_filters": "Hub task filters",
     "domain_terms": "Domain terms",
+    "specialised_terms": "Specialised terms",
 }
 _REQUIRED = ("description", "good_dataset", "exemplars", "seed_queries", "keywords")
-_LIST_FIELDS = {"exemplars", "seed_queries", "keywords", "hub_task_filters", "domain_terms"}
+_LIST_FIELDS = {"exemplars", "seed_queries", "keywords", "hub_task_filters", "domain_terms", "specialised_terms"}
 
 
 class CategoryDefinitionError(ValueError):
@@ -53,6 +55,12 @@ class CategoryDefinition(BaseModel):
         description="Words of the category's domain (code, for the five code categories): a candidate whose id, "
         "tags and description hold none of them reads like the category only by accident (a news summarization "
         "set for code explanation) and ranks below those that do. Empty: no domain check.",
+    )
+    specialised_terms: list[str] = Field(
+        default_factory=list,
+        description="Words naming a specialised domain outside the category (code, math, tool calling, for general "
+        "chat): a candidate whose id or tags hold one of them is a specialised set that another category serves, "
+        "and ranks below general ones. Empty: no such check.",
     )
 
 

@@ -53,6 +53,11 @@ CONTRAST_SPARED_AT = ID_WEIGHT
 # in its id, tags or description: a news summarization set reads like code explanation's anchors ("summaries")
 # and is found by its Hub task filter, but nothing says it holds code. It keeps this share of its relevance.
 OUT_OF_DOMAIN_DISCOUNT = 0.6
+# The reverse, for a general category (`## Specialised terms`: code, math, tool calling for general chat): a set
+# whose id or tags name a specialised domain (a code-instruction set that says "alpaca", a function-calling set full
+# of conversations) is served by that domain's category and keeps this share of its relevance here: the value
+# above, not tuned.
+SPECIALISED_DISCOUNT = OUT_OF_DOMAIN_DISCOUNT
 
 
 @lru_cache(maxsize=65_536)
@@ -116,6 +121,20 @@ def in_domain(candidate: Candidate, definition: CategoryDefinition) -> bool:
     return any(len(term) >= 4 and term.isalpha() and term.lower() in hub_id for term in definition.domain_terms)
 
 
+def specialised_term(candidate: Candidate, definition: CategoryDefinition) -> str | None:
+    """Return the first of the category's specialised terms its id or tags name (inside the id's words too:
+    CodeFeedback, MathInstruct), or None. The description is not read: a general chat set's may well say it
+    covers coding questions too."""
+    meta = candidate.metadata
+    name = candidate.hub_id.split("/", 1)[-1]
+    stems = _stems(f"{name} {' '.join([*meta.tags, *meta.task_categories])}")
+    for term in definition.specialised_terms:
+        wanted = _stems(term)
+        if (wanted and wanted <= stems) or (len(term) >= 4 and term.isalpha() and term.lower() in name.lower()):
+            return term
+    return None
+
+
 def keyword_evidence(candidate: Candidate, definition: CategoryDefinition) -> float:
     """Return the weighted count of `definition`'s keywords in the candidate's id, tags and description."""
     in_id, in_tags, in_text = _keyword_matches(candidate, definition)
@@ -147,6 +166,8 @@ def score_candidate(
     relevance *= MULTIMODAL_DISCOUNT if media else 1.0
     outside = raw > 0 and not in_domain(candidate, definition)
     relevance *= OUT_OF_DOMAIN_DISCOUNT if outside else 1.0
+    specialised = specialised_term(candidate, definition) if raw > 0 else None
+    relevance *= SPECIALISED_DISCOUNT if specialised else 1.0
     lead = 0.0 if rival is None else rival[1] - keywords_raw
     weak = max(0.0, 1.0 - keywords_raw / CONTRAST_SPARED_AT)  # 1 with no keyword of its own, 0 once strong
     contrasted = lead > 0 and weak > 0
@@ -175,6 +196,8 @@ def score_candidate(
     if outside:
         parts.append(f"nothing in its id, tags or description says {definition.domain_terms[0]}: ranked below "
                      f"{definition.domain_terms[0]} data")
+    if specialised:
+        parts.append(f"its id or tags say {specialised}: a specialised set, ranked below general ones")
     if contrasted and rival is not None:
         parts.append(f"{rival[0]}'s keywords fit it better (by {lead:.2f})")
     return relevance, "; ".join(parts)

@@ -214,6 +214,51 @@ def test_no_kept_code_dataset_of_the_judged_set_is_out_of_the_code_domain() -> N
             assert scoring.in_domain(kept, definition), (category.value, hub_id)
 
 
+def test_a_code_or_math_set_ranks_below_general_sets_in_general_chat() -> None:
+    """A code-instruction set whose id says "alpaca" and a function-calling set are served by their own
+    categories: in general chat they keep SPECIALISED_DISCOUNT. Only the id and tags are read, since a general
+    chat set's description may well say it covers coding questions too."""
+    chat = load_category(Category.GENERAL_CHAT)
+    code = candidate("iamtarun/code_instructions_120k_alpaca", "code instructions in alpaca format")
+    general = candidate("someone/instructions_120k_alpaca", "code instructions in alpaca format")
+    assert scoring.specialised_term(code, chat) == "code" and scoring.specialised_term(general, chat) is None
+    assert scoring.specialised_term(candidate("m-a-p/CodeFeedback-Filtered-Instruction"), chat) == "code"
+    assert scoring.specialised_term(candidate("TIGER-Lab/MathInstruct"), chat) == "math"
+    assert scoring.specialised_term(candidate("glaiveai/glaive-function-calling-v2"), chat) == "function calling"
+    assert scoring.specialised_term(candidate("x/multi-turn", tags=["code"]), chat) == "code"
+    assert scoring.specialised_term(candidate("x/chat", "helps with coding and math homework"), chat) is None
+    specialised, reason = score_candidate(code, chat, similarity=0.4)
+    plain, _ = score_candidate(general, chat, similarity=0.4)
+    assert specialised == pytest.approx(plain * scoring.SPECIALISED_DISCOUNT, abs=0.002)
+    assert "its id or tags say code: a specialised set, ranked below general ones" in reason
+    math = load_category(Category.MATH)  # no specialised terms: no check
+    assert math.specialised_terms == [] and scoring.specialised_term(code, math) is None
+
+
+@pytest.mark.parametrize(("category", "caught"), [(Category.GENERAL_CHAT, 30), (Category.CODE_EXPLANATION, 25)])
+def test_no_kept_dataset_of_the_judged_set_is_specialised(category: Category, caught: int) -> None:
+    """The specialised-domain check must not sink a kept set, and it does catch what the judged set keeps out:
+    code, math and tool sets in general chat (40 of 124 at the time of writing), review, commit and repair sets
+    in code explanation (34 of 125)."""
+    import json
+    from pathlib import Path
+
+    from agents.search.offline import OfflineIndex
+
+    data = json.loads((Path(__file__).parents[1] / "data" / "index_judgments.json").read_text())
+    records = {r["id"]: r for r in OfflineIndex.default().records()}
+    definition = load_category(category)
+
+    def specialised(hub_id: str) -> bool:
+        record = records[hub_id]
+        found = candidate(hub_id, record.get("description") or "", tags=record.get("tags") or [],
+                          task_categories=record.get("task_categories") or [])
+        return scoring.specialised_term(found, definition) is not None
+
+    assert not [h for h in data["judgements"][category.value] if specialised(h)]
+    assert sum(specialised(h) for h in data["not_relevant"][category.value]) >= caught
+
+
 def test_only_gsm8k_itself_carries_the_families_training_split() -> None:
     """GSM8K has a train split; a re-labelled test set and a tiny eval subset named after it have none, so they
     are evaluation only (they were accepted with a "train on its train split" flag) unless they say training."""
