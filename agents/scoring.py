@@ -53,6 +53,12 @@ CONTRAST_SPARED_AT = ID_WEIGHT
 # in its id, tags or description: a news summarization set reads like code explanation's anchors ("summaries")
 # and is found by its Hub task filter, but nothing says it holds code. It keeps this share of its relevance.
 OUT_OF_DOMAIN_DISCOUNT = 0.6
+# A dataset whose name is made of the category's keywords and nothing else (`tatsu-lab/alpaca`,
+# `HuggingFaceH4/ultrachat_200k`, `lmsys/lmsys-chat-1m`) is named for what the category is about: its name adds
+# this much times the share of its words that are keywords. Such sets are often the originals a family is named
+# after, with one-line records that read like nothing (`alpaca: MT | general instruct | text-davinci-003` is
+# closer to code review's anchors than to chat's), so meaning alone never lifts them.
+PURE_NAME_WEIGHT = 0.3
 # The reverse, for a general category (`## Specialised terms`: code, math, tool calling for general chat): a set
 # whose id or tags name a specialised domain (a code-instruction set that says "alpaca", a function-calling set full
 # of conversations) is served by that domain's category and keeps this share of its relevance here: the value
@@ -135,6 +141,24 @@ def specialised_term(candidate: Candidate, definition: CategoryDefinition) -> st
     return None
 
 
+_NAME_NOISE = re.compile(r"\d+(?:\.\d+)?[kmb]?$")  # sizes and versions: `200k`, `1m`, `4.8M`, the 1 of `oasst1`
+
+
+def name_purity(candidate: Candidate, in_id: list[str]) -> float:
+    """Return the share of the words of the candidate's name (sizes and versions aside) that are keywords
+    found in its id (`in_id`): 1.0 for `alpaca` or `ultrachat_200k`, 1/3 for `ChatGPT-Jailbreak-Prompts`."""
+    if not in_id:
+        return 0.0
+    name = candidate.hub_id.split("/", 1)[-1].lower()
+    words = [_NAME_NOISE.sub("", w) for w in re.split(r"[^a-z0-9.]+", name)]
+    words = [w.strip(".") for w in words if len(w.strip(".")) > 1]
+    if not words:
+        return 0.0
+    glued = {re.sub(r"[^a-z0-9]", "", k.lower()) for k in in_id}
+    stems = {light_stem(k.lower()) for k in in_id}
+    return sum(w in glued or light_stem(w) in stems for w in words) / len(words)
+
+
 def keyword_evidence(candidate: Candidate, definition: CategoryDefinition) -> float:
     """Return the weighted count of `definition`'s keywords in the candidate's id, tags and description."""
     in_id, in_tags, in_text = _keyword_matches(candidate, definition)
@@ -154,7 +178,8 @@ def score_candidate(
     in_id, in_tags, in_text = _keyword_matches(candidate, definition)
     keywords_raw = ID_WEIGHT * len(in_id) + TAG_WEIGHT * len(in_tags) + TEXT_WEIGHT * len(in_text)
     semantic = semantic_evidence(similarity)
-    raw = keywords_raw + semantic
+    purity = name_purity(candidate, in_id)
+    raw = keywords_raw + semantic + PURE_NAME_WEIGHT * purity
     sources = {(e.backend, e.query) for e in candidate.evidence}
     if raw > 0:
         raw += EVIDENCE_WEIGHT * min(len(sources) - 1, EVIDENCE_CAP) if sources else 0.0
@@ -179,7 +204,8 @@ def score_candidate(
         return 0.0, f"no {definition.category.value} keyword in id, tags or description{unlike}"
     parts = []
     if in_id:
-        parts.append(f"id matches {', '.join(in_id)}")
+        named = "; its name is only category words" if purity == 1.0 else ""
+        parts.append(f"id matches {', '.join(in_id)}{named}")
     if in_tags:
         parts.append(f"tags match {', '.join(in_tags)}")
     if in_text:

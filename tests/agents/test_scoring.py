@@ -220,7 +220,7 @@ def test_a_code_or_math_set_ranks_below_general_sets_in_general_chat() -> None:
     chat set's description may well say it covers coding questions too."""
     chat = load_category(Category.GENERAL_CHAT)
     code = candidate("iamtarun/code_instructions_120k_alpaca", "code instructions in alpaca format")
-    general = candidate("someone/instructions_120k_alpaca", "code instructions in alpaca format")
+    general = candidate("someone/easy_instructions_120k_alpaca", "code instructions in alpaca format")
     assert scoring.specialised_term(code, chat) == "code" and scoring.specialised_term(general, chat) is None
     assert scoring.specialised_term(candidate("m-a-p/CodeFeedback-Filtered-Instruction"), chat) == "code"
     assert scoring.specialised_term(candidate("TIGER-Lab/MathInstruct"), chat) == "math"
@@ -257,6 +257,23 @@ def test_no_kept_dataset_of_the_judged_set_is_specialised(category: Category, ca
 
     assert not [h for h in data["judgements"][category.value] if specialised(h)]
     assert sum(specialised(h) for h in data["not_relevant"][category.value]) >= caught
+
+
+def test_a_name_made_only_of_category_words_counts_beyond_its_keywords() -> None:
+    """tatsu-lab/alpaca's record is one line that reads like no chat anchor; its name is the category's word and
+    nothing else, which a name that merely contains the word (inside "ChatGPT", beside "Jailbreak") is not."""
+    assert scoring.name_purity(candidate("tatsu-lab/alpaca"), ["alpaca"]) == 1.0
+    assert scoring.name_purity(candidate("HuggingFaceH4/ultrachat_200k"), ["ultrachat"]) == 1.0  # a size aside
+    assert scoring.name_purity(candidate("OpenAssistant/oasst1"), ["oasst"]) == 1.0  # a version aside
+    assert scoring.name_purity(candidate("allenai/WildChat-4.8M"), ["chat", "wildchat"]) == 1.0
+    assert scoring.name_purity(candidate("sahil2801/CodeAlpaca-20k"), ["code alpaca"]) == 1.0  # glued keyword
+    assert scoring.name_purity(candidate("yahma/alpaca-cleaned"), ["alpaca"]) == 0.5
+    assert scoring.name_purity(candidate("rubend18/ChatGPT-Jailbreak-Prompts"), ["chat"]) == 0.0
+    assert scoring.name_purity(candidate("tatsu-lab/alpaca"), []) == 0.0
+    chat = load_category(Category.GENERAL_CHAT)
+    pure, reason = score_candidate(candidate("tatsu-lab/alpaca", "alpaca: MT | general instruct"), chat)
+    mixed, _ = score_candidate(candidate("yahma/alpaca-cleaned", "alpaca: MT | general instruct"), chat)
+    assert pure > mixed and "its name is only category words" in reason
 
 
 def test_only_gsm8k_itself_carries_the_families_training_split() -> None:
