@@ -37,6 +37,9 @@ EVAL_FAMILIES: tuple[tuple[str, str, bool], ...] = (
     ("GSM8K-derived", r"gsm[-_]?8k", False),
     ("MATH", r"^(competition[-_]?math|math|hendrycks[-_]?math|math[-_]?lighteval)$", True),
     ("APPS", r"^apps$", True),
+    # Every CodeXGLUE task ships train/validation/test splits; lm-eval lists the per-language code-to-text copies
+    # as tasks (their test splits), which is no reason to keep their training splits out of a mix.
+    ("CodeXGLUE", r"code[-_]?x[-_]?glue", True),
     ("MMLU", r"mmlu", False),
     ("BIG-Bench", r"big[-_]?bench|^bbh$", False),
     ("HellaSwag / ARC / TruthfulQA / WinoGrande",
@@ -64,6 +67,15 @@ _TRAIN_TEXT = re.compile(
 _EVAL_ONLY_TEXT = re.compile(r"\b(evaluation|eval|test)[- ]only\b|\bnot (meant |intended )?for training\b",
                              re.IGNORECASE)
 _TRAIN_SECTION = re.compile(r"instruction|fine-?tuning|alignment|training|pre-?training|sft", re.IGNORECASE)
+
+
+def training_split_family(hub_id: str) -> str | None:
+    """Return the evaluation family with a real training split that the dataset's name belongs to, or None."""
+    name = hub_id.split("/", 1)[-1].lower()
+    for family, pattern, has_train in EVAL_FAMILIES:
+        if re.search(pattern, name):
+            return family if has_train else None
+    return None
 
 
 def benchmark_evidence(candidate: Candidate) -> tuple[list[str], list[str], bool]:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.dataset_kind import training_split_family
 from agents.draft_recipes import recipes_using
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import SearchError
@@ -330,7 +331,10 @@ def _columns(hub_id: str, record: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def _benchmark_only(record: dict[str, Any]) -> bool:
-    """True when every curated-list section naming the record is an evaluation/benchmark list, or it is tagged so."""
+    """True when every curated-list section naming the record is an evaluation/benchmark list, or it is tagged so,
+    unless its name belongs to an evaluation family with a real training split (GSM8K, CodeXGLUE)."""
+    if training_split_family(str(record.get("id") or "")) is not None:
+        return False
     if "benchmark" in (t.lower() for t in record.get("tags") or []):
         return True
     sections: Sequence[str] = record.get("source_sections") or []

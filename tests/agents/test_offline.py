@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents.categories import load_category
+from agents.models import Candidate, DatasetMetadata
 from agents.search.offline import OfflineIndex
 from agents.search.terms import split_terms
 from core.types import Category
@@ -206,6 +207,31 @@ def test_records_listed_only_as_benchmarks_rank_below_training_sets() -> None:
     assert ranked["eval/math-problems"] < ranked["train/math-problems"]
     assert ranked["bench/math-problems"] < ranked["train/math-problems"]
     assert ranked["both/math-problems"] > ranked["eval/math-problems"]
+
+
+def test_an_eval_listing_of_a_family_with_a_training_split_costs_nothing() -> None:
+    """lm-eval lists CodeXGLUE's per-language code-to-text copies as tasks (their test splits); the family ships
+    train splits too, so those records rank as plainly as an unlisted copy, and the verifier only flags them."""
+    from agents.dataset_kind import is_eval_only, training_split_family
+
+    index = OfflineIndex(
+        [
+            {"id": "CM/codexglue_code2text_go", "source_sections": ["lm-eval task: code_x_glue"]},
+            {"id": "other/codexglue_code2text_ruby"},
+            {"id": "eval/code2text_php", "source_sections": ["lm-eval task: code_x_glue"]},
+        ]
+    )
+    ranked = dict(index.rank("code2text", limit=3))
+    # the same score but for BM25's length normalisation (the listing is text in the sections column)
+    assert ranked["CM/codexglue_code2text_go"] == pytest.approx(ranked["other/codexglue_code2text_ruby"], rel=0.05)
+    assert ranked["eval/code2text_php"] < 0.75 * ranked["CM/codexglue_code2text_go"]
+    assert training_split_family("CM/codexglue_code2text_go") == "CodeXGLUE"
+    assert training_split_family("google/code_x_glue_ct_code_to_text") == "CodeXGLUE"
+    assert training_split_family("openai/openai_humaneval") is None  # an eval-only family
+    assert training_split_family("someone/chat") is None
+    listed = Candidate(hub_id="CM/codexglue_code2text_go", categories=[Category.CODE_EXPLANATION],
+                       metadata=DatasetMetadata(sections=["lm-eval task: code_x_glue"]))
+    assert not is_eval_only(listed)
 
 
 SEMANTIC_RECORDS = [
