@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, DateTime, Dialect, Text, TypeDecorator, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from core.types import CampaignStatus, Reason, RunStatus
+from core.types import CampaignStatus, Reason, ReasonCode, RunStatus
 
 
 def utcnow() -> datetime:
@@ -144,6 +144,13 @@ class CatalogEntry(SQLModel, table=True):
     version: int = 1  # bumped on every change; guards concurrent reviews
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+    def ranked_categories(self) -> tuple[list[str], list[str]]:
+        """Return `(categories most relevant first, categories the verifier found it off-topic for)`: a chat set
+        that one bug-fixing query happened to return is chat data, not a bug-fixing set rejected for it."""
+        off = {r.get("category") for r in self.reasons if r.get("code") == ReasonCode.OFF_TOPIC and r.get("blocking")}
+        kept = sorted((c for c in self.categories if c not in off), key=lambda c: (-self.relevance.get(c, 0.0), c))
+        return kept, sorted(c for c in self.categories if c in off)
 
 
 class AuditEvent(SQLModel, table=True):

@@ -164,7 +164,7 @@ def _entries_lines(entries: list[Any], category: str | None, total: int, offset:
     for rank, entry in enumerate(entries, start=offset + 1):
         lines.append(f"[dim]{rank:>3}[/] [bold]{escape(entry.hub_id)}[/]  {_score(entry, category)}")
         details = [f"{_styled_status(entry)} · verifier {_styled_verdict(entry, '-')} · "
-                   f"license {escape(entry.license or '?')}", f"categories: {', '.join(entry.categories)}"]
+                   f"license {escape(entry.license or '?')}", f"categories: {_categories_text(entry)}"]
         codes = _reason_codes(entry.reasons, category)
         if codes:
             details.append(f"reasons: {codes}")
@@ -187,9 +187,16 @@ def _entries_table(entries: list[Any], category: str | None, total: int, offset:
     for rank, entry in enumerate(entries, start=offset + 1):
         table.add_row(
             str(rank), entry.hub_id, _score(entry, category), _styled_status(entry), _styled_verdict(entry, ""),
-            ", ".join(entry.categories), entry.license or "?", _reason_codes(entry.reasons, category),
+            _categories_text(entry), entry.license or "?", _reason_codes(entry.reasons, category),
         )
     return table
+
+
+def _categories_text(entry: Any) -> str:
+    """The entry's categories, most relevant first; those it was found off-topic for named apart, in brackets."""
+    kept, off_topic = entry.ranked_categories()
+    text = ", ".join(kept) or "-"
+    return f"{text} (off-topic for {', '.join(off_topic)})" if off_topic else text
 
 
 def _counts_table(title: str, **options: Any) -> Table:

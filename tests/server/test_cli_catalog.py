@@ -108,6 +108,22 @@ def test_list_reads_whole_on_a_narrow_terminal_and_as_a_table_on_a_wide_one(cata
     assert "org/gsm" in gsm and "reasons:" not in gsm  # gsm's flag is math's, not reasoning's
 
 
+def test_list_names_categories_best_first_and_off_topic_ones_apart(catalog: None) -> None:
+    """A chat set that a bug-fixing query happened to return is rejected there as off-topic: the list says it is
+    chat data first, and names the off-topic category apart instead of listing it as one of its categories."""
+    engine = store.make_engine(get_settings().resolved_database_url)
+    off_topic = {"code": "off_topic", "detail": "relevance 0.00 below 0.25", "blocking": True}
+    _seed(engine, "org/chat-logs", "bug_fixing", 0.0, decision="reject", reasons=[off_topic])
+    _seed(engine, "org/chat-logs", "tool_use", 0.3)
+    _seed(engine, "org/chat-logs", "general_chat", 0.95)
+    engine.dispose()
+    for columns in ("80", "200"):
+        out = runner.invoke(app, ["catalog", "list", "-q", "chat-logs"], env={"COLUMNS": columns}).stdout
+        assert "general_chat, tool_use (off-topic for bug_fixing)" in out, out
+    assert "categories: math, reasoning" in runner.invoke(app, ["catalog", "list", "-q", "gsm"],
+                                                          env={"COLUMNS": "80"}).stdout
+
+
 def test_show_text_and_json(catalog: None) -> None:
     text = _invoke("show", "org/gsm")
     assert text.exit_code == 0, text.output

@@ -86,3 +86,25 @@ def test_a_dataset_page_shows_verdicts_evidence_preview_and_audit(engine: Engine
     assert "in the local mirror" in mirrored
     assert client.get("/datasets/acme/unknown").status_code == 404
     assert client.get("/datasets/not-an-id").status_code == 422
+
+
+def test_the_review_page_names_off_topic_categories_apart(engine: Engine, client: TestClient) -> None:
+    """A chat set that a bug-fixing query returned is rejected there as off-topic; the review page lists its real
+    categories, best first, and names the off-topic one apart."""
+    seed(engine)
+    off_topic = [{"code": "off_topic", "detail": "relevance 0.00 below 0.25", "blocking": True}]
+    with store.open_session(engine) as session:
+        campaign = store.create_campaign(session, categories=["bug_fixing", "general_chat"], offline=True,
+                                         backends=["offline"])
+        for category, relevance, decision, reasons in (("bug_fixing", 0.0, "reject", off_topic),
+                                                        ("general_chat", 0.95, "accept", [])):
+            run = store.start_run(session, campaign_id=campaign.id, category=category)
+            candidate = store.add_candidate(session, campaign_id=campaign.id, run_id=run.id, category=category,
+                                            candidate={"hub_id": "acme/chat-logs", "relevance": relevance})
+            store.add_verdict(session, campaign_id=campaign.id, decision=decision, reasons=reasons,
+                              candidate_id=candidate.id)
+            store.upsert_entry(session, candidate=candidate, decision=decision, reasons=reasons)
+    page = client.get("/", params={"campaign": campaign.id}).text
+    row = page[page.index('data-hub-id="acme/chat-logs"'):]
+    row = row[: row.index("</tr>")]
+    assert 'general_chat <span class="off-topic">(off-topic for bug_fixing)</span>' in row
