@@ -276,6 +276,19 @@ def test_a_name_made_only_of_category_words_counts_beyond_its_keywords() -> None
     assert pure > mixed and "its name is only category words" in reason
 
 
+def test_a_word_the_name_negates_is_no_keyword_evidence() -> None:
+    """`CodeX-7M-Non-Thinking` holds direct solutions, its sibling `CodeX-2M-Thinking` the reasoning traces: only the
+    sibling's "thinking" is reasoning evidence, in the id and where a description repeats the name."""
+    reasoning = load_category(Category.REASONING)
+    text = "CodeX-7M-Non-Thinking (Feb 2026): Large-scale curated coding dataset with direct solutions."
+    negated, reason = score_candidate(candidate("Modotte/CodeX-7M-Non-Thinking", text), reasoning)
+    affirmed, _ = score_candidate(candidate("Modotte/CodeX-2M-Thinking", "coding solutions"), reasoning)
+    assert negated == 0.0 and "no reasoning keyword" in reason and affirmed > OFF_TOPIC_BELOW
+    without, _ = score_candidate(candidate("org/math-answers", "answers without reasoning traces"), reasoning)
+    assert without == 0.0
+    assert scoring._affirmed_name("Nonsense/nonogram-thinking") == "nonogram-thinking"  # a word starting with non
+
+
 def test_only_gsm8k_itself_carries_the_families_training_split() -> None:
     """GSM8K has a train split; a re-labelled test set and a tiny eval subset named after it have none, so they
     are evaluation only (they were accepted with a "train on its train split" flag) unless they say training."""
