@@ -192,7 +192,8 @@ def multimodal_evidence(candidate: Candidate) -> tuple[str, bool] | None:
     """Return `(why, certain)` when the record looks like its rows need images, video or audio, else None.
 
     Certain from a modality tag or task category, or a listing under multimodal/vision/speech sections; a hint
-    from the id's words or the description's phrasing."""
+    from the documentation of a media library naming it (`agents/source_repos.py`: an image-generation, robot
+    learning or audio library), the id's words or the description's phrasing."""
     meta = candidate.metadata
     tags = [t for t in [*meta.tags, *meta.task_categories] if _MEDIA_TAG.search(t)]
     if tags:
@@ -200,6 +201,8 @@ def multimodal_evidence(candidate: Candidate) -> tuple[str, bool] | None:
     sections = [s for s in meta.sections if _MEDIA_SECTION.search(s)]
     if sections:
         return f"listed under {sections[0]!r}", True
+    if meta.media_libraries:
+        return f"the documentation of {', '.join(meta.media_libraries)} names it", False
     name = candidate.hub_id.split("/", 1)[-1]
     words = {w.lower() for w in re.split(r"[-_.\s]+|(?<=[a-z])(?=[A-Z])", name) if w}
     if words & _MEDIA_NAME_WORDS:

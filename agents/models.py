@@ -33,8 +33,11 @@ class DatasetMetadata(BaseModel):
     features: list[str] | None = None  # column names where known
     sha: str | None = None  # pinned revision where known
     sections: list[str] = Field(default_factory=list)  # curated-list sections naming the dataset (offline index)
-    # Draft-training recipes (`agents/draft_recipes.py`) that name the dataset among their training sets (offline index)
+    # Draft-training recipes (`agents/source_repos.py`) that name the dataset among their training sets (offline index)
     draft_recipes: list[str] = Field(default_factory=list)
+    # Media libraries (`agents/source_repos.py`: image generation, robot learning, audio) whose documentation names
+    # the dataset (offline index): its rows need images, video or sound
+    media_libraries: list[str] = Field(default_factory=list)
 
 
 class SearchHit(BaseModel):

@@ -20,8 +20,9 @@ sections that name it).
   English target) blocks; one that merely looks like it from its id or description is flagged.
 * **multimodal** — image, video or speech data (an LLaVA-style instruction set, a video chat set, an ASR corpus)
   is no training data for a text target's draft: its turns refer to pixels or sound the draft never sees. A
-  modality tag or a listing under multimodal/vision/speech sections blocks; an id word or description phrase
-  alone is flagged.
+  modality tag or a listing under multimodal/vision/speech sections blocks; an id word, a description phrase or
+  the documentation of a media library (`prompts/sources/media_libraries.md`: diffusers, LeRobot, the audio course)
+  naming it alone is flagged.
 * **draft_recipe** — a note, never a flag: a speculative-decoding draft-training recipe
   (`prompts/sources/draft_recipes.md`) already trains on the set, so a draft trainer has put it into a real mix.
 """

@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 
 from agents.dataset_kind import training_split_family
-from agents.draft_recipes import recipes_using
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import SearchError
 from agents.search.embedding import EncoderUnavailableError, SentenceEncoder, default_encoder
 from agents.search.terms import query_terms_repeated, split_filters, split_terms
 from agents.search.vectors import DocumentVectors
+from agents.source_repos import media_libraries_of, recipes_using
 from core.jsonl import parse_jsonl
 from core.types import is_hub_id
 
@@ -317,6 +317,7 @@ def record_metadata(record: dict[str, Any]) -> DatasetMetadata:
         likes=record.get("likes"),
         sections=[str(s) for s in record.get("source_sections") or []],
         draft_recipes=recipes_using(str(s) for s in record.get("source") or []),
+        media_libraries=media_libraries_of(str(s) for s in record.get("source") or []),
     )
 
 
