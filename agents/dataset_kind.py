@@ -35,7 +35,8 @@ EVAL_FAMILIES: tuple[tuple[str, str, bool], ...] = (
     # sets) are evaluation only unless their own record says training (a name with `train`, …).
     ("GSM8K", r"^gsm[-_]?8k$", True),
     ("GSM8K-derived", r"gsm[-_]?8k", False),
-    ("MATH", r"^(competition[-_]?math|math|hendrycks[-_]?math|math[-_]?lighteval)$", True),
+    # Not a bare `math`: `camel-ai/math` is CAMEL's synthetic problem set, not the MATH benchmark.
+    ("MATH", r"^(competition[-_]?math|hendrycks[-_]?math|math[-_]?lighteval)$", True),
     ("APPS", r"^apps$", True),
     # Every CodeXGLUE task ships train/validation/test splits; lm-eval lists the per-language code-to-text copies
     # as tasks (their test splits), which is no reason to keep their training splits out of a mix.

@@ -113,6 +113,9 @@ LANGUAGE_NAMES = {
 _NAME_WORDS = {name.lower(): code for code, name in LANGUAGE_NAMES.items()}
 _TABLE_LANG = re.compile(r"\|\s*(EN|ZH|CN)(\s*&\s*(EN|ZH|CN|PL))?\s*\|")  # curated tables: `| ZH |`, `| EN & ZH |`
 _MULTI = {"multilingual", "multi", "mul"}
+# Language codes a name spells as a word of its own (`train_1M_CN`, `dolly-15k-cn`, `logiqa-zh`); other two-letter
+# words (`ar`, `de`, `es`, `it`) are too often something else in a dataset name.
+_NAME_CODES = {"cn": "zh", "zh": "zh"}
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
@@ -139,7 +142,7 @@ def stated_languages(candidate: Candidate) -> set[str]:
 def inferred_languages(candidate: Candidate) -> tuple[set[str], str]:
     """Return the languages the id or description suggest, and why; empty when there is no clue."""
     words = re.split(r"[^a-z]+", candidate.hub_id.split("/", 1)[-1].lower())
-    named = {_NAME_WORDS[w] for w in words if w in _NAME_WORDS}
+    named = {_NAME_WORDS.get(w) or _NAME_CODES[w] for w in words if w in _NAME_WORDS or w in _NAME_CODES}
     if named:
         return named, "its name"
     table = _TABLE_LANG.search(candidate.description)

@@ -300,6 +300,17 @@ def test_only_gsm8k_itself_carries_the_families_training_split() -> None:
     assert not is_eval_only(candidate("someone/gsm8k-train-augmented", "GSM8K train questions, rephrased"))
 
 
+def test_a_set_merely_named_math_is_no_member_of_the_math_benchmark_family() -> None:
+    """camel-ai/math (CAMEL's synthetic problems) was flagged "MATH has a training split: its test split is offered
+    as an eval set"; the MATH benchmark's own copies keep the family."""
+    from agents.dataset_kind import benchmark_evidence, training_split_family
+
+    assert benchmark_evidence(candidate("camel-ai/math", "camel: camel-ai/chemistry | camel-ai | 760620"))[0] == []
+    assert training_split_family("camel-ai/math") is None
+    assert training_split_family("EleutherAI/hendrycks_math") == "MATH"
+    assert training_split_family("DigitalLearningGmbH/MATH-lighteval") == "MATH"
+
+
 def test_a_record_that_says_evaluation_only_is_a_benchmark_even_when_a_list_files_it_under_training() -> None:
     from agents.dataset_kind import is_eval_only
 

@@ -112,6 +112,10 @@ def test_language_mismatch_blocks_stated_languages_and_flags_hints() -> None:
     assert codes(check_language(hinted, CONTEXT)) == [("language_mismatch", False)]
     assert codes(check_language(candidate("org/HC3-Chinese"), CONTEXT)) == [("language_mismatch", False)]
     assert check_language(chinese, VerifyContext(target_language="zh")) == []
+    for hub_id in ("BelleGroup/train_1M_CN", "jaja7744/dolly-15k-cn", "hails/agieval-logiqa-zh"):  # a code as a word
+        assert codes(check_language(candidate(hub_id), CONTEXT)) == [("language_mismatch", False)], hub_id
+    assert check_language(candidate("shareAI/ShareGPT-Chinese-English-90k"), CONTEXT) == []
+    assert check_language(candidate("org/cnn_dailymail"), CONTEXT) == []  # `cnn` is no language code
 
 
 @pytest.mark.parametrize("hub_id", ["liuhaotian/LLaVA-Instruct-150K", "OpenGVLab/VideoChat2-IT",
