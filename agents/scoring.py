@@ -98,18 +98,20 @@ def own_description(candidate: Candidate) -> str:
 _NEGATED = re.compile(r"(?:^|(?<=[-_. ]))(?:non|no|without)[-_. ]+[A-Za-z]+", re.IGNORECASE)
 
 
-def _affirmed_name(hub_id: str) -> str:
-    """Return the dataset's name without the words it negates (`Non-Thinking`, `no_train`, `without-passage`)."""
-    return _NEGATED.sub(" ", hub_id.split("/", 1)[-1])
+@lru_cache(maxsize=65_536)
+def _affirmed_stems(text: str) -> frozenset[str]:
+    """`_stems` of `text` without the words it negates (`Non-Thinking`, `no_train`, `without-passage`); cached like
+    `_stems` (each id and description is read once per category)."""
+    return _stems(_NEGATED.sub(" ", text))
 
 
 def _keyword_matches(candidate: Candidate, definition: CategoryDefinition) -> tuple[list[str], list[str], list[str]]:
     """Return the category's keywords found in the candidate's id, else its tags, else its description."""
     keywords = [(k, _stems(k)) for k in definition.keywords if _stems(k)]
     meta = candidate.metadata
-    id_stems = _stems(_affirmed_name(candidate.hub_id))
+    id_stems = _affirmed_stems(candidate.hub_id.split("/", 1)[-1])
     tag_stems = _stems(" ".join([*meta.tags, *meta.task_categories]))
-    text_stems = _stems(_NEGATED.sub(" ", f"{candidate.title} {own_description(candidate)}"))
+    text_stems = _affirmed_stems(f"{candidate.title} {own_description(candidate)}")
     in_id = [k for k, stems in keywords if stems <= id_stems]
     in_tags = [k for k, stems in keywords if stems <= tag_stems and k not in in_id]
     in_text = [k for k, stems in keywords if stems <= text_stems and k not in in_id and k not in in_tags]
