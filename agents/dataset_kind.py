@@ -70,13 +70,17 @@ _EVAL_ONLY_TEXT = re.compile(r"\b(evaluation|eval|test)[- ]only\b|\bnot (meant |
 _TRAIN_SECTION = re.compile(r"instruction|fine-?tuning|alignment|training|pre-?training|sft", re.IGNORECASE)
 
 
+def eval_family(hub_id: str) -> tuple[str, bool] | None:
+    """Return `(family, has a real training split)` of the first evaluation family the dataset's name belongs to."""
+    name = hub_id.split("/", 1)[-1].lower()
+    return next(((family, has_train) for family, pattern, has_train in EVAL_FAMILIES if re.search(pattern, name)),
+                None)
+
+
 def training_split_family(hub_id: str) -> str | None:
     """Return the evaluation family with a real training split that the dataset's name belongs to, or None."""
-    name = hub_id.split("/", 1)[-1].lower()
-    for family, pattern, has_train in EVAL_FAMILIES:
-        if re.search(pattern, name):
-            return family if has_train else None
-    return None
+    found = eval_family(hub_id)
+    return found[0] if found is not None and found[1] else None
 
 
 def benchmark_evidence(candidate: Candidate) -> tuple[list[str], list[str], bool]:
@@ -87,16 +91,15 @@ def benchmark_evidence(candidate: Candidate) -> tuple[list[str], list[str], bool
     evidence: list[str] = []
     training: list[str] = []
     eval_only_family = False
-    for family, pattern, has_train in EVAL_FAMILIES:
-        if re.search(pattern, name):
-            evidence.append(f"{family} evaluation family")
-            eval_only_family = eval_only_family or not has_train
-            if has_train:
-                training.append(f"{family} has a training split")
-            break
-    else:
-        if _NAME_EVAL.search(name):
-            evidence.append("its name says benchmark/eval")
+    found = eval_family(candidate.hub_id)
+    if found is not None:
+        family, has_train = found
+        evidence.append(f"{family} evaluation family")
+        eval_only_family = not has_train
+        if has_train:
+            training.append(f"{family} has a training split")
+    elif _NAME_EVAL.search(name):
+        evidence.append("its name says benchmark/eval")
     tags = {t.lower() for t in [*meta.tags, *meta.task_categories]}
     if tags & _EVAL_TAGS:
         evidence.append(f"tagged {', '.join(sorted(tags & _EVAL_TAGS))}")

@@ -133,10 +133,14 @@ def in_domain(candidate: Candidate, definition: CategoryDefinition) -> bool:
     description = _LINK_CELL.sub("|", own_description(candidate))
     stems = _stems(f"{candidate.hub_id} {' '.join([*meta.tags, *meta.task_categories])} {candidate.title} "
                    f"{description}")
-    if any(_stems(term) and _stems(term) <= stems for term in definition.domain_terms):
-        return True
-    hub_id = candidate.hub_id.lower()
-    return any(len(term) >= 4 and term.isalpha() and term.lower() in hub_id for term in definition.domain_terms)
+    return any(_names_term(term, stems, candidate.hub_id) for term in definition.domain_terms)
+
+
+def _names_term(term: str, stems: frozenset[str], glued_in: str) -> bool:
+    """Whether `term`'s stems are all among `stems`, or the term (alphabetic, 4+ letters) sits inside `glued_in`
+    (an id whose words are glued: CodeAlpaca, MathInstruct)."""
+    wanted = _stems(term)
+    return bool(wanted and wanted <= stems) or (len(term) >= 4 and term.isalpha() and term.lower() in glued_in.lower())
 
 
 def specialised_term(candidate: Candidate, definition: CategoryDefinition) -> str | None:
@@ -146,11 +150,7 @@ def specialised_term(candidate: Candidate, definition: CategoryDefinition) -> st
     meta = candidate.metadata
     name = candidate.hub_id.split("/", 1)[-1]
     stems = _stems(f"{name} {' '.join([*meta.tags, *meta.task_categories])}")
-    for term in definition.specialised_terms:
-        wanted = _stems(term)
-        if (wanted and wanted <= stems) or (len(term) >= 4 and term.isalpha() and term.lower() in name.lower()):
-            return term
-    return None
+    return next((term for term in definition.specialised_terms if _names_term(term, stems, name)), None)
 
 
 _NAME_NOISE = re.compile(r"\d+(?:\.\d+)?[kmb]?$")  # sizes and versions: `200k`, `1m`, `4.8M`, the 1 of `oasst1`

@@ -305,6 +305,7 @@ def record_metadata(record: dict[str, Any]) -> DatasetMetadata:
     languages = record.get("language") or []
     if isinstance(languages, str):
         languages = [languages]
+    sources = [str(s) for s in record.get("source") or []]
     return DatasetMetadata(
         license=record.get("license") or None,
         num_rows=record.get("num_rows"),
@@ -316,8 +317,8 @@ def record_metadata(record: dict[str, Any]) -> DatasetMetadata:
         downloads=record.get("downloads"),
         likes=record.get("likes"),
         sections=[str(s) for s in record.get("source_sections") or []],
-        draft_recipes=recipes_using(str(s) for s in record.get("source") or []),
-        media_libraries=media_libraries_of(str(s) for s in record.get("source") or []),
+        draft_recipes=recipes_using(sources),
+        media_libraries=media_libraries_of(sources),
     )
 
 
