@@ -4,10 +4,14 @@ SGLang writes them in `meta_info` only on a finished answer that verified at lea
 (verification rounds), `spec_accept_length` (= completion_tokens / spec_verify_ct), `spec_num_correct_drafts`
 and `spec_num_proposed_drafts` (older servers: `spec_accepted_drafts`, `spec_proposed_drafts`). An answer that
 verified nothing carries none of them, which is not the same as a server without speculation.
+
+vLLM keeps its counters server-wide instead (`/metrics`, read by `inference/vllm_info.py`): `VllmSpecCounters`
+is one reading of them, and the difference of two readings is what a run between them added.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,3 +52,39 @@ class SpecCounters(BaseModel):
     def verified(self) -> bool:
         """True when the answer went through at least one verification round."""
         return bool(self.spec_verify_ct)
+
+
+@dataclass(frozen=True)
+class VllmSpecCounters:
+    """vLLM's cumulative speculative counters at one moment (summed over engines)."""
+
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    per_position: tuple[int, ...] = field(default_factory=tuple)
+
+    def __sub__(self, earlier: VllmSpecCounters) -> VllmSpecCounters:
+        """The counts between `earlier` and this reading (what one run added)."""
+        width = max(len(self.per_position), len(earlier.per_position))
+        now = self.per_position + (0,) * (width - len(self.per_position))
+        then = earlier.per_position + (0,) * (width - len(earlier.per_position))
+        return VllmSpecCounters(self.drafts - earlier.drafts, self.draft_tokens - earlier.draft_tokens,
+                                self.accepted - earlier.accepted, tuple(a - b for a, b in zip(now, then, strict=True)))
+
+    @property
+    def accept_length(self) -> float | None:
+        """Tokens per verification round: 1 + accepted / drafts (None before any draft round)."""
+        return 1.0 + self.accepted / self.drafts if self.drafts else None
+
+    @property
+    def draft_accept_rate(self) -> float | None:
+        """Accepted draft tokens over proposed ones."""
+        return self.accepted / self.draft_tokens if self.draft_tokens else None
+
+    def per_position_accept(self) -> list[float]:
+        """Position i's acceptance given positions before it were accepted (EAGLE's per-step rate)."""
+        rates, before = [], self.drafts
+        for accepted in self.per_position:
+            rates.append(round(accepted / before, 4) if before else 0.0)
+            before = accepted
+        return rates

@@ -6,19 +6,24 @@ SGLang answers `GET /server_info` with every resolved server argument at top lev
 `/get_model_info` are deprecated aliases that log a warning on the server at every call, so they are asked
 only when the current ones are absent (an older server). Regeneration uses this to refuse a server that
 serves another model than the manifest's target; the training preflight uses it to check the draft setup.
-Servers that are not SGLang-shaped (llama.cpp, vLLM) raise `ServerInfoError`, or with `fetch_model_name`
-give at least the model name from the OpenAI `/v1/models` list.
+vLLM is the other engine a draft is served on: `fetch_server_info` tells the two apart (SGLang's
+`/server_info` answers its server args flat; vLLM has no such endpoint, or with `VLLM_SERVER_DEV_MODE=1`
+answers it as `{"vllm_config": ...}`, and always has `/version` and `/metrics`) and returns one `ServerInfo`
+whose `engine` says which; `inference/vllm_info.py` reads vLLM's answers. Anything else (llama.cpp, a proxy)
+raises `ServerInfoError` naming both, or with `fetch_model_name` gives at least the model name from the OpenAI
+`/v1/models` list.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from pydantic import BaseModel, Field
 
+from inference import vllm_info
 from inference.errors import InferenceError
 
 logger = logging.getLogger(__name__)
@@ -35,6 +40,7 @@ class ServerInfo(BaseModel):
     """The fields of SGLang's server info that datahunt reads, plus the raw answer."""
 
     raw: dict[str, Any] = Field(default_factory=dict, description="The merged JSON the server returned.")
+    engine: Literal["sglang", "vllm"] = Field(default="sglang", description="Which engine answered.")
     model_path: str | None = None
     tokenizer_path: str | None = None
     dtype: str | None = None
@@ -81,8 +87,10 @@ def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = 
         for state in info.get("internal_states") or []
         if isinstance(state, dict) and state.get("avg_spec_accept_length") is not None
     ]
+    engine = "vllm" if info.get("engine") == "vllm" else "sglang"
     return ServerInfo(
         raw=merged,
+        engine=engine,
         model_path=_as_str(info.get("model_path") or model_info.get("model_path")),
         tokenizer_path=_as_str(info.get("tokenizer_path") or model_info.get("tokenizer_path")),
         dtype=_as_str(info.get("dtype")),
@@ -129,16 +137,60 @@ async def _first_json(client: httpx.AsyncClient, base: str, paths: tuple[str, ..
     return None
 
 
+async def _get_text(client: httpx.AsyncClient, url: str) -> str | None:
+    """The text at `url`, None when the endpoint is absent (404/405); ServerInfoError when unreachable."""
+    try:
+        response = await client.get(url)
+    except httpx.HTTPError as exc:
+        raise ServerInfoError(f"server at {url} is unreachable: {type(exc).__name__}: {exc}") from None
+    if response.status_code in (404, 405):
+        return None
+    if response.status_code >= 400:
+        raise ServerInfoError(f"{url} answered HTTP {response.status_code}: {response.text[:200]}")
+    return response.text
+
+
+async def fetch_vllm_metrics(client: httpx.AsyncClient, base_url: str) -> vllm_info.VllmSpecCounters | None:
+    """vLLM's speculative counters now (None when it does not speculate); ServerInfoError without /metrics."""
+    text = await _get_text(client, base_url.rstrip("/") + "/metrics")
+    if text is None:
+        raise ServerInfoError(f"{base_url} has no /metrics: cannot read vLLM's speculative counters")
+    try:
+        return vllm_info.spec_counters(vllm_info.parse_metrics(text))
+    except vllm_info.MetricsError as exc:
+        raise ServerInfoError(f"{base_url}: {exc}") from None
+
+
+async def _fetch_vllm(client: httpx.AsyncClient, base: str, dev_info: dict[str, Any] | None) -> ServerInfo | None:
+    """A vLLM server's info, or None when the server is not vLLM (no `vllm:` metrics and no vLLM version)."""
+    version_body = await _get_json(client, base + "/version")
+    metrics = await _get_text(client, base + "/metrics")
+    if dev_info is None and not (metrics and "vllm:" in metrics):
+        return None
+    if dev_info is not None:  # dev mode: ask again for the config as JSON (the default is one string)
+        dev_info = await _get_json(client, base + "/server_info?config_format=json") or dev_info
+    models = await _get_json(client, base + "/v1/models")
+    try:
+        raw = vllm_info.normalise((version_body or {}).get("version"), models, metrics, dev_info)
+    except vllm_info.MetricsError as exc:
+        raise ServerInfoError(f"{base}: {exc}") from None
+    return parse_server_info(raw)
+
+
 async def fetch_server_info(client: httpx.AsyncClient, base_url: str) -> ServerInfo:
-    """Return the server's info from `/server_info` merged with `/model_info` (deprecated aliases as fallback)."""
+    """Return the server's info: SGLang's `/server_info` merged with `/model_info` (deprecated aliases as
+    fallback), or vLLM's `/version`, `/v1/models` and `/metrics` normalised to the same fields."""
     base = base_url.rstrip("/")
     info = await _first_json(client, base, INFO_PATHS)
-    if info is None:
+    if info is not None and "vllm_config" not in info:
+        model_info = await _first_json(client, base, MODEL_INFO_PATHS)
+        return parse_server_info(info, model_info)
+    vllm = await _fetch_vllm(client, base, info)
+    if vllm is None:
         raise ServerInfoError(
-            f"{base} has neither {' nor '.join(INFO_PATHS)}: not an SGLang server (or an old one)"
-        )
-    model_info = await _first_json(client, base, MODEL_INFO_PATHS)
-    return parse_server_info(info, model_info)
+            f"{base} is neither an SGLang server (no {' or '.join(INFO_PATHS)}) nor a vLLM server (no vllm: "
+            "metrics at /metrics): check-server and eval-accept --server measure those two engines")
+    return vllm
 
 
 def get_server_info(base_url: str, *, timeout_s: float = 10.0) -> ServerInfo:
@@ -147,6 +199,16 @@ def get_server_info(base_url: str, *, timeout_s: float = 10.0) -> ServerInfo:
     async def _run() -> ServerInfo:
         async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s)) as client:
             return await fetch_server_info(client, base_url)
+
+    return asyncio.run(_run())
+
+
+def get_vllm_counters(base_url: str, *, timeout_s: float = 10.0) -> vllm_info.VllmSpecCounters | None:
+    """One synchronous reading of a vLLM server's speculative counters (None without speculation)."""
+
+    async def _run() -> vllm_info.VllmSpecCounters | None:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s)) as client:
+            return await fetch_vllm_metrics(client, base_url)
 
     return asyncio.run(_run())
 

@@ -7,6 +7,14 @@ folder: `model.safetensors` (bf16 by default), `config.json` (the GGUF's quantiz
 weights are no longer quantized), `generation_config.json`, the tokenizer with its chat template (the GGUF's
 own, or `chat_template` for a base model that ships none), and `datahunt_target.json` recording where it
 came from (file, package and version, sha256, size, architecture) so a result can name the exact weights.
+
+The folder must load in every engine, not only in `transformers`, which forgives a lot: a tied embedding is
+written under its canonical name `model.embed_tokens.weight` (safetensors' `save_model` keeps one name of a
+shared pair, and kept `lm_head.weight`: vLLM then leaves the embedding unloaded and answers the pad token to
+`max_tokens` with plausible usage counts), and `config.json` names its `architectures` (without them vLLM
+resolves the bare `LlamaModel`). `prepare_target` proves the folder before it says done: it loads it back,
+requires every weight present, and generates a few greedy tokens that must equal the GGUF-loaded model's own.
+`check_target_folder` runs the same static checks on any folder an engine is about to load.
 """
 
 from __future__ import annotations
@@ -29,8 +37,15 @@ TARGET_RECORD = "datahunt_target.json"
 GGUF_MAGIC = b"GGUF"
 
 
+WEIGHTS_FILE = "model.safetensors"
+EMBED_KEYS = ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight", "embed_tokens.weight")
+PROOF_QUESTION = "What is 2+2?"
+PROOF_TOKENS = 8
+
+
 class TargetError(InferenceError, ValueError):
-    """A source that cannot become a target folder (missing, not a GGUF, unreadable), said in one line."""
+    """A source that cannot become a target folder (missing, not a GGUF, unreadable), or a folder an engine
+    would load wrongly (no embedding, no architectures), said in one line."""
 
 
 @dataclass
@@ -111,7 +126,7 @@ def prepare_target(source: str, out: Path, *, dtype: str = "bfloat16", chat_temp
     """
     import torch
     import transformers
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.perf_counter()
@@ -139,10 +154,15 @@ def prepare_target(source: str, out: Path, *, dtype: str = "bfloat16", chat_temp
     model.config.dtype = getattr(torch, dtype)  # what the weights are now (the GGUF load said float32)
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config  # the saved weights are plain dequantized tensors
-    save_model(model, str(out / "model.safetensors"))
+    # The class transformers built from the GGUF's architecture (LlamaForCausalLM for `llama`): engines pick
+    # their model implementation by this name, and the GGUF-loaded config leaves it empty.
+    model.config.architectures = [type(model).__name__]
+    save_file(canonical_state(model), str(out / WEIGHTS_FILE), metadata={"format": "pt"})
     model.config.save_pretrained(str(out))
     model.generation_config.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
+    check_target_folder(out)
+    prove_folder(model, tokenizer, out)
     cfg = model.config
     record = TargetRecord(
         source=source, file=gguf_file.name, package=package, package_version=version, sha256=digest,
@@ -151,3 +171,84 @@ def prepare_target(source: str, out: Path, *, dtype: str = "bfloat16", chat_temp
         transformers=transformers.__version__, seconds=round(time.perf_counter() - started, 1))
     (out / TARGET_RECORD).write_text(json.dumps(asdict(record), indent=1) + "\n", encoding="utf-8")
     return record
+
+
+def canonical_state(model: Any) -> dict[str, Any]:
+    """The model's tensors under the names engines load, one copy each: for tied embeddings the shared tensor is
+    kept as the embedding (`model.embed_tokens.weight`) and the head's alias dropped, as `save_pretrained` does."""
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    if tied and "lm_head.weight" in state:
+        embed = next((k for k in EMBED_KEYS if k in state), None)
+        if embed is None:
+            raise TargetError("the model ties its embeddings but has no embedding tensor to keep")
+        del state["lm_head.weight"]
+    return state
+
+
+def check_target_folder(folder: Path) -> dict[str, Any]:
+    """Raise TargetError unless `folder` is a target every engine loads whole; return its config.json.
+
+    Reads only config.json and the safetensors headers: `architectures` must be set, and the token embedding
+    must be stored under a name engines read (an untied head needs `lm_head.weight` too).
+    """
+    from safetensors import safe_open
+
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise TargetError(f"{folder} has no config.json: not a target folder (make one with `datahunt target prepare`)")
+    try:
+        config = dict(json.loads(config_path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise TargetError(f"{config_path}: unreadable ({exc})") from None
+    if not config.get("architectures"):
+        raise TargetError(f"{config_path} names no architectures: vLLM would resolve the bare model class without "
+                          "its head; re-run `datahunt target prepare`")
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise TargetError(f"{folder} holds no safetensors weights")
+    keys: set[str] = set()
+    for path in files:
+        try:
+            with safe_open(str(path), "pt") as handle:
+                keys.update(handle.keys())
+        except Exception as exc:  # safetensors raises its own SafetensorError on a damaged header
+            raise TargetError(f"{path}: unreadable safetensors ({type(exc).__name__}: {exc})") from None
+    if not any(k in keys for k in EMBED_KEYS):
+        raise TargetError(
+            f"{folder} has no token embedding ({EMBED_KEYS[0]}): an engine would leave it unloaded and answer "
+            "padding with normal usage counts; re-run `datahunt target prepare` (older versions stored only "
+            "lm_head.weight of a tied pair)")
+    text = dict(config.get("text_config") or config)
+    if not text.get("tie_word_embeddings", config.get("tie_word_embeddings", False)) and "lm_head.weight" not in keys:
+        raise TargetError(f"{folder} has an untied head but no lm_head.weight")
+    return config
+
+
+def prove_folder(model: Any, tokenizer: Any, folder: Path) -> list[int]:
+    """Load `folder` back and require every weight present and the same greedy tokens as `model` (the
+    GGUF-loaded one) on a short chat prompt; return those tokens. Raise TargetError otherwise."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    reloaded, info = AutoModelForCausalLM.from_pretrained(str(folder), dtype=model.dtype, output_loading_info=True)
+    missing = [k for k in info.get("missing_keys") or [] if k != "lm_head.weight" or
+               not getattr(reloaded.config, "tie_word_embeddings", False)]
+    if missing:
+        raise TargetError(f"{folder} does not load whole: missing {', '.join(sorted(missing)[:4])}")
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template([{"role": "user", "content": PROOF_QUESTION}], tokenize=False,
+                                             add_generation_prompt=True)
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    else:  # a base model: plain text, with whatever special tokens its tokenizer adds
+        ids = tokenizer(PROOF_QUESTION, return_tensors="pt")["input_ids"]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with torch.no_grad():
+        ours = model.generate(ids, max_new_tokens=PROOF_TOKENS, do_sample=False, pad_token_id=pad)[0, ids.shape[1]:]
+        theirs = reloaded.generate(ids, max_new_tokens=PROOF_TOKENS, do_sample=False,
+                                   pad_token_id=pad)[0, ids.shape[1]:]
+    if ours.tolist() != theirs.tolist():
+        raise TargetError(f"{folder} loads but generates {theirs.tolist()} where the GGUF's own weights generate "
+                          f"{ours.tolist()}: the folder is not the model")
+    logger.info("target folder %s proven: greedy tokens %s equal the GGUF's", folder, ours.tolist())
+    return [int(t) for t in ours.tolist()]

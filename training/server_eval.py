@@ -10,6 +10,12 @@ says it speculates, and the run fails only when no answer carries them. `spec_nu
 `spec_num_proposed_drafts` give the draft acceptance rate where present. Throughput is
 sum(completion_tokens) / wall time of the sequential run; the same prompts on a server without speculation
 give the baseline, so the speedup is measured in one session.
+
+vLLM reports no counters on an answer; it keeps them server-wide at `/metrics` (`inference/vllm_info.py`).
+`evaluate_vllm` reads them before and after the run and differences them, so the server must serve nothing
+else meanwhile (other requests' rounds would be counted too). Its prompts go to the OpenAI `/v1/completions`
+as token ids (vLLM takes a list of ids as the prompt and adds nothing to it), greedily; the acceptance length
+is 1 + accepted / drafts, and position i's acceptance is its accepted count over the count at position i-1.
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from collections.abc import Callable
+
 import httpx
 
-from core.spec_counters import SpecCounters
+from core.spec_counters import SpecCounters, VllmSpecCounters
 from training.errors import TrainingError
 
 logger = logging.getLogger(__name__)
@@ -136,6 +144,66 @@ def evaluate_server(url: str, prompts: list[Prompt], max_new_tokens: int = 256, 
         report["spec_num_correct_drafts"] = spec.correct_drafts
         report["spec_num_proposed_drafts"] = spec.proposed_drafts
         report["draft_accept_rate"] = round(spec.correct_drafts / spec.proposed_drafts, 4)
+    if base is not None:
+        report["baseline_tok_s"] = round(base.tokens_per_s, 2)
+        report["speedup"] = round(spec.tokens_per_s / base.tokens_per_s, 3) if base.tokens_per_s else None
+    return report
+
+
+def run_completions(client: httpx.Client, url: str, model: str, prompts: list[Prompt], max_new_tokens: int
+                    ) -> RunStats:
+    """Send each prompt to url's OpenAI `/v1/completions` greedily; count completion tokens and wall time."""
+    stats = RunStats(url=url)
+    start = time.perf_counter()
+    for prompt in prompts:
+        body = {"model": model, "prompt": prompt, "max_tokens": max_new_tokens, "temperature": 0.0}
+        try:
+            response = client.post(f"{url.rstrip('/')}/v1/completions", json=body)
+            response.raise_for_status()
+            usage = response.json().get("usage") or {}
+        except (httpx.HTTPError, ValueError) as exc:
+            raise ServerEvalError(f"{url}/v1/completions failed: {exc}") from None
+        stats.completion_tokens += int(usage.get("completion_tokens") or 0)
+    stats.wall_s = time.perf_counter() - start
+    return stats
+
+
+def _read(read_counters: Callable[[], VllmSpecCounters | None], url: str) -> VllmSpecCounters:
+    counters = read_counters()
+    if counters is None:
+        raise ServerEvalError(f"{url} has no vllm:spec_decode counters at /metrics: it runs without speculation "
+                              "(start it with --speculative-config '{\"method\": \"eagle3\", ...}')")
+    return counters
+
+
+def evaluate_vllm(url: str, model: str, prompts: list[Prompt], read_counters: Callable[[], VllmSpecCounters | None],
+                  max_new_tokens: int = 256, baseline_url: str | None = None, baseline_model: str | None = None,
+                  timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None) -> dict[str, Any]:
+    """Acceptance on a vLLM server from its `/metrics` counters (`read_counters`, one reading a call)
+    differenced around the run; return a JSON-ready report."""
+    if not prompts:
+        raise ServerEvalError("no prompts to send")
+    before = _read(read_counters, url)
+    with httpx.Client(timeout=timeout_s, transport=transport) as client:
+        spec = run_completions(client, url, model, prompts, max_new_tokens)
+        run = _read(read_counters, url) - before
+        base = (run_completions(client, baseline_url, baseline_model or model, prompts, max_new_tokens)
+                if baseline_url else None)
+    if not run.drafts:
+        raise ServerEvalError(f"{url} made no draft round over {len(prompts)} prompts: nothing to measure")
+    report: dict[str, Any] = {
+        "engine": "vllm",
+        "prompts": len(prompts),
+        "prompt_format": "text" if any(isinstance(p, str) for p in prompts) else "input_ids",
+        "accept_length": round(run.accept_length or 0.0, 4),
+        "completion_tokens": spec.completion_tokens,
+        "num_drafts": run.drafts,
+        "num_draft_tokens": run.draft_tokens,
+        "num_accepted_tokens": run.accepted,
+        "draft_accept_rate": round(run.draft_accept_rate or 0.0, 4),
+        "per_position_accept": run.per_position_accept(),
+        "speculative_tok_s": round(spec.tokens_per_s, 2),
+    }
     if base is not None:
         report["baseline_tok_s"] = round(base.tokens_per_s, 2)
         report["speedup"] = round(spec.tokens_per_s / base.tokens_per_s, 3) if base.tokens_per_s else None

@@ -31,7 +31,7 @@ from inference.static_llama import StaticLlama, UnsupportedTarget
 from training.config import ConfigError, TrainConfig, save_config
 from training.data import TokenizedRow, check_template, load_conversations, tokenize_rows
 from training.draft_model import DraftConfig, Eagle3Draft
-from training.export import export_draft
+from training.export import convert_export, export_draft
 from training.hidden_states import (
     AuxLayers,
     capture,
@@ -147,8 +147,11 @@ def train(cfg: TrainConfig) -> TrainResult:
     # --- Export the SGLang folder (rank 0), and finish.
     export_dir = cfg.out / "export"
     if rank == 0:
+        first: Any = "vllm" if cfg.export_engine == "vllm" else "sglang"
         export_draft(draft, layers, export_dir, dtype=export_dtype(cfg, target),
-                     target_layers=target.config.num_hidden_layers)
+                     target_layers=target.config.num_hidden_layers, engine=first)
+        if cfg.export_engine == "both":
+            convert_export(export_dir, cfg.out / "export-vllm", "vllm")
         progress.plot(cfg.out / "loss_curve.png")
     if world > 1:
         dist.destroy_process_group()
@@ -305,10 +308,19 @@ def init_head_from_target(draft: Eagle3Draft, target: Any) -> None:
 
 
 def export_dtype(cfg: TrainConfig, target: Any) -> str:
-    """The dtype to export in: the configured one, else the target's declared dtype (what SGLang serves)."""
+    """The dtype to export in: the configured one, else the target's declared dtype (what an engine serves).
+
+    Declared means the folder's config.json, not the loaded model's dtype: on a CPU the target is loaded in
+    float32, and a draft exported in float32 for a bfloat16 target would be refused by the preflight (or served
+    at half speed)."""
     if cfg.export_dtype != "auto":
         return cfg.export_dtype
-    declared = str(getattr(target.config, "dtype", None) or getattr(target.config, "torch_dtype", None) or "")
+    try:
+        on_disk = json.loads((cfg.target / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        on_disk = {}
+    declared = str(on_disk.get("dtype") or on_disk.get("torch_dtype") or getattr(target.config, "dtype", None)
+                   or getattr(target.config, "torch_dtype", None) or "")
     declared = declared.replace("torch.", "")
     return declared if declared in {"bfloat16", "float16", "float32"} else "bfloat16"
 

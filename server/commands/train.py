@@ -54,8 +54,10 @@ def train(
     device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda"),
     attention_kernels: str | None = typer.Option(
         None, "--attention-kernels", help="no-cudnn (default: no per-shape plan building) | auto (torch's choice)."),
+    engine: str | None = typer.Option(None, "--engine", help="sglang (default) | vllm | both: the engine whose "
+                                      "aux layer-id layout export/ holds (both: export-vllm/ beside it)."),
 ) -> None:
-    """Train an EAGLE-3 draft for the target and export it in the layout SGLang loads."""
+    """Train an EAGLE-3 draft for the target and export it in the layout SGLang (or vLLM) loads."""
     import logging
 
     from training.config import load_config, make_config
@@ -69,7 +71,7 @@ def train(
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
-        "attention_kernels": attention_kernels,
+        "attention_kernels": attention_kernels, "export_engine": engine,
     }.items() if v is not None}
     try:
         if config is not None:
@@ -162,7 +164,7 @@ def _print_checks(checks: list[Any], as_json: bool) -> None:
 
 
 def check_server(
-    url: str = typer.Argument(..., help="SGLang server base URL."),
+    url: str = typer.Argument(..., help="SGLang or vLLM server base URL (the engine is detected)."),
     draft: Path = typer.Option(..., "--draft", help="Exported draft folder."),
     target_config: Path | None = typer.Option(None, "--target-config",
                                               help="Target folder with config.json (default: server's model_path)."),
@@ -202,7 +204,8 @@ def eval_accept(
     steps: int = typer.Option(5, "--steps", help="Draft chain length k."),
     max_new: int = typer.Option(64, "--max-new", help="New tokens per prompt."),
     limit: int | None = typer.Option(None, "--limit", help="Use only the first N prompts."),
-    server: str | None = typer.Option(None, "--server", help="Measure on this SGLang server instead."),
+    server: str | None = typer.Option(None, "--server", help="Measure on this SGLang or vLLM server instead (vLLM: "
+                                      "from its /metrics counters, so nothing else may use it meanwhile)."),
     baseline: str | None = typer.Option(None, "--baseline", help="A server without speculation, for tok/s."),
     target_config: Path | None = typer.Option(None, "--target-config", help="For the preflight (with --server)."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda, for local evaluation."),
@@ -339,7 +342,7 @@ def _server_prompts(rows: list[dict[str, Any]], target: Path | None, send_text: 
 
 def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, draft: Path | None,
                  target: Path | None, target_config: Path | None, max_new: int, send_text: bool) -> None:
-    from training.server_eval import ServerEvalError, evaluate_server
+    from training.server_eval import ServerEvalError, evaluate_server, evaluate_vllm
 
     if draft is None:
         _fail("--server needs --draft so the preflight can run first")
@@ -349,11 +352,24 @@ def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, 
         _fail("preflight failed; not measuring a misconfigured server", 1)
     prompts = _server_prompts(rows, target, send_text)
     try:
-        report = evaluate_server(server, prompts, max_new_tokens=max_new, baseline_url=baseline,
-                                 speculating=info.speculating)
+        if info.engine == "vllm":
+            from inference.server_info import ServerInfoError, get_vllm_counters
+
+            def read_counters() -> Any:
+                try:
+                    return get_vllm_counters(server)
+                except ServerInfoError as exc:
+                    raise ServerEvalError(str(exc)) from None
+
+            model = str(info.raw.get("served_model_name") or info.model_path or "")
+            report = evaluate_vllm(server, model, prompts, read_counters, max_new_tokens=max_new,
+                                   baseline_url=baseline)
+        else:
+            report = evaluate_server(server, prompts, max_new_tokens=max_new, baseline_url=baseline,
+                                     speculating=info.speculating)
     except ServerEvalError as exc:
         _fail(str(exc), 1)
-    typer.echo(json.dumps(report))
+    typer.echo(json.dumps({"engine": info.engine, "engine_version": info.version, **report}))
 
 
 def sglang_command(

@@ -127,14 +127,14 @@ def test_plan_measures_real_throughput(tmp_path: Path, llama: LlamaServer) -> No
 def test_preflight_says_in_one_line_that_llama_server_is_not_sglang(tmp_path: Path, llama: LlamaServer) -> None:
     result = CliRunner().invoke(app, ["check-server", llama.url, "--draft", str(tmp_path)])
     assert result.exit_code == 1, result.output
-    assert result.output.startswith("error: ") and "not an SGLang server" in result.output
+    assert result.output.startswith("error: ") and "neither an SGLang server" in result.output
     assert result.output.count("\n") == 1 and "Traceback" not in result.output
 
 
 def test_llama_server_is_not_sglang_but_names_its_model(llama: LlamaServer) -> None:
     async def run() -> str | None:
         async with httpx.AsyncClient(timeout=10) as client:
-            with pytest.raises(ServerInfoError, match="not an SGLang server"):
+            with pytest.raises(ServerInfoError, match="neither an SGLang server"):
                 await fetch_server_info(client, llama.url)
             return await fetch_model_name(client, llama.url)
 
