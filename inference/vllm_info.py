@@ -78,8 +78,9 @@ def normalise(version: str | None, models: dict[str, Any] | None, metrics_text: 
     model = next((m for m in (models or {}).get("data") or [] if isinstance(m, dict)), {})
     counters = spec_counters(parse_metrics(metrics_text)) if metrics_text else None
     config = _dev_config(server_info)
-    spec = config.get("speculative_config") if isinstance(config.get("speculative_config"), dict) else {}
-    model_config = config.get("model_config") if isinstance(config.get("model_config"), dict) else {}
+    spec_raw, model_raw = config.get("speculative_config"), config.get("model_config")
+    spec: dict[str, Any] = spec_raw if isinstance(spec_raw, dict) else {}
+    model_config: dict[str, Any] = model_raw if isinstance(model_raw, dict) else {}
     steps = spec.get("num_speculative_tokens") or (len(counters.per_position) if counters else None)
     method = str(spec.get("method") or "").lower()
     algorithm = METHODS.get(method, method.upper() or None) if spec else ("speculating" if counters else None)

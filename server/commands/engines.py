@@ -33,12 +33,13 @@ def export_draft(
     from training.errors import TrainingError
     from training.export import ENGINES, convert_export, read_config
 
-    if engine not in ENGINES:
+    chosen = next((e for e in ENGINES if e == engine), None)
+    if chosen is None:
         _fail(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}", 2)
     if not draft.is_dir():
         _fail(f"draft folder {draft} does not exist")
     try:
-        folder = convert_export(draft, out, engine)  # type: ignore[arg-type]  # checked against ENGINES above
+        folder = convert_export(draft, out, chosen)
         ids = read_config(folder)["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
     except (TrainingError, OSError) as exc:
         _fail(str(exc))

@@ -88,7 +88,7 @@ def test_accept_length_absent_before_any_speculative_step() -> None:
 
 def test_non_sglang_server_raises_a_clear_error() -> None:
     transport = httpx.MockTransport(lambda r: httpx.Response(404, text="File Not Found"))
-    with pytest.raises(ServerInfoError, match="neither an SGLang server .* nor a vLLM server"):
+    with pytest.raises(ServerInfoError, match=r"neither an SGLang server .* nor a vLLM server"):
         _fetch(transport)
 
 

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from inference.target_folder import TargetError, check_gguf, find_gguf
+from inference.target_folder import (
+    TargetError,
+    canonical_state,
+    check_gguf,
+    check_target_folder,
+    find_gguf,
+    prove_folder,
+)
 from server.cli import app
 
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -46,6 +53,13 @@ def test_prepare_writes_a_folder_transformers_loads_with_the_chat_template(tmp_p
     assert json.loads((out / "datahunt_target.json").read_text())["sha256"] == SMOLLM2_SHA256
     config = json.loads((out / "config.json").read_text())
     assert "quantization_config" not in config and config["dtype"] == "bfloat16"
+    # What every engine needs, not only transformers: the architecture named, the tied embedding stored.
+    assert config["architectures"] == ["LlamaForCausalLM"] and config["tie_word_embeddings"] is True
+    from safetensors import safe_open
+
+    with safe_open(str(out / "model.safetensors"), "pt") as handle:
+        assert "model.embed_tokens.weight" in set(handle.keys())
+    assert check_target_folder(out)["architectures"] == ["LlamaForCausalLM"]
     tokenizer = AutoTokenizer.from_pretrained(out)
     text = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], tokenize=False,
                                          add_generation_prompt=True)
@@ -74,3 +88,62 @@ def test_what_is_not_a_gguf_is_refused_in_one_line(tmp_path: Path) -> None:
     missing = runner.invoke(app, ["target", "prepare", "no-such-package-here", "--out", str(tmp_path / "o")])
     assert missing.exit_code == 1 and "neither a file nor an installed package" in missing.output
     assert "Traceback" not in bad.output + cut.output + missing.output
+
+
+def _tiny_tied_llama(tmp_path: Path):  # type: ignore[no-untyped-def]
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    return LlamaForCausalLM(config)
+
+
+def _write(model, folder: Path, state: dict) -> Path:  # type: ignore[no-untyped-def]
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(folder / "model.safetensors"))
+    model.config.save_pretrained(str(folder))
+    return folder
+
+
+def test_a_tied_pair_is_stored_as_the_embedding_every_engine_loads(tmp_path: Path) -> None:
+    model = _tiny_tied_llama(tmp_path)
+    state = canonical_state(model)
+    assert "model.embed_tokens.weight" in state and "lm_head.weight" not in state
+    model.config.architectures = ["LlamaForCausalLM"]
+    assert check_target_folder(_write(model, tmp_path / "ok", state))["architectures"] == ["LlamaForCausalLM"]
+
+
+def test_folders_an_engine_would_load_wrongly_are_refused_in_one_line(tmp_path: Path) -> None:
+    model = _tiny_tied_llama(tmp_path)
+    # What `save_model` wrote before: only lm_head.weight of the tied pair (vLLM answered padding with it).
+    head_only = {k: v.contiguous() for k, v in model.state_dict().items() if k != "model.embed_tokens.weight"}
+    model.config.architectures = ["LlamaForCausalLM"]
+    with pytest.raises(TargetError, match="no token embedding"):
+        check_target_folder(_write(model, tmp_path / "head_only", head_only))
+    model.config.architectures = None
+    with pytest.raises(TargetError, match="names no architectures"):
+        check_target_folder(_write(model, tmp_path / "no_arch", canonical_state(model)))
+    with pytest.raises(TargetError, match=r"no config\.json"):
+        check_target_folder(tmp_path)
+
+
+def test_the_proof_catches_a_folder_that_is_not_the_model(tmp_path: Path) -> None:
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    model = _tiny_tied_llama(tmp_path)
+    model.config.architectures = ["LlamaForCausalLM"]
+    vocab = {chr(97 + i): i for i in range(26)} | {"<unk>": 26}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<unk>")
+    good = _write(model, tmp_path / "good", canonical_state(model))
+    assert len(prove_folder(model, tokenizer, good)) == 8
+    other = {k: v + 0.5 * torch.randn_like(v) for k, v in canonical_state(model).items()}
+    with pytest.raises(TargetError, match="not the model"):
+        prove_folder(model, tokenizer, _write(model, tmp_path / "other", other))

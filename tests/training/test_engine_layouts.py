@@ -1,0 +1,133 @@
+"""One draft, two engines: the layer-id layout each engine reads as trained, and refusals across the two.
+
+SGLang adds 1 to `eagle_aux_hidden_state_layer_ids` (inputs of layers id+1); vLLM 0.32 takes them as given
+(id k = the residual stream entering layer k). A draft trained on the inputs of [2, 16, 29] must therefore say
+[1, 15, 28] to SGLang and [2, 16, 29] to vLLM, and each engine's preflight and launch line refuses the other's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from server.cli import app
+from training.draft_model import DraftConfig, Eagle3Draft
+from training.export import ExportError, convert_export, export_draft, load_draft
+from training.hidden_states import AuxLayers
+from training.launch import LaunchError, plan_vllm_launch
+from training.preflight import check_aux_layers, read_draft, run_preflight
+
+CFG = DraftConfig(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
+                  vocab_size=60, draft_vocab_size=40, target_hidden_size=24, max_position_embeddings=4096)
+LAYERS = AuxLayers((2, 16, 29), "input")
+TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32, "hidden_size": 24,
+          "vocab_size": 60, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+
+
+def _draft() -> Eagle3Draft:
+    torch.manual_seed(0)
+    draft = Eagle3Draft(CFG)
+    t2d = torch.zeros(60, dtype=torch.bool)
+    t2d[10:50] = True
+    draft.set_vocab(torch.full((40,), 10), t2d)
+    return draft
+
+
+def _vllm_server(draft_dir: Path) -> dict[str, object]:
+    return {"engine": "vllm", "dev_mode": True, "speculative_algorithm": "EAGLE3",
+            "speculative_draft_model_path": str(draft_dir), "speculative_num_steps": 5, "context_length": 4096,
+            "dtype": "bfloat16"}
+
+
+def test_each_engine_gets_the_ids_it_reads_as_the_trained_layers(tmp_path: Path) -> None:
+    sglang = export_draft(_draft(), LAYERS, tmp_path / "sglang", engine="sglang")
+    vllm = export_draft(_draft(), LAYERS, tmp_path / "vllm", engine="vllm")
+    ids = {name: json.loads((folder / "config.json").read_text()) for name, folder in
+           (("sglang", sglang), ("vllm", vllm))}
+    assert ids["sglang"]["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 15, 28]
+    assert ids["vllm"]["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 16, 29]
+    assert ids["vllm"]["datahunt"] == {**ids["sglang"]["datahunt"], "engine": "vllm"}
+    # Either folder loads back as the same draft trained on the same layers.
+    for folder in (sglang, vllm):
+        _, layers = load_draft(folder, _draft().embed_tokens.weight)
+        assert layers.as_input() == LAYERS
+
+
+def test_convert_rewrites_only_the_ids_and_keeps_the_weights_byte_for_byte(tmp_path: Path) -> None:
+    source = export_draft(_draft(), LAYERS, tmp_path / "sglang")
+    out = convert_export(source, tmp_path / "vllm", "vllm")
+    assert (out / "model.safetensors").read_bytes() == (source / "model.safetensors").read_bytes()
+    before, after = (json.loads((f / "config.json").read_text()) for f in (source, out))
+    assert after["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 16, 29]
+    assert {k: v for k, v in after.items() if k not in {"eagle_config", "datahunt"}} == \
+        {k: v for k, v in before.items() if k not in {"eagle_config", "datahunt"}}
+    back = convert_export(out, tmp_path / "again", "sglang")
+    assert json.loads((back / "config.json").read_text())["eagle_config"] == before["eagle_config"]
+    with pytest.raises(ExportError, match="is the source folder"):
+        convert_export(source, source, "vllm")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    config = {k: v for k, v in before.items() if k != "datahunt"}
+    (foreign / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ExportError, match="does not record the layers"):
+        convert_export(foreign, tmp_path / "x", "vllm")
+
+
+def test_the_preflight_reads_ids_the_way_the_server_engine_does(tmp_path: Path) -> None:
+    sglang_dir = export_draft(_draft(), LAYERS, tmp_path / "sglang", engine="sglang")
+    vllm_dir = convert_export(sglang_dir, tmp_path / "vllm", "vllm")
+    sglang, vllm = read_draft(sglang_dir), read_draft(vllm_dir)
+    assert check_aux_layers(sglang, TARGET).ok and check_aux_layers(vllm, TARGET, engine="vllm").ok
+    wrong = check_aux_layers(sglang, TARGET, engine="vllm")
+    assert not wrong.ok and "[1, 15, 28]" in wrong.detail and "export-draft" in wrong.detail
+    assert "[2, 16, 29]" in wrong.detail
+    other_way = check_aux_layers(vllm, TARGET)  # SGLang adds 1 to a vLLM layout: one layer too deep
+    assert not other_way.ok and "[3, 17, 30]" in other_way.detail
+    checks = run_preflight(_vllm_server(vllm_dir), vllm, TARGET)
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    refused = {c.name: c for c in run_preflight(_vllm_server(sglang_dir), sglang, TARGET)}
+    assert not refused["aux_layers"].ok
+
+
+def test_without_dev_mode_the_unreported_draft_and_method_are_said_not_failed(tmp_path: Path) -> None:
+    vllm_dir = export_draft(_draft(), LAYERS, tmp_path / "vllm", engine="vllm")
+    server = {"engine": "vllm", "dev_mode": False, "speculative_algorithm": "speculating",
+              "speculative_num_steps": 5, "context_length": 4096, "dtype": None}
+    checks = {c.name: c for c in run_preflight(server, read_draft(vllm_dir), TARGET)}
+    assert checks["draft"].ok and "VLLM_SERVER_DEV_MODE" in checks["draft"].detail
+    assert checks["algorithm"].ok and "does not report its method" in checks["algorithm"].detail
+    assert checks["aux_layers"].ok
+
+
+def test_vllm_launch_line_is_derived_from_the_draft_and_refuses_the_sglang_layout(tmp_path: Path) -> None:
+    sglang_dir = export_draft(_draft(), LAYERS, tmp_path / "sglang")
+    vllm_dir = convert_export(sglang_dir, tmp_path / "vllm", "vllm")
+    plan = plan_vllm_launch("/models/t", vllm_dir, read_draft(vllm_dir), steps=4, target_config=TARGET)
+    spec = json.loads(plan.argv[plan.argv.index("--speculative-config") + 1])
+    assert spec == {"method": "eagle3", "model": str(vllm_dir), "num_speculative_tokens": 4}
+    assert plan.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert plan.argv[plan.argv.index("--dtype") + 1] == "bfloat16"
+    for target_config in (TARGET, None):
+        with pytest.raises(LaunchError, match=r"export-draft|SGLang's layout"):
+            plan_vllm_launch("/models/t", sglang_dir, read_draft(sglang_dir), target_config=target_config)
+
+
+def test_export_draft_and_vllm_command_on_the_command_line(tmp_path: Path) -> None:
+    sglang_dir = export_draft(_draft(), LAYERS, tmp_path / "sglang")
+    runner = CliRunner()
+    converted = runner.invoke(app, ["export-draft", str(sglang_dir), "--engine", "vllm", "--out",
+                                    str(tmp_path / "vllm")])
+    assert converted.exit_code == 0 and "[2, 16, 29]" in converted.output
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(TARGET))
+    line = runner.invoke(app, ["vllm-command", "--target", str(target), "--draft", str(tmp_path / "vllm")])
+    assert line.exit_code == 0 and '"method": "eagle3"' in line.output
+    refused = runner.invoke(app, ["vllm-command", "--target", str(target), "--draft", str(sglang_dir)])
+    assert refused.exit_code == 1 and refused.output.startswith("error: ") and refused.output.count("\n") == 1
+    bad = runner.invoke(app, ["export-draft", str(sglang_dir), "--engine", "trt", "--out", str(tmp_path / "t")])
+    assert bad.exit_code == 2 and "sglang, vllm" in bad.output
