@@ -96,7 +96,7 @@ class CaptureResult:
 
 def run_capture(cfg: CaptureConfig, on_progress: Progress | None = None) -> CaptureResult:
     """Capture cfg.data through cfg.target into cfg.out (resuming a cache left unfinished); return the summary."""
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     from training.trainer import tokenizer_hash
 
@@ -106,13 +106,13 @@ def run_capture(cfg: CaptureConfig, on_progress: Progress | None = None) -> Capt
         raise CaptureError(f"target folder {cfg.target} does not exist")
     tokenizer = AutoTokenizer.from_pretrained(str(cfg.target))
     rows = tokenize(cfg.data, cfg.messages_field, cfg.max_length, tokenizer)
-    target = load_capture_target(cfg.target, device, cfg.dtype, shard=cfg.shard_target and world > 1, world=world)
-    num_layers = int(target.config.num_hidden_layers)
+    num_layers = int(AutoConfig.from_pretrained(str(cfg.target)).num_hidden_layers)  # checked before the slow load
     layers = AuxLayers(cfg.aux_layer_ids, "input") if cfg.aux_layer_ids else default_aux_layers(num_layers)
     try:
         layers.validate(num_layers)
     except ValueError as exc:
         raise CaptureError(str(exc)) from None
+    target = load_capture_target(cfg.target, device, cfg.dtype, shard=cfg.shard_target and world > 1, world=world)
     result = capture_into(cfg.out, target, rows, layers, target_identity(cfg.target), tokenizer_hash(tokenizer),
                           dtype=cfg.dtype, shard_bytes=cfg.shard_bytes, batch_tokens=cfg.batch_tokens, rank=rank,
                           world=world, on_progress=on_progress, started=started)
@@ -150,14 +150,15 @@ def load_capture_target(path: Path, device: torch.device, dtype: str, *, shard: 
 
     torch_dtype = DTYPES[dtype] if device.type == "cuda" else torch.float32
     if shard:
-        from transformers.distributed import DistributedConfig
+        from transformers.distributed.configuration_utils import DistributedConfig
 
         kwargs: dict[str, Any] = {"distributed_config": DistributedConfig(fsdp_size=world)}
         if device.type == "cuda":
             kwargs["device_map"] = device
         target: Any = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype, **kwargs)
     else:
-        target = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype).to(device)
+        loaded: Any = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
+        target = loaded.to(device)
     target.eval().requires_grad_(False)
     return target
 
@@ -165,7 +166,8 @@ def load_capture_target(path: Path, device: torch.device, dtype: str, *, shard: 
 def _full(t: Tensor) -> Tensor:
     """A parameter whole: an FSDP shard is all-gathered (a collective: every rank calls it, in the same order)."""
     full = getattr(t, "full_tensor", None)
-    return full() if full is not None else t  # type: ignore[no-any-return]
+    whole: Tensor = full() if full is not None else t
+    return whole
 
 
 def head_tensors(target: Any) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -188,7 +190,7 @@ def capture_into(folder: Path, target: Any, rows: list[TokenizedRow], layers: Au
     device = next(iter(target.parameters())).device
     hidden = int(target.config.hidden_size)
     plan = plan_shards([len(r.input_ids) for r in rows], bytes_per_token(hidden, dtype), shard_bytes)
-    manifest = {
+    manifest: dict[str, Any] = {
         "format": FORMAT, "target_identity": identity, "tokenizer_hash": tokenizer_fingerprint,
         "data_hash": data_hash([(r.input_ids, r.loss_mask) for r in rows]),
         "aux_layers_input": list(layers.as_input().ids), "dtype": dtype, "hidden_size": hidden,

@@ -144,9 +144,9 @@ def write_head(folder: Path, embed: Tensor, head: Tensor, norm: Tensor | None) -
     """Write what the loss and the draft need of the target: scaled embeddings, output head, final norm."""
     from safetensors.torch import save_file
 
-    tensors = {"embed": embed.contiguous().cpu(), "head": head.contiguous().cpu()}
+    tensors = {"embed": embed.cpu().clone(), "head": head.cpu().clone()}  # tied weights are one tensor
     if norm is not None:
-        tensors["norm"] = norm.contiguous().cpu()
+        tensors["norm"] = norm.cpu().clone()
     partial = folder / (HEAD_FILE + ".partial")
     save_file(tensors, str(partial))
     os.replace(partial, folder / HEAD_FILE)
@@ -206,7 +206,8 @@ class HeadOnlyTarget(torch.nn.Module):
     def __init__(self, config: Any, embed: Tensor, head: Tensor, norm: Tensor | None) -> None:
         super().__init__()
         self.config = config
-        self.embed_tokens = torch.nn.Embedding.from_pretrained(embed, freeze=True)
+        self.embed_tokens = torch.nn.Embedding(embed.shape[0], embed.shape[1])
+        self.embed_tokens.weight = torch.nn.Parameter(embed, requires_grad=False)
         self.lm_head = torch.nn.Linear(head.shape[1], head.shape[0], bias=False)
         self.lm_head.weight = torch.nn.Parameter(head, requires_grad=False)
         self.model = torch.nn.Module()
@@ -217,7 +218,8 @@ class HeadOnlyTarget(torch.nn.Module):
 
     def get_input_embeddings(self) -> torch.nn.Embedding:
         """The target's embeddings as its first layer sees them (already scaled)."""
-        return self.embed_tokens
+        embed: torch.nn.Embedding = self.embed_tokens
+        return embed
 
     def get_output_embeddings(self) -> torch.nn.Linear:
         """The target's output projection."""
@@ -232,9 +234,10 @@ class OfflineCache:
         from safetensors import safe_open
 
         self.folder, self.manifest = folder, manifest
-        self.layers = AuxLayers(tuple(manifest["aux_layers_input"]), "input")  # type: ignore[arg-type]
+        a, b, c = (int(i) for i in manifest["aux_layers_input"])
+        self.layers = AuxLayers((a, b, c), "input")
         self.hidden = int(manifest["hidden_size"])
-        self._files = [safe_open(str(folder / f"{shard_name(i)}.safetensors"), framework="pt")
+        self._files: list[Any] = [safe_open(str(folder / f"{shard_name(i)}.safetensors"), framework="pt")
                        for i in range(len(manifest["shards"]))]
         self._rows: list[TokenizedRow] = []
         self._where: dict[bytes, _Place] = {}
@@ -245,8 +248,9 @@ class OfflineCache:
                 row_ids = ids[a:b].to(torch.int64)
                 self._rows.append(TokenizedRow(id=row_id, input_ids=row_ids.tolist(), loss_mask=mask[a:b].tolist()))
                 self._where[row_ids.numpy().tobytes()] = _Place(i, a, b)
-        with safe_open(str(folder / HEAD_FILE), framework="pt") as f:
-            self._head = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118  # safe_open is not a mapping
+        with safe_open(str(folder / HEAD_FILE), framework="pt") as head_file:
+            opened: Any = head_file
+            self._head: dict[str, Tensor] = {k: opened.get_tensor(k) for k in opened.keys()}  # noqa: SIM118  # safe_open is not a mapping
         self.head = self._head["head"].float()
         self.softcap: float | None = manifest.get("softcap")
 
