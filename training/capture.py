@@ -302,6 +302,11 @@ def _memory(target: Any, device: torch.device, rank: int) -> dict[str, Any]:
         held += local.numel() * local.element_size()
     record: dict[str, Any] = {"rank": rank, "target_bytes_held": held,
                               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    try:  # private (anonymous) resident memory now: RSS also counts the file pages of memory-mapped weights
+        status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+        record["rss_anon_bytes"] = int(status["RssAnon"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        pass
     if device.type == "cuda":
         record["peak_cuda_bytes"] = torch.cuda.max_memory_allocated(device)
     return record
