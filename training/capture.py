@@ -102,6 +102,8 @@ def run_capture(cfg: CaptureConfig, on_progress: Progress | None = None) -> Capt
 
     started = time.perf_counter()
     rank, world, device = setup_distributed(cfg.device)
+    if device.type == "cpu":
+        release_large_frees()
     if not cfg.target.is_dir():
         raise CaptureError(f"target folder {cfg.target} does not exist")
     tokenizer = AutoTokenizer.from_pretrained(str(cfg.target))
@@ -133,6 +135,25 @@ def setup_distributed(choice: str) -> tuple[int, int, torch.device]:
         torch.cuda.set_device(rank % torch.cuda.device_count())
         return rank, world, torch.device("cuda", rank % torch.cuda.device_count())
     return rank, world, torch.device("cpu")
+
+
+def release_large_frees(threshold: int = 1 << 20) -> None:
+    """On glibc, serve every allocation above `threshold` by its own mapping, returned to the system when freed.
+
+    glibc raises its mmap threshold after the first large free, so later all-gather buffers of FSDP on CPU come
+    from the heap and, freed, stay in the process: a sharded rank's private memory grew by ~8 MB per layer and
+    ended above one whole unsharded process's. A fixed threshold keeps it at the shard plus one layer's
+    buffers (measured by `benchmarks/capture_memory.py`). Elsewhere (no glibc) this does nothing."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        ctypes.CDLL(name).mallopt(-3, threshold)  # M_MMAP_THRESHOLD; also turns off the dynamic threshold
+    except (OSError, AttributeError):
+        return
 
 
 def tokenize(data: Path, messages_field: str, max_length: int, tokenizer: Any) -> list[TokenizedRow]:
