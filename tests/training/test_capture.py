@@ -193,3 +193,17 @@ def test_a_missing_target_or_a_cache_without_offline_mode_is_refused(tmp_path: P
     assert missing.exit_code == 1 and "does not exist" in missing.output
     online = _run("train", "--cache", str(tmp_path), "--target", str(tmp_path), "--out", str(tmp_path / "r"))
     assert online.exit_code == 1 and "set mode offline" in online.output
+
+
+@pytest.mark.slow
+def test_two_ddp_ranks_train_from_one_cache(tmp_path: Path, caches: dict[str, Any], targets: dict[str, Path]) -> None:
+    datahunt = Path(sys.executable).parent / "datahunt"
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--no-python", str(datahunt),
+               "train", "--mode", "offline", "--cache", str(caches["qwen2"]["sharded"]), "--target",
+               str(targets["qwen2"]), "--out", str(tmp_path), "--batch-size", "2", "--ttt-steps", "2",
+               "--draft-vocab-size", "64", "--device", "cpu"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summaries = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(summaries) == 2 and {s["steps"] for s in summaries} == {5}  # 20 cached rows / 2 ranks / batch 2
+    assert (tmp_path / "export" / "model.safetensors").is_file()
