@@ -428,6 +428,8 @@ def load_cached(cfg: TrainConfig) -> tuple[Any, Any, Any]:
     from training.offline_cache import open_cache
 
     assert cfg.cache is not None
+    if cfg.data is not None:
+        logger.warning("data %s is not read: the rows trained on are the cache's (%s)", cfg.data, cfg.cache)
     tokenizer = AutoTokenizer.from_pretrained(str(cfg.target))
     cache = open_cache(cfg.cache, cfg.target, tokenizer_hash(tokenizer))
     return cache, cache.head_target(AutoConfig.from_pretrained(str(cfg.target))), tokenizer
