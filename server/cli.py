@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.serve",
     "server.commands.train",
     "server.commands.engines",
+    "server.commands.capture",
     "server.commands.publish",
 )
 

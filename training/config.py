@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from training.errors import TrainingError
 
@@ -28,7 +28,8 @@ class TrainConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    data: Path = Field(description="Training JSONL (regenerated ShareGPT rows or curated rows).")
+    data: Path | None = Field(default=None, description="Training JSONL (regenerated ShareGPT rows or curated "
+                              "rows); not needed with `cache`, whose rows are the ones trained on.")
     target: Path = Field(description="Folder of the target model (transformers layout) and its tokenizer.")
     out: Path = Field(description="Run folder: checkpoints/, export/, vocab cache.")
     messages_field: Literal["conversations", "messages", "original_messages"] = Field(
@@ -55,6 +56,9 @@ class TrainConfig(BaseModel):
         default="sglang", description="The engine whose layer-id layout export/ holds; both = export/ for SGLang "
         "and export-vllm/ beside it (the ids mean other layers in the two engines: training/export.py).")
     mode: Literal["online", "offline"] = "online"
+    cache: Path | None = Field(
+        default=None, description="Offline mode: a cache written by `datahunt capture` (rows, aux and final states); "
+        "the target's decoder layers are then not loaded, only its config, tokenizer and what the cache holds.")
     lr: float = Field(default=1e-4, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
     warmup_ratio: float = Field(default=0.015, ge=0, lt=1)
@@ -75,6 +79,14 @@ class TrainConfig(BaseModel):
         "first time it meets a batch shape, and a length-packed epoch meets hundreds; see "
         "inference/attention_kernels.py), or torch's own choice.")
     resume: bool = Field(default=True, description="Continue from the newest checkpoint in out/checkpoints.")
+
+    @model_validator(mode="after")
+    def _rows_from_somewhere(self) -> TrainConfig:
+        if self.cache is not None and self.mode != "offline":
+            raise ValueError("cache is read in offline mode: set mode offline (--mode offline)")
+        if self.data is None and self.cache is None:
+            raise ValueError("data is required (or, in offline mode, a cache written by `datahunt capture`)")
+        return self
 
 
 def load_config(path: Path, overrides: Mapping[str, object] | None = None) -> TrainConfig:

@@ -5,18 +5,16 @@ SpecForge writes *output*-of-layer ids `[1, L//2-1, L-4]`, the same tensors. In 
 `hidden_states[0]` is the embedding output, so the input of layer i is `hidden_states[i]` and the output of
 layer i is `hidden_states[i+1]`. `AuxLayers` always carries its convention, so the +1 is applied once.
 
-Online mode runs the target on each batch; offline mode writes shards (input ids, loss mask, aux states,
-final hidden state) keyed by the data hash and the target, and computes the target's logits at training time
-from the final hidden state and the target's output head.
+Online mode runs the target on each batch; offline mode reads a cache of the same states (`training.capture`
+writes it, `training.offline_cache` holds its format) and computes the target's logits at training time from
+the final hidden state and the target's output head.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -120,28 +118,3 @@ def data_hash(rows: list[tuple[list[int], list[int]]]) -> str:
     for ids, mask in rows:
         h.update(json.dumps([ids, mask]).encode())
     return h.hexdigest()[:24]
-
-
-def write_shards(
-    target: Any, rows: list[tuple[list[int], list[int]]], layers: AuxLayers, folder: Path, shard_size: int = 64
-) -> Path:
-    """Capture every row once and write shards of up to shard_size rows under folder; return the folder."""
-    folder.mkdir(parents=True, exist_ok=True)
-    head, softcap = output_head(target)
-    torch.save({"head": head.cpu(), "softcap": softcap}, folder / "head.pt")
-    device = next(target.parameters()).device
-    for start in range(0, len(rows), shard_size):
-        shard = []
-        for ids, mask in rows[start : start + shard_size]:
-            x = torch.tensor([ids], device=device)
-            st = capture(target, x, torch.ones_like(x), layers)
-            shard.append({"ids": ids, "mask": mask, "aux": st.aux[0].cpu(), "final": st.final[0].cpu()})
-        torch.save(shard, folder / f"shard_{start // shard_size:05d}.pt")
-    (folder / "meta.json").write_text(json.dumps({"rows": len(rows), "aux_input_ids": list(layers.as_input().ids)}))
-    return folder
-
-
-def read_shards(folder: Path) -> Iterator[dict[str, Any]]:
-    """Yield the cached rows of folder in order: ids, mask, aux [T, 3H], final [T, H]."""
-    for path in sorted(folder.glob("shard_*.pt")):
-        yield from torch.load(path, weights_only=True)

@@ -37,11 +37,8 @@ from training.hidden_states import (
     capture,
     data_hash,
     default_aux_layers,
-    logits_from_final,
     output_head,
-    read_shards,
     target_embeddings,
-    write_shards,
 )
 from training.interrupt import StopFlag, TrainingStopped, stop_on_signals
 from training.loss import loss_rows, ttt_loss_rows
@@ -77,11 +74,17 @@ def train(cfg: TrainConfig) -> TrainResult:
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
 
-    # --- Target, tokenizer, data (rendered with the target's chat template, assistant tokens supervised).
-    target, tokenizer = load_target(cfg.target, device, cfg.bf16)
-    rows = tokenize_file(cfg, tokenizer)
-    layers = AuxLayers(cfg.aux_layer_ids, "input") if cfg.aux_layer_ids else default_aux_layers(
-        target.config.num_hidden_layers)
+    # --- Target, tokenizer, data (rendered with the target's chat template, assistant tokens supervised). From a
+    # capture's cache (`cfg.cache`) the rows and states are there, and of the target only what the loss needs.
+    cache = None
+    if cfg.cache is not None:
+        cache, target, tokenizer = load_cached(cfg)
+        rows, layers = cache.rows(), cache_layers(cfg, cache)
+    else:
+        target, tokenizer = load_target(cfg.target, device, cfg.bf16)
+        rows = tokenize_file(cfg, tokenizer)
+        layers = AuxLayers(cfg.aux_layer_ids, "input") if cfg.aux_layer_ids else default_aux_layers(
+            target.config.num_hidden_layers)
     layers.validate(target.config.num_hidden_layers)
 
     # --- Draft vocab: cached per (data, tokenizer, N), verified before reuse.
@@ -101,12 +104,12 @@ def train(cfg: TrainConfig) -> TrainResult:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(total_steps, cfg.warmup_ratio))
     step, counted_before = resume(cfg, draft, optimizer, scheduler) if cfg.resume else (0, {})
     model = torch.nn.parallel.DistributedDataParallel(draft) if world > 1 else draft
-    source = rank0_first(rank, world, lambda: offline_source(cfg, target, rows, layers, key)) \
-        if cfg.mode == "offline" else None
+    source = cache if cache is not None else rank0_first(
+        rank, world, lambda: offline_source(cfg, target, rows, layers, key, tokenizer_hash(tokenizer))) if cfg.mode == "offline" else None
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16 else nullcontext()
     progress = Progress(cfg.out / "train_log.jsonl", total_steps, enabled=rank == 0, start_step=step,
                         **counted_before)
-    scorer = fast_target(target)
+    scorer = fast_target(target) if source is None else target
 
     # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step. No host sync but on log steps.
     # A stop signal ends it after a whole step, with a checkpoint of that step (`TrainingStopped`).
@@ -228,6 +231,8 @@ def attention_kernels(choice: str) -> Any:
 
 def tokenize_file(cfg: TrainConfig, tokenizer: Any) -> list[TokenizedRow]:
     """Render and mask every row of cfg.data; rows with nothing supervised within max_length are dropped."""
+    if cfg.data is None:
+        raise ConfigError("data is required unless the rows come from a cache (--cache)")
     conversations = load_conversations(cfg.data, cfg.messages_field)
     check = check_template(tokenizer, conversations[0][1])
     if not check.ids_match:  # the mask is derived from renderings; warn when they differ from the template's ids
@@ -427,33 +432,44 @@ def fast_target(target: Any) -> Any:
         return target
 
 
-class OfflineSource:
-    """Offline mode: rows' aux and final states read from shards, logits recomputed with the target's head."""
+def load_cached(cfg: TrainConfig) -> tuple[Any, Any, Any]:
+    """Offline mode from a capture: the cache (refused in one line when another target's or tokenizer's, or
+    incomplete), the target without its decoder layers, and the tokenizer."""
+    from transformers import AutoConfig, AutoTokenizer
 
-    def __init__(self, folder: Path) -> None:
-        head = torch.load(folder / "head.pt", weights_only=True)
-        self.head, self.softcap = head["head"].float(), head["softcap"]
-        self.by_ids = {tuple(r["ids"]): r for r in read_shards(folder)}
+    from training.offline_cache import open_cache
 
-    def lookup(self, ids: Tensor, attn: Tensor) -> tuple[Tensor, Tensor]:
-        """Stack the cached states for a padded batch (padding rows are zeros)."""
-        b, t = ids.shape
-        aux = torch.zeros(b, t, 3 * self.head.shape[1])
-        final = torch.zeros(b, t, self.head.shape[1])
-        for i in range(b):
-            n = int(attn[i].sum())
-            row = self.by_ids[tuple(ids[i, :n].tolist())]
-            aux[i, :n], final[i, :n] = row["aux"].float(), row["final"].float()
-        device = ids.device
-        return aux.to(device), logits_from_final(final, self.head, self.softcap).to(device)
+    assert cfg.cache is not None
+    if cfg.data is not None:
+        logger.warning("data %s is not read: the rows trained on are the cache's (%s)", cfg.data, cfg.cache)
+    tokenizer = AutoTokenizer.from_pretrained(str(cfg.target))
+    cache = open_cache(cfg.cache, cfg.target, tokenizer_hash(tokenizer))
+    return cache, cache.head_target(AutoConfig.from_pretrained(str(cfg.target))), tokenizer
 
 
-def offline_source(cfg: TrainConfig, target: Any, rows: list[TokenizedRow], layers: AuxLayers, key: str) -> OfflineSource:
-    """Write the shards once per (data, tokenizer, layers) key, then serve them."""
+def cache_layers(cfg: TrainConfig, cache: Any) -> AuxLayers:
+    """The cache's aux layers; a run config asking for others is refused (the states of those are not there)."""
+    layers: AuxLayers = cache.layers
+    if cfg.aux_layer_ids and tuple(cfg.aux_layer_ids) != layers.ids:
+        raise ConfigError(f"aux_layer_ids {list(cfg.aux_layer_ids)} differ from the cache's {list(layers.ids)} "
+                          "(input-of-layer): capture those layers, or drop the setting")
+    return layers
+
+
+def offline_source(cfg: TrainConfig, target: Any, rows: list[TokenizedRow], layers: AuxLayers, key: str,
+                   tokenizer_fingerprint: str) -> Any:
+    """Offline mode without a given cache: capture one in this process, once per (data, tokenizer, layers) key, in
+    the format `datahunt capture` writes (in the target's dtype), then serve it."""
+    from training.capture import capture_into
+    from training.offline_cache import OfflineCache, read_manifest, target_identity
+
     folder = cfg.out / "hidden_cache" / f"{key}-{'-'.join(map(str, layers.as_input().ids))}"
-    if not (folder / "meta.json").exists():
-        write_shards(target, [(r.input_ids, r.loss_mask) for r in rows], layers, folder)
-    return OfflineSource(folder)
+    manifest = read_manifest(folder) if (folder / "manifest.json").is_file() else {}
+    if not manifest.get("complete"):
+        dtype = "bfloat16" if next(iter(target.parameters())).dtype == torch.bfloat16 else "float32"
+        capture_into(folder, target, rows, layers, target_identity(cfg.target), tokenizer_fingerprint, dtype=dtype)
+        manifest = read_manifest(folder)
+    return OfflineCache(folder, manifest)
 
 
 def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any, step: int,

@@ -47,6 +47,8 @@ def train(
     head_init: str | None = typer.Option(None, "--head-init", help="random (default, SpecForge's start) | target "
                                          "(lm_head rows and final norm from the target)."),
     mode: str | None = typer.Option(None, "--mode", help="online (target runs each batch) or offline (cached)."),
+    cache: Path | None = typer.Option(None, "--cache", help="Offline mode: a cache from `datahunt capture` (its rows "
+                                      "are trained on; of the target only config, tokenizer and head are read)."),
     messages_field: str | None = typer.Option(None, "--messages-field",
                                               help="conversations | messages | original_messages (control)."),
     serving_context: int | None = typer.Option(None, "--serving-context",
@@ -71,14 +73,14 @@ def train(
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
-        "attention_kernels": attention_kernels, "export_engine": engine,
+        "attention_kernels": attention_kernels, "export_engine": engine, "cache": cache,
     }.items() if v is not None}
     try:
         if config is not None:
             cfg = load_config(config, overrides)
         else:
-            if data is None or target is None or out is None:
-                _fail("pass --config FILE, or --data, --target and --out")
+            if (data is None and cache is None) or target is None or out is None:
+                _fail("pass --config FILE, or --data (or --cache), --target and --out")
             cfg = make_config(overrides)
         if not cfg.target.is_dir():
             _fail(f"target folder {cfg.target} does not exist")

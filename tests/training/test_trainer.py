@@ -75,7 +75,7 @@ def test_offline_mode_trains_from_cached_shards(tmp_path: Path, llama_dir: Path,
                        "device": "cpu", "mode": "offline"})
     result = train(cfg)
     assert result.steps == 3 and result.loss == result.loss  # finite, not NaN
-    assert list((tmp_path / "hidden_cache").glob("*/shard_00000.pt"))
+    assert list((tmp_path / "hidden_cache").glob("*/shard_00000.safetensors"))
 
 
 def test_the_control_run_trains_on_the_original_answers(tmp_path: Path, llama_dir: Path) -> None:
