@@ -39,6 +39,7 @@ PARALLEL_POSTGRES = 4
 SHUTDOWN_WAIT_S = 10.0
 FINISH_WAIT_S = 10.0  # how long a re-run waits for a run whose status is final to let go of its lease
 FINISH_POLL_S = 0.05
+START_WAIT_S = 10.0  # how long a re-run's answer waits for its task to take the lease or be refused it
 
 
 class CampaignBusyError(RuntimeError):
@@ -62,6 +63,7 @@ class CampaignManager:
         self._subscribers: dict[str, set[asyncio.Queue[CampaignEvent]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started: set[str] = set()  # campaigns whose task here has set them running
+        self._refused: dict[str, campaign_graph.CampaignBusyError] = {}  # tasks that found the lease taken
 
     # -- events ---------------------------------------------------------------------------------------
     def publish(self, event: CampaignEvent) -> None:
@@ -110,6 +112,7 @@ class CampaignManager:
             coro.close()
             raise CampaignBusyError(f"campaign {campaign_id} is already running in this server")
         self._started.discard(campaign_id)
+        self._refused.pop(campaign_id, None)
         task = asyncio.create_task(self._guarded(campaign_id, coro, what=what), name=f"{what}:{campaign_id}")
         self._tasks[campaign_id] = task
         return task
@@ -121,6 +124,9 @@ class CampaignManager:
         except asyncio.CancelledError:
             logger.info("%s of campaign %s cancelled; it is resumed at the next start", what, campaign_id)
             raise
+        except campaign_graph.CampaignBusyError as exc:  # another replica holds the lease: nothing was written
+            logger.info("%s of campaign %s left to another process: %s", what, campaign_id, exc)
+            self._refused[campaign_id] = exc
         except campaign_graph.CampaignError as exc:  # the graph recorded it on the campaign row already
             logger.warning("%s of campaign %s ended: %s", what, campaign_id, exc)
         except Exception as exc:  # recorded on the campaign row, logged with its traceback
@@ -242,8 +248,24 @@ class CampaignManager:
             engine=self.engine, settings=self.settings, campaign_id=campaign_id, category=category,
             on_event=self.publish, **self.overrides,
         )
-        self._spawn(campaign_id, coro, what=f"rerun of {category.value}")
-        await asyncio.sleep(0)  # let the task start its run row before the response goes out
+        task = self._spawn(campaign_id, coro, what=f"rerun of {category.value}")
+        await self._until_started(campaign_id, task)
+
+    async def _until_started(self, campaign_id: str, task: asyncio.Task[Any]) -> None:
+        """Wait until the task has taken the campaign's lease and set it running, or raise CampaignBusyError when
+        another replica took the lease first (two re-runs at once: one is refused, none dropped unseen). With
+        no free slot here the task waits its turn and the answer goes out at once."""
+        if self._slots.locked():
+            await asyncio.sleep(0)
+            return
+        deadline = asyncio.get_running_loop().time() + START_WAIT_S
+        while campaign_id not in self._started and not task.done():
+            if asyncio.get_running_loop().time() >= deadline:
+                return
+            await asyncio.sleep(FINISH_POLL_S)
+        refused = self._refused.pop(campaign_id, None)
+        if refused is not None:
+            raise CampaignBusyError(str(refused))
 
     async def resume_unfinished(self) -> list[str]:
         """Resume every campaign a previous process left pending/running; return their ids."""

@@ -112,3 +112,36 @@ def test_a_starting_replica_leaves_a_live_campaign_alone_and_takes_over_a_dead_o
                                 ttl_s=0.0, now=utcnow() - timedelta(seconds=1))
         wait_for(lambda: client.get(f"/campaigns/{campaign.id}").json()["status"] == "succeeded")
     assert subagent.calls == ["math"]
+
+
+@pytest.mark.slow
+def test_two_replicas_asked_the_same_re_run_at_once_accept_one_and_refuse_the_other(
+    engine: Engine, tmp_path: Path,
+) -> None:
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH],
+                                           subagent=FakeSubagent(), backends=[FakeBackend()]))
+    subagent = SlowSubagent()
+    with TestClient(replica(engine, tmp_path, subagent, resume=False)) as a, \
+            TestClient(replica(engine, tmp_path, subagent, resume=False)) as b:
+        for attempt in range(3):
+            answers: list[int] = []
+            go = threading.Barrier(2)
+
+            def rerun(client: TestClient, go: threading.Barrier, answers: list[int]) -> None:
+                go.wait()
+                answers.append(client.post(f"/campaigns/{campaign_id}/subagents/math/rerun", headers=AUTH).status_code)
+
+            threads = [threading.Thread(target=rerun, args=(c, go, answers)) for c in (a, b)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert sorted(answers) == [202, 409], (attempt, answers)  # the README's promise: never 202 twice
+
+            def settled() -> bool:
+                with store.open_session(engine) as session:
+                    free = store.lease_holder(session, name=store.campaign_lease(campaign_id)) is None
+                    return free and store.get_campaign(session, campaign_id=campaign_id).status == "succeeded"
+
+            wait_for(settled)
+    assert subagent.calls == ["math"] * 3
