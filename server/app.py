@@ -67,13 +67,16 @@ def create_app(
     engine: Engine | None = None,
     campaign_overrides: dict[str, Any] | None = None,
     resume_unfinished: bool = True,
+    sweep_abandoned: bool | None = None,
     event_poll_s: float = 1.0,
 ) -> FastAPI:
     """Return a new review-service app.
 
     `engine` defaults to one on the settings' catalog URL; `campaign_overrides` (`subagent`, `backends`) pass
     through to the graph; `resume_unfinished=False` leaves unfinished campaigns alone at start-up (for extra
-    replicas on a shared database).
+    replicas on a shared database). `sweep_abandoned` (default: as `resume_unfinished`) takes over, every lease
+    period, the unfinished campaigns whose holder stopped renewing; `datahunt serve` always sweeps, so a replica
+    started with `--no-resume` still takes over a dead one's work.
     """
     settings = settings or get_settings()
 
@@ -96,6 +99,7 @@ def create_app(
             resumed = await app.state.campaigns.resume_unfinished()
             if resumed:
                 logger.info("resuming %d unfinished campaign(s): %s", len(resumed), ", ".join(resumed))
+        if resume_unfinished if sweep_abandoned is None else sweep_abandoned:
             # Another replica that dies leaves its campaigns behind: take them over once their leases expire.
             sweeper = asyncio.create_task(app.state.campaigns.sweep(settings.lease_ttl_s), name="campaign-sweep")
         try:
