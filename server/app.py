@@ -24,6 +24,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
+from sqlalchemy import exc as sa_exc
 
 from core.settings import Settings, get_settings
 from curation.catalog import store
@@ -59,6 +60,17 @@ def _catalog_error_status(exc: Exception) -> int:
 
 async def _catalog_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc) or type(exc).__name__}, status_code=_catalog_error_status(exc))
+
+
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    # The database itself failed (full disk, a damaged SQLite file, the server gone): a 503 that says so, not a
+    # 500 with a traceback. A refused statement (a constraint, a bad query) is our bug and stays a 500.
+    if not isinstance(exc, sa_exc.OperationalError) and type(exc) is not sa_exc.DatabaseError:
+        raise exc
+    cause = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
+    logger.error("catalog database error on %s %s: %s", request.method, request.url.path, cause)
+    return JSONResponse({"detail": f"the catalog database is unavailable: {cause}"},
+                        status_code=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "30"})
 
 
 def create_app(
@@ -126,6 +138,7 @@ def create_app(
     app.add_middleware(AllowedHostsMiddleware, allowed=settings.allowed_host_list)
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: refusals get the headers too
     app.add_exception_handler(store.CatalogError, _catalog_error)
+    app.add_exception_handler(sa_exc.DatabaseError, _database_error)
     app.include_router(campaigns.router)
     app.include_router(catalog.router)
     app.include_router(manifest.router)

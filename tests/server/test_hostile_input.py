@@ -121,3 +121,21 @@ def test_campaign_fields_take_their_own_json_type_only(client: TestClient) -> No
     for body in (b'{"offline": "true"}', b'{"offline": 1}', b'{"categories": "math"}'):
         response = client.post("/campaigns", content=body, headers=JSON)
         assert response.status_code == 422, (body, response.text)
+
+
+def test_a_corrupted_sqlite_catalog_is_a_503_that_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.sqlite"
+    engine = store.make_engine(f"sqlite:///{path}")
+    store.upgrade_database(engine)
+    seed(engine)
+    app = create_app(make_settings(tmp_path), engine=engine, resume_unfinished=False)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert client.get("/catalog").status_code == 200
+        engine.dispose()
+        path.write_bytes(b"this is not an sqlite file" * 1000)  # a damaged disk, or a file overwritten
+        for url in ("/catalog", "/catalog/openai/gsm8k", "/campaigns"):
+            response = client.get(url)
+            assert response.status_code == 503, (url, response.text)
+            assert "catalog database is unavailable" in response.json()["detail"]
+            assert response.headers["x-content-type-options"] == "nosniff"
+    engine.dispose()
