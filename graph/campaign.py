@@ -157,6 +157,8 @@ async def _drive_held(
             else:
                 start: CampaignState | None = None
                 if not checkpointed:
+                    if resume:  # e.g. a one-category re-run killed mid-run: redo what was unfinished, no more
+                        categories = _unfinished(engine, campaign_id, categories)
                     start = CampaignState(campaign_id=campaign_id, categories=categories)
                 output = await graph.ainvoke(start, config, context=context, durability="sync")
             await forget_thread(saver, thread_id)
@@ -174,6 +176,14 @@ async def _drive_held(
     emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished", status=final,
                                          detail={"error": final_error, **output.get("summary", {})}))
     return output
+
+
+def _unfinished(engine: Engine, campaign_id: str, categories: list[str]) -> list[str]:
+    """Return the categories whose latest run the persist node never closed (all when none was closed)."""
+    with store.open_session(engine) as session:
+        latest = {r.category: r.status for r in store.list_runs(session, campaign_id=campaign_id)}
+    open_ones = [c for c in categories if latest.get(c, RunStatus.RUNNING) == RunStatus.RUNNING]
+    return open_ones or categories
 
 
 def _persisted(engine: Engine, campaign_id: str, categories: list[str]) -> bool:

@@ -50,8 +50,12 @@ def read_status(run_dir: Path) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
         raise UnreadableStatusError(f"{path} is unreadable: {exc}") from None
+    except RecursionError:
+        raise UnreadableStatusError(f"{path} is unreadable: it nests too deep to be a run status") from None
     if not isinstance(status, dict):
         raise UnreadableStatusError(f"{path} holds a JSON {type(status).__name__}, not a run status object")
+    if not isinstance(status.get("updated_at", ""), str):
+        raise UnreadableStatusError(f"{path}: updated_at is not a time stamp")
     return status
 
 
@@ -207,7 +211,10 @@ def resolve_run(run_id: str, settings: Settings | None = None) -> Path:
         return root / run_id
     link = root / f"{run_id}{LINK_SUFFIX}"
     if link.is_file():
-        target = Path(link.read_text(encoding="utf-8").strip())
+        try:
+            target = Path(link.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+            raise UnreadableStatusError(f"{link} is unreadable: {exc}") from None
         if (target / STATUS_FILE).is_file():
             return target
     raise UnknownRunError(f"no run {run_id!r} under {root}")

@@ -24,6 +24,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
+from sqlalchemy import exc as sa_exc
 
 from core.settings import Settings, get_settings
 from curation.catalog import store
@@ -61,19 +62,33 @@ async def _catalog_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc) or type(exc).__name__}, status_code=_catalog_error_status(exc))
 
 
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    # The database itself failed (full disk, a damaged SQLite file, the server gone): a 503 that says so, not a
+    # 500 with a traceback. A refused statement (a constraint, a bad query) is our bug and stays a 500.
+    if not isinstance(exc, sa_exc.OperationalError) and type(exc) is not sa_exc.DatabaseError:
+        raise exc
+    cause = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
+    logger.error("catalog database error on %s %s: %s", request.method, request.url.path, cause)
+    return JSONResponse({"detail": f"the catalog database is unavailable: {cause}"},
+                        status_code=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "30"})
+
+
 def create_app(
     settings: Settings | None = None,
     *,
     engine: Engine | None = None,
     campaign_overrides: dict[str, Any] | None = None,
     resume_unfinished: bool = True,
+    sweep_abandoned: bool | None = None,
     event_poll_s: float = 1.0,
 ) -> FastAPI:
     """Return a new review-service app.
 
     `engine` defaults to one on the settings' catalog URL; `campaign_overrides` (`subagent`, `backends`) pass
     through to the graph; `resume_unfinished=False` leaves unfinished campaigns alone at start-up (for extra
-    replicas on a shared database).
+    replicas on a shared database). `sweep_abandoned` (default: as `resume_unfinished`) takes over, every lease
+    period, the unfinished campaigns whose holder stopped renewing; `datahunt serve` always sweeps, so a replica
+    started with `--no-resume` still takes over a dead one's work.
     """
     settings = settings or get_settings()
 
@@ -96,6 +111,7 @@ def create_app(
             resumed = await app.state.campaigns.resume_unfinished()
             if resumed:
                 logger.info("resuming %d unfinished campaign(s): %s", len(resumed), ", ".join(resumed))
+        if resume_unfinished if sweep_abandoned is None else sweep_abandoned:
             # Another replica that dies leaves its campaigns behind: take them over once their leases expire.
             sweeper = asyncio.create_task(app.state.campaigns.sweep(settings.lease_ttl_s), name="campaign-sweep")
         try:
@@ -122,6 +138,7 @@ def create_app(
     app.add_middleware(AllowedHostsMiddleware, allowed=settings.allowed_host_list)
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: refusals get the headers too
     app.add_exception_handler(store.CatalogError, _catalog_error)
+    app.add_exception_handler(sa_exc.DatabaseError, _database_error)
     app.include_router(campaigns.router)
     app.include_router(catalog.router)
     app.include_router(manifest.router)

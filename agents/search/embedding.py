@@ -10,6 +10,18 @@ token + position + segment embeddings, six post-norm encoder layers (12-head sel
 pooling over real tokens, L2 normalisation. `tests/agents/test_embedding.py` checks it against `transformers`'
 BertModel on the same weights. A query of a few words encodes in about a millisecond; loading takes well
 under a second.
+
+Every encode runs on one thread the encoder owns, one request after another, with BLAS held at the request's
+thread count. Measured on OpenBLAS 0.3.31 with its Haswell kernels (what an AMD EPYC gets, and
+`OPENBLAS_CORETYPE=Haswell` or `Prescott` elsewhere) and more than one BLAS thread: the same batch encoded on
+another thread, or while another thread set the BLAS thread count, came out different in the last bits of
+float32 (8e-8) although every call ran on one BLAS thread; with its SkylakeX kernels it did not. Which thread
+calls BLAS is thus part of the result, and only one calling thread makes the result independent of
+scheduling. Rounding the vectors would not have: a value near a rounding boundary still flips, and the
+cosines computed from them go through the same BLAS. A request's texts are batched by the request alone
+(never merged with another caller's), so batch shapes, and with them the kernels used, do not depend on who
+else is encoding. The price is that two subagents no longer embed on two cores at once; their encodes are
+milliseconds each. `.ci/run` runs these tests under two BLAS kernels and thread counts.
 """
 
 from __future__ import annotations
@@ -18,11 +30,12 @@ import json
 import logging
 import math
 import os
+import queue
 import tempfile
 import threading
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from concurrent.futures import Future
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -38,9 +51,6 @@ MODEL_ZIP = "all_minilm_l6_v2/model.zip"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 BATCH = 32
-# Encodes that may run at once, each in its own thread on one BLAS thread: a campaign's ten subagents embed
-# their queries and anchors concurrently, on both of two cores. More would only add activations to memory.
-ENCODE_SLOTS = 2
 
 
 class EncoderUnavailableError(RuntimeError):
@@ -94,23 +104,26 @@ class SentenceEncoder:
         self._heads = int(config["num_attention_heads"])
         self._eps = float(config["layer_norm_eps"])
         self.dim = int(config["hidden_size"])
-        self._slots = threading.BoundedSemaphore(ENCODE_SLOTS)  # NumPy releases the GIL in its kernels
+        self._worker = _EncodeThread()
 
     def encode(self, texts: list[str], *, threads: int = 1) -> np.ndarray:
         """Return one unit-length float32 row per text, shape `(len(texts), 384)`; empty text gives a zero row.
 
         `threads` caps BLAS threads: one is fastest for a few queries (on a busy 2-core machine a threaded
-        BLAS spins and is 100× slower); the rebuild script may pass more for its 917 documents. Up to
-        `ENCODE_SLOTS` encodes run at once (from different threads); each row comes out the same as alone.
+        BLAS spins and is 100× slower); the rebuild script may pass more for its 917 documents. Callers on any
+        thread may encode at once: the work runs on the encoder's own thread, one request at a time, so each
+        row comes out bit for bit as it would alone (see the module text).
         """
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         encodings = self._tokenizer.encode_batch([t or "" for t in texts])
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))  # similar lengths batch together
-        with self._slots, _BLAS_THREADS.held(threads):
-            for start in range(0, len(order), BATCH):
-                chunk = [i for i in order[start : start + BATCH] if texts[i].strip()]
-                if chunk:
-                    out[chunk] = self._encode_batch([encodings[i].ids for i in chunk])
+        return self._worker.run(lambda: self._encode_all(texts, [e.ids for e in encodings]), threads)
+
+    def _encode_all(self, texts: list[str], ids: list[list[int]]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]))  # similar lengths batch together
+        for start in range(0, len(order), BATCH):
+            chunk = [i for i in order[start : start + BATCH] if texts[i].strip()]
+            if chunk:
+                out[chunk] = self._encode_batch([ids[i] for i in chunk])
         return out
 
     def _encode_batch(self, batch_ids: list[list[int]]) -> np.ndarray:
@@ -215,41 +228,42 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return out
 
 
-class _BlasThreads:
-    """The process-wide BLAS thread count, held at one value while any encode runs.
+class _EncodeThread:
+    """One daemon thread that runs encodes in arrival order, BLAS limited for each; started on first use.
 
-    threadpoolctl's limit is process-wide, and two overlapping `threadpool_limits` blocks undo each other (the
-    first to end restores the count under the second, which then spins on a threaded BLAS). So encodes asking
-    for the same count share one limit: the first in sets it, the last out restores the original count; an
-    encode asking for another count waits until the others are done.
+    threadpoolctl's limit is process-wide, so it is set and restored on this thread around each request: no
+    other encode can overlap it, and the count callers see between encodes is the process's own.
     """
 
     def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._users = 0
-        self._threads = 0
-        self._limiter: threadpool_limits | None = None
+        self._requests: queue.SimpleQueue[tuple[Callable[[], np.ndarray], int, Future[np.ndarray]]] = (
+            queue.SimpleQueue()
+        )
+        self._start = threading.Lock()
+        self._thread: threading.Thread | None = None
 
-    @contextmanager
-    def held(self, threads: int) -> Iterator[None]:
-        """Run the block with BLAS limited to `threads` threads."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._users == 0 or self._threads == threads)
-            if self._users == 0:
-                self._limiter, self._threads = threadpool_limits(limits=threads, user_api="blas"), threads
-            self._users += 1
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._users -= 1
-                if self._users == 0 and self._limiter is not None:
-                    self._limiter.restore_original_limits()
-                    self._limiter = None
-                    self._changed.notify_all()
+    def run(self, work: Callable[[], np.ndarray], threads: int) -> np.ndarray:
+        """Run `work` on the encode thread with BLAS at `threads` threads; return its result or raise its error."""
+        with self._start:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="sentence-encoder", daemon=True)
+                self._thread.start()
+        done: Future[np.ndarray] = Future()
+        self._requests.put((work, threads, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            work, threads, done = self._requests.get()
+            try:
+                with threadpool_limits(limits=threads, user_api="blas"):
+                    result = work()
+            except BaseException as exc:  # handed to the caller, who raises it
+                done.set_exception(exc)
+            else:
+                done.set_result(result)  # only once the count is restored: the caller may read it at once
 
 
-_BLAS_THREADS = _BlasThreads()  # BLAS's thread count is one per process, so is its keeper
 _default_lock = threading.Lock()
 
 

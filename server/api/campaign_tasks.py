@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from core.settings import Settings
-from core.types import CampaignStatus, Category
+from core.types import FINAL_CAMPAIGN_STATUSES, CampaignStatus, Category
 from curation.catalog import store
 from graph import campaign as campaign_graph
 from graph.events import CampaignEvent
@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 PARALLEL_POSTGRES = 4
 SHUTDOWN_WAIT_S = 10.0
+FINISH_WAIT_S = 10.0  # how long a re-run waits for a run whose status is final to let go of its lease
+FINISH_POLL_S = 0.05
+START_WAIT_S = 10.0  # how long a re-run's answer waits for its task to take the lease or be refused it
 
 
 class CampaignBusyError(RuntimeError):
@@ -59,10 +62,14 @@ class CampaignManager:
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._subscribers: dict[str, set[asyncio.Queue[CampaignEvent]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._started: set[str] = set()  # campaigns whose task here has set them running
+        self._refused: dict[str, campaign_graph.CampaignBusyError] = {}  # tasks that found the lease taken
 
     # -- events ---------------------------------------------------------------------------------------
     def publish(self, event: CampaignEvent) -> None:
         """Hand `event` to every subscriber of its campaign (safe to call from any thread)."""
+        if event.kind == "campaign_started":
+            self._started.add(event.campaign_id)  # this process's task is past its start: a final status is its own
         loop = self._loop
         if loop is None:
             return
@@ -104,6 +111,8 @@ class CampaignManager:
         if self.is_active(campaign_id):
             coro.close()
             raise CampaignBusyError(f"campaign {campaign_id} is already running in this server")
+        self._started.discard(campaign_id)
+        self._refused.pop(campaign_id, None)
         task = asyncio.create_task(self._guarded(campaign_id, coro, what=what), name=f"{what}:{campaign_id}")
         self._tasks[campaign_id] = task
         return task
@@ -115,6 +124,9 @@ class CampaignManager:
         except asyncio.CancelledError:
             logger.info("%s of campaign %s cancelled; it is resumed at the next start", what, campaign_id)
             raise
+        except campaign_graph.CampaignBusyError as exc:  # another replica holds the lease: nothing was written
+            logger.info("%s of campaign %s left to another process: %s", what, campaign_id, exc)
+            self._refused[campaign_id] = exc
         except campaign_graph.CampaignError as exc:  # the graph recorded it on the campaign row already
             logger.warning("%s of campaign %s ended: %s", what, campaign_id, exc)
         except Exception as exc:  # recorded on the campaign row, logged with its traceback
@@ -167,6 +179,34 @@ class CampaignManager:
                 await asyncio.wait_for(asyncio.shield(finished), timeout=SHUTDOWN_WAIT_S)
             raise
 
+    async def _busy_unless_finishing(self, campaign_id: str) -> str | None:
+        """Raise CampaignBusyError while this server runs the campaign; return who else holds its lease, if
+        anyone, once a finishing run (final status, lease or task not yet let go) has let go."""
+        deadline = asyncio.get_running_loop().time() + FINISH_WAIT_S
+        while True:
+            task = self._tasks.get(campaign_id)
+            active = task is not None and not task.done()
+            holder = None if active else await asyncio.to_thread(self._held_elsewhere, campaign_id)
+            if not active and holder is None:
+                return None
+            # A task here that has not set the campaign running yet is starting, not finishing: its final status
+            # is the last run's.
+            finishing = (not active or campaign_id in self._started) and await asyncio.to_thread(
+                self._status_is_final, campaign_id)
+            if not finishing or asyncio.get_running_loop().time() >= deadline:
+                if active:
+                    raise CampaignBusyError(f"campaign {campaign_id} is already running in this server")
+                return holder
+            if active and task is not None:
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(asyncio.shield(task), timeout=FINISH_WAIT_S)
+            else:
+                await asyncio.sleep(FINISH_POLL_S)  # another replica releasing its lease
+
+    def _status_is_final(self, campaign_id: str) -> bool:
+        with store.open_session(self.engine) as session:
+            return store.get_campaign(session, campaign_id=campaign_id).status in FINAL_CAMPAIGN_STATUSES
+
     def _held_elsewhere(self, campaign_id: str) -> str | None:
         with store.open_session(self.engine) as session:
             lease = store.lease_holder(session, name=store.campaign_lease(campaign_id))
@@ -195,18 +235,37 @@ class CampaignManager:
 
     async def rerun(self, *, campaign_id: str, category: Category) -> None:
         """Re-run one category of a campaign in the background; raise CampaignBusyError while it runs here or
-        in another process (its lease is held)."""
-        if self.is_active(campaign_id):
-            raise CampaignBusyError(f"campaign {campaign_id} is already running in this server")
-        holder = await asyncio.to_thread(self._held_elsewhere, campaign_id)
+        in another process (its lease is held).
+
+        The graph writes a campaign's final status before its run lets go (checkpoints deleted, lease released,
+        task ended), so a client acting on a final status it just read would be refused for that moment: a
+        campaign whose status is final is only finishing, and the re-run waits for it (at most `FINISH_WAIT_S`).
+        """
+        holder = await self._busy_unless_finishing(campaign_id)
         if holder is not None:
             raise CampaignBusyError(f"campaign {campaign_id} is being worked on by another process ({holder})")
         coro = campaign_graph.rerun_category(
             engine=self.engine, settings=self.settings, campaign_id=campaign_id, category=category,
             on_event=self.publish, **self.overrides,
         )
-        self._spawn(campaign_id, coro, what=f"rerun of {category.value}")
-        await asyncio.sleep(0)  # let the task start its run row before the response goes out
+        task = self._spawn(campaign_id, coro, what=f"rerun of {category.value}")
+        await self._until_started(campaign_id, task)
+
+    async def _until_started(self, campaign_id: str, task: asyncio.Task[Any]) -> None:
+        """Wait until the task has taken the campaign's lease and set it running, or raise CampaignBusyError when
+        another replica took the lease first (two re-runs at once: one is refused, none dropped unseen). With
+        no free slot here the task waits its turn and the answer goes out at once."""
+        if self._slots.locked():
+            await asyncio.sleep(0)
+            return
+        deadline = asyncio.get_running_loop().time() + START_WAIT_S
+        while campaign_id not in self._started and not task.done():
+            if asyncio.get_running_loop().time() >= deadline:
+                return
+            await asyncio.sleep(FINISH_POLL_S)
+        refused = self._refused.pop(campaign_id, None)
+        if refused is not None:
+            raise CampaignBusyError(str(refused))
 
     async def resume_unfinished(self) -> list[str]:
         """Resume every campaign a previous process left pending/running; return their ids."""

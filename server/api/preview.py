@@ -3,7 +3,9 @@
 A mirror is a folder with a `MIRROR.json` list of `{id, config?, files: [...]}` whose file paths are
 relative to the folder (the layout `datahunt manifest from-mirror` reads). JSON, JSONL (also gzipped) and
 CSV files are read with the standard library, only as far as the rows shown. Without a mirror copy the
-preview says so instead of going to the Hub.
+preview says so instead of going to the Hub. A mirror is the user's folder, not ours: an index or a file that
+cannot be read (nested past the parser's depth, a cut or corrupt gzip, NUL bytes, `files` that is no list of
+names) is logged and skipped, and the page shows the next readable file or no preview, never an error.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import gzip
 import io
 import json
 import logging
+import zlib
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -24,15 +27,20 @@ logger = logging.getLogger(__name__)
 PREVIEW_ROWS = 5
 MAX_VALUE_CHARS = 400
 MAX_JSON_BYTES = 8 * 1024 * 1024  # whole-file JSON is parsed only when small
+MAX_CLIP_DEPTH = 8  # a preview cell deeper than this is shown as "…"
+# What a hostile or damaged file can raise while its first rows are read.
+_UNREADABLE = (OSError, ValueError, csv.Error, EOFError, RecursionError, zlib.error)
 
 
-def _clip(value: Any) -> Any:
+def _clip(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return value if len(value) <= MAX_VALUE_CHARS else value[:MAX_VALUE_CHARS] + "…"
+    if isinstance(value, dict | list) and depth >= MAX_CLIP_DEPTH:
+        return "…"
     if isinstance(value, dict):
-        return {str(k): _clip(v) for k, v in list(value.items())[:20]}
+        return {str(k): _clip(v, depth + 1) for k, v in list(value.items())[:20]}
     if isinstance(value, list):
-        return [_clip(v) for v in value[:10]]
+        return [_clip(v, depth + 1) for v in value[:10]]
     return value
 
 
@@ -70,7 +78,7 @@ def _mirror_entries(mirror: Path) -> list[dict[str, Any]]:
         return []
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: not JSON, or not UTF-8
         logger.warning("unreadable mirror index %s: %s", index, exc)
         return []
     return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
@@ -80,7 +88,7 @@ def mirrored_ids(mirror: Path | None) -> set[str]:
     """Return the Hub ids a local mirror holds (empty without a mirror or with an unreadable index)."""
     if mirror is None:
         return set()
-    return {str(e["id"]) for e in _mirror_entries(mirror.resolve()) if e.get("id")}
+    return {e["id"] for e in _mirror_entries(mirror.resolve()) if isinstance(e.get("id"), str) and e["id"]}
 
 
 def sample_preview(hub_id: str, mirror: Path | None, *, limit: int = PREVIEW_ROWS) -> dict[str, Any]:
@@ -93,16 +101,20 @@ def sample_preview(hub_id: str, mirror: Path | None, *, limit: int = PREVIEW_ROW
     for entry in _mirror_entries(root):
         if entry.get("id") != hub_id:
             continue
-        for rel in entry.get("files") or []:
-            path = (root / str(rel)).resolve()
-            if not path.is_relative_to(root) or not path.is_file():
+        files = entry.get("files")
+        for rel in files if isinstance(files, list) else []:
+            if not isinstance(rel, str) or "\x00" in rel:
                 continue
             try:
-                rows = _read_rows(path, limit)
-            except (OSError, ValueError, csv.Error) as exc:
-                logger.warning("preview of %s failed: %s", path, exc)
+                path = (root / rel).resolve()
+                if not path.is_relative_to(root) or not path.is_file():
+                    continue
+                rows = [_clip(r) for r in _read_rows(path, limit)]
+            except _UNREADABLE as exc:
+                logger.warning("preview of %s in %s failed: %s", rel, root, exc)
                 continue
             if rows:
-                return {"available": True, "source": f"mirror:{rel}", "config": entry.get("config"),
-                        "rows": [_clip(r) for r in rows], "message": None}
+                config = entry.get("config")
+                return {"available": True, "source": f"mirror:{rel}",
+                        "config": config if isinstance(config, str) else None, "rows": rows, "message": None}
     return unavailable

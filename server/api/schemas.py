@@ -10,7 +10,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
 
 from core.types import CampaignStatus, Category, Reason, RunStatus
 
@@ -135,7 +135,7 @@ class ReviewRequest(_Request):
     reviewer: str = Field(min_length=1, max_length=128, pattern=r"\S",
                           json_schema_extra={"pattern": r"^[^\x00]*\S[^\x00]*$"})
     note: str | None = Field(default=None, max_length=4000, json_schema_extra={"pattern": r"^[^\x00]*$"})
-    override: bool = False
+    override: StrictBool = False  # JSON true/false only: "true" or 1 is a 422, not a silent override
 
 
 class ManifestOptions(_Request):
@@ -148,9 +148,10 @@ class ManifestOptions(_Request):
     )
     target_model: str | None = Field(default=None, max_length=256)
     tokenizer: str | None = Field(default=None, max_length=256)
-    budget_total: int | None = Field(default=None, gt=0, le=10**12)
-    shares: dict[Category, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
-    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    # Numbers are JSON numbers only: false, "7" or 7.0 for an integer is a 422, not read as 0 or 7.
+    budget_total: StrictInt | None = Field(default=None, gt=0, le=10**12)
+    shares: dict[Category, Annotated[StrictFloat, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    seed: StrictInt = Field(default=0, ge=0, le=2**31 - 1)
 
     @field_validator("path")
     @classmethod

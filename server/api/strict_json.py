@@ -6,13 +6,16 @@ not UTF-8. None of these can be stored or even encoded in the answer (the valida
 so they used to end as 500s. This middleware parses every JSON body once more, strictly, and answers such a
 body with a 422 in FastAPI's own validation-error shape (`{"detail": [{"type", "loc", "msg"}]}`) naming what
 was wrong. Syntax errors are left to FastAPI, which reports them the same way. It runs inside the body-size
-limit, so it buffers at most that.
+limit, so it buffers at most that. A body nesting arrays or objects deeper than `MAX_DEPTH` is refused the same
+way before anything parses it: a thousand levels made the parsers (ours and FastAPI's) raise RecursionError, a
+500 that bypassed the security headers; no request of this API nests more than three.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -20,6 +23,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from curation.catalog.storable import unstorable_reason
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+MAX_DEPTH = 64
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
 
 
 class NotStrictJson(ValueError):
@@ -59,6 +64,8 @@ def strict_json_problem(body: bytes) -> str | None:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return f"the body is not valid UTF-8 (byte {exc.start})"
+    if _depth(text) > MAX_DEPTH:
+        return f"the body nests deeper than {MAX_DEPTH} levels of arrays and objects"
     try:
         parsed = json.loads(text, parse_constant=_constant, parse_float=_finite)
         _check_strings(parsed, [])
@@ -69,6 +76,19 @@ def strict_json_problem(body: bytes) -> str | None:
     except ValueError:  # an integer past the interpreter's digit limit
         return "a number in the body has too many digits"
     return None
+
+
+def _depth(text: str) -> int:
+    """Return how deep `text` nests brackets outside strings (without parsing it, so without recursion)."""
+    depth = deepest = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+    return deepest
 
 
 def _is_json(scope: Scope) -> bool:

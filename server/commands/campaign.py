@@ -84,6 +84,8 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 def open_catalog() -> Any:
     """Return an engine on the configured catalog, migrated to the latest schema."""
+    from sqlalchemy.exc import DatabaseError
+
     from core.settings import get_settings
     from curation.catalog import store
 
@@ -92,6 +94,8 @@ def open_catalog() -> Any:
         store.upgrade_database(engine)
     except store.CatalogError as exc:  # the database is down, or its folder cannot be made
         raise fail(str(exc)) from None
+    except DatabaseError as exc:  # a damaged SQLite file, a full disk
+        raise fail(f"cannot use the catalog database: {str(exc.orig or exc).splitlines()[0]}") from None
     return engine
 
 

@@ -40,7 +40,7 @@ class CliError(Exception):
 @contextmanager
 def _cli_errors() -> Iterator[None]:
     """Turn the catalog's errors into one line on stderr and a non-zero exit, never a traceback."""
-    from sqlalchemy.exc import OperationalError
+    from sqlalchemy.exc import DatabaseError
 
     from core.types import MalformedHubIdError, UnknownCategoryError
     from curation.catalog import store
@@ -53,7 +53,7 @@ def _cli_errors() -> Iterator[None]:
         _fail(str(exc), EXIT_BAD_INPUT)
     except store.CatalogError as exc:
         _fail(str(exc), EXIT_NOT_FOUND)
-    except OperationalError as exc:
+    except DatabaseError as exc:  # the database failed: down, a damaged SQLite file, a full disk
         _fail(f"cannot use the catalog database: {str(exc.orig or exc).splitlines()[0]}", EXIT_NOT_FOUND)
 
 

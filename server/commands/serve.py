@@ -18,7 +18,7 @@ import typer
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on (0.0.0.0 to share with a team)."),
     port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume unfinished campaigns at start-up."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume unfinished campaigns at start-up (either way, campaigns whose holder stops renewing its lease are taken over)."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
     """Serve the API and the review page."""
@@ -46,7 +46,7 @@ def serve(
     elif bound.lower() not in settings.allowed_host_list:  # the address it listens on always works
         settings = settings.model_copy(update={"allowed_hosts": f"{settings.allowed_hosts},{bound}"})
     print(f"datahunt review page: http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
-    config = uvicorn.Config(create_app(settings, resume_unfinished=resume), log_level=log_level)
+    config = uvicorn.Config(create_app(settings, resume_unfinished=resume, sweep_abandoned=True), log_level=log_level)
     with sock:
         uvicorn.Server(config).run(sockets=[sock])
 

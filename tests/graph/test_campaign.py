@@ -261,3 +261,25 @@ def test_subagent_notes_are_kept_on_the_run_row(engine: Engine) -> None:
     runs = runs_by_category(engine, campaign_id)
     assert runs["math"][0].notes == ["LLM judgement failed (not JSON); kept the deterministic scores"]
     assert runs["reasoning"][0].notes == []
+
+
+def test_a_rerun_killed_mid_run_resumes_as_that_one_category(engine: Engine) -> None:
+    async def die(category: Category) -> None:
+        raise Crash()
+
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), subagent=ScriptedSubagent(),
+                                           backends=[FakeIndex()]))
+    with pytest.raises(BaseException):  # noqa: B017 - the crash surfaces in whatever shape the runtime wraps it
+        asyncio.run(rerun_category(engine=engine, settings=get_settings(), campaign_id=campaign_id, category="math",
+                                   subagent=ScriptedSubagent({"math": die}), backends=[FakeIndex()]))
+    assert unfinished_campaigns(engine=engine) == [campaign_id]
+    before = {c: [r.id for r in rs] for c, rs in runs_by_category(engine, campaign_id, latest_only=False).items()}
+    resumed = ScriptedSubagent()
+    asyncio.run(resume_campaign(engine=engine, settings=get_settings(), campaign_id=campaign_id, subagent=resumed,
+                                backends=[FakeIndex()]))
+    assert resumed.calls == ["math"]  # the re-run was of one category: so is its resume, not all ten again
+    after = runs_by_category(engine, campaign_id, latest_only=False)
+    assert {c: [r.id for r in rs] for c, rs in after.items() if c != "math"} == {
+        c: ids for c, ids in before.items() if c != "math"}
+    assert after["math"][-1].status == "succeeded"
+    assert unfinished_campaigns(engine=engine) == []

@@ -108,3 +108,29 @@ def test_a_run_that_loses_its_lease_stops_without_touching_the_campaign(engine: 
         assert store.get_campaign(session, campaign_id="c").status == "running"  # the new owner's to finish
         holder = store.lease_holder(session, name=store.campaign_lease("c"))
         assert holder is not None and holder.owner == OTHER
+
+
+def test_the_heartbeat_renews_while_the_loop_and_its_thread_pool_are_busy(engine: Engine) -> None:
+    # Embedding and search work share the default thread pool, and the graph's nodes make blocking catalog
+    # calls on its loop: neither may keep the lease from being renewed.
+    from graph.lease import HeldLease
+
+    ttl = 0.6
+    with store.open_session(engine) as session:
+        campaign = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"])
+    lease = HeldLease(engine, campaign.id, ttl_s=ttl)
+
+    async def busy() -> list[bool]:
+        taken: list[bool] = []
+        async with lease.held():
+            pool = [asyncio.to_thread(time.sleep, 4 * ttl) for _ in range(64)]  # every pool thread, and a queue
+            waiting = asyncio.gather(*pool)
+            for _ in range(4):
+                time.sleep(ttl / 2)  # the loop itself blocked, as a blocking catalog call does
+                with store.open_session(engine) as session:
+                    taken.append(store.acquire_lease(session, name=lease.name, owner="intruder", ttl_s=ttl) is not None)
+            await waiting
+        return taken
+
+    assert asyncio.run(busy()) == [False] * 4  # renewed every third of its time throughout: never taken over
+    assert not lease.lost

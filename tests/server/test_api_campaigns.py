@@ -182,3 +182,22 @@ def test_a_campaign_that_cannot_resume_is_marked_interrupted(
         body = wait_final(client, campaign.id)
     assert {r["category"]: r["status"] for r in body["runs"]} == {"math": "succeeded"}
     assert subagent.calls == ["math"]
+
+
+def test_a_rerun_posted_as_soon_as_the_status_reads_succeeded_is_accepted(engine: Engine, tmp_path: Path) -> None:
+    # A client (or the review page's Re-run button) acts on the status it reads: once it says succeeded, the
+    # campaign's lease and this server's task are no reason to refuse, however soon the re-run follows.
+    with TestClient(make_app(engine, tmp_path, FakeSubagent())) as client:
+        campaign_id = client.post("/campaigns", json={"categories": ["math"]}, headers=AUTH).json()["id"]
+        for attempt in range(1, 21):
+            deadline = time.monotonic() + 60
+            while True:
+                body = client.get(f"/campaigns/{campaign_id}").json()
+                run = body["runs"][0] if body["runs"] else {}
+                if body["status"] == "succeeded" and run.get("attempt") == attempt:
+                    break
+                assert time.monotonic() < deadline, body
+                time.sleep(0.01)
+            rerun = client.post(f"/campaigns/{campaign_id}/subagents/math/rerun", headers=AUTH)
+            assert rerun.status_code == 202, (attempt, rerun.json())
+        wait_final(client, campaign_id)

@@ -219,3 +219,53 @@ def test_review_page_renders_filters_groups_and_override(client: TestClient) -> 
     assert everything.count('class="override-box"') == 1  # only the verifier-rejected entry asks for override
     assert "license_restricted" in everything and "7,473 rows" in everything
     assert client.get("/static/review.js").status_code == 200
+
+
+def _gzip_truncated() -> bytes:
+    import gzip
+
+    return gzip.compress(b'{"question": "q"}\n' * 500)[:40]
+
+
+@pytest.mark.parametrize("index", [
+    b"[" * 100_000,
+    json.dumps([{"id": "openai/gsm8k", "files": 5}]).encode(),
+    json.dumps([{"id": "openai/gsm8k", "files": {"a": 1}}]).encode(),
+    json.dumps([{"id": ["openai/gsm8k"], "files": []}, {"id": "openai/gsm8k", "files": [["x"], "a\x00b.jsonl"]}]).encode(),
+])
+def test_a_hostile_mirror_index_gives_no_preview_and_no_error(engine: Engine, tmp_path: Path, index: bytes) -> None:
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "MIRROR.json").write_bytes(index)
+    app = create_app(make_settings(tmp_path, mirror=mirror), engine=engine, resume_unfinished=False)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        seed(engine)
+        detail = client.get("/catalog/openai/gsm8k")
+        assert detail.status_code == 200, detail.text
+        assert detail.json()["preview"]["available"] is False
+        assert client.get("/datasets/openai/gsm8k").status_code == 200
+        assert client.get("/").status_code == 200
+
+
+def test_hostile_mirror_files_are_skipped_for_the_next_readable_one(engine: Engine, tmp_path: Path) -> None:
+    folder = tmp_path / "mirror" / "openai" / "gsm8k"
+    folder.mkdir(parents=True)
+    bad = {
+        "deep.json": b"[" * 100_000 + b"]" * 100_000,
+        "deep.jsonl": b'{"a": ' * 5_000 + b"1" + b"}" * 5_000 + b"\n",
+        "cut.jsonl.gz": _gzip_truncated(),
+        "garbage.jsonl.gz": b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"not deflate data at all",
+    }
+    for name, data in bad.items():
+        (folder / name).write_bytes(data)
+    (folder / "good.jsonl").write_text(json.dumps({"question": "q1", "answer": "a1"}) + "\n")
+    files = [f"openai/gsm8k/{name}" for name in [*bad, "good.jsonl"]]
+    (tmp_path / "mirror" / "MIRROR.json").write_text(json.dumps([{"id": "openai/gsm8k", "files": files}]))
+    app = create_app(make_settings(tmp_path, mirror=tmp_path / "mirror"), engine=engine, resume_unfinished=False)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        seed(engine)
+        detail = client.get("/catalog/openai/gsm8k")
+        assert detail.status_code == 200, detail.text
+        preview = detail.json()["preview"]
+        assert preview["available"] is True and preview["source"] == "mirror:openai/gsm8k/good.jsonl"
+        assert client.get("/datasets/openai/gsm8k").status_code == 200

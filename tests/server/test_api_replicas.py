@@ -42,9 +42,9 @@ def short_leases(monkeypatch: pytest.MonkeyPatch) -> None:
     get_settings.cache_clear()
 
 
-def replica(engine: Engine, tmp_path: Path, subagent: FakeSubagent, *, resume: bool) -> Any:
+def replica(engine: Engine, tmp_path: Path, subagent: FakeSubagent, *, resume: bool, sweep: bool | None = None) -> Any:
     settings = Settings(home=tmp_path / "home", offline=True, api_token=SecretStr(TOKEN), lease_ttl_s=LEASE_S)
-    return create_app(settings, engine=engine, resume_unfinished=resume, event_poll_s=0.1,
+    return create_app(settings, engine=engine, resume_unfinished=resume, sweep_abandoned=sweep, event_poll_s=0.1,
                       campaign_overrides={"subagent": subagent, "backends": [FakeBackend()]})
 
 
@@ -95,16 +95,18 @@ def test_the_same_category_re_run_on_two_replicas_at_once_runs_once(engine: Engi
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("resume", [True, False], ids=["resume", "no-resume"])
 def test_a_starting_replica_leaves_a_live_campaign_alone_and_takes_over_a_dead_ones(
-    engine: Engine, tmp_path: Path
+    engine: Engine, tmp_path: Path, resume: bool
 ) -> None:
+    # `datahunt serve --no-resume` (an extra replica) skips only the start-up resume: it still sweeps.
     with store.open_session(engine) as session:
         campaign = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"])
         store.set_campaign_status(session, campaign_id=campaign.id, status="running")
         # Replica A runs it and renews its lease; it will die without releasing it.
         store.acquire_lease(session, name=store.campaign_lease(campaign.id), owner="host-a:77:dead", ttl_s=60)
     subagent = FakeSubagent()
-    with TestClient(replica(engine, tmp_path, subagent, resume=True)) as client:
+    with TestClient(replica(engine, tmp_path, subagent, resume=resume, sweep=True)) as client:
         time.sleep(3 * LEASE_S)  # several sweeps while A's lease is live
         assert subagent.calls == [] and client.get(f"/campaigns/{campaign.id}").json()["status"] == "running"
         with store.open_session(engine) as session:  # A dies: its lease is no longer renewed and runs out
@@ -112,3 +114,36 @@ def test_a_starting_replica_leaves_a_live_campaign_alone_and_takes_over_a_dead_o
                                 ttl_s=0.0, now=utcnow() - timedelta(seconds=1))
         wait_for(lambda: client.get(f"/campaigns/{campaign.id}").json()["status"] == "succeeded")
     assert subagent.calls == ["math"]
+
+
+@pytest.mark.slow
+def test_two_replicas_asked_the_same_re_run_at_once_accept_one_and_refuse_the_other(
+    engine: Engine, tmp_path: Path,
+) -> None:
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH],
+                                           subagent=FakeSubagent(), backends=[FakeBackend()]))
+    subagent = SlowSubagent()
+    with TestClient(replica(engine, tmp_path, subagent, resume=False)) as a, \
+            TestClient(replica(engine, tmp_path, subagent, resume=False)) as b:
+        for attempt in range(3):
+            answers: list[int] = []
+            go = threading.Barrier(2)
+
+            def rerun(client: TestClient, go: threading.Barrier, answers: list[int]) -> None:
+                go.wait()
+                answers.append(client.post(f"/campaigns/{campaign_id}/subagents/math/rerun", headers=AUTH).status_code)
+
+            threads = [threading.Thread(target=rerun, args=(c, go, answers)) for c in (a, b)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert sorted(answers) == [202, 409], (attempt, answers)  # the README's promise: never 202 twice
+
+            def settled() -> bool:
+                with store.open_session(engine) as session:
+                    free = store.lease_holder(session, name=store.campaign_lease(campaign_id)) is None
+                    return free and store.get_campaign(session, campaign_id=campaign_id).status == "succeeded"
+
+            wait_for(settled)
+    assert subagent.calls == ["math"] * 3

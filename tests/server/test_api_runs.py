@@ -65,3 +65,28 @@ def test_a_damaged_status_file_is_named_and_hides_no_other_run(client: TestClien
     assert listed["bad"]["state"] == "unreadable" and "status.json" in listed["bad"]["error"]
     one = client.get("/runs/bad")
     assert one.status_code == 500 and "status.json" in one.json()["detail"]
+
+
+@pytest.mark.parametrize("damage", [b'{"updated_at": 5}', b'{"rows": 1, "updated_at": ["x"]}', b"[" * 100_000])
+def test_a_status_file_of_the_wrong_shape_is_listed_as_unreadable(client: TestClient, damage: bytes) -> None:
+    root = get_settings().home / "runs"
+    _make_run(root / "good", done=3)
+    (root / "bad").mkdir(parents=True)
+    (root / "bad" / STATUS_FILE).write_bytes(damage)
+    listed = client.get("/runs")
+    assert listed.status_code == 200
+    runs_by_id = {r["id"]: r for r in listed.json()}
+    assert runs_by_id["good"]["rows"]["done"] == 3
+    assert runs_by_id["bad"]["state"] == "unreadable" and "status.json" in runs_by_id["bad"]["error"]
+
+
+def test_a_damaged_link_file_is_listed_as_unreadable(client: TestClient) -> None:
+    root = get_settings().home / "runs"
+    _make_run(root / "good", done=3)
+    (root / "elsewhere.path").write_bytes(b"\xff\xfe not a path")
+    listed = client.get("/runs")
+    assert listed.status_code == 200
+    runs_by_id = {r["id"]: r for r in listed.json()}
+    assert runs_by_id["good"]["rows"]["done"] == 3
+    assert runs_by_id["elsewhere"]["state"] == "unreadable" and "elsewhere.path" in runs_by_id["elsewhere"]["error"]
+    assert client.get("/runs/elsewhere").status_code == 500

@@ -186,3 +186,16 @@ def test_bad_input_is_one_clean_line(catalog: None, args: tuple[str, ...], code:
 def test_empty_catalog_lists_nothing() -> None:
     result = _invoke("list", "--json")
     assert result.exit_code == 0 and json.loads(result.stdout) == []
+
+
+@pytest.mark.parametrize("command", [["catalog", "list"], ["campaign", "list"]])
+def test_a_damaged_sqlite_catalog_is_one_line_not_a_traceback(tmp_path, monkeypatch, command) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "catalog.db"
+    path.write_bytes(b"this is not an sqlite file" * 1000)
+    monkeypatch.setenv("DATAHUNT_DATABASE_URL", f"sqlite:///{path}")
+    get_settings.cache_clear()
+    result = runner.invoke(app, command)
+    get_settings.cache_clear()
+    assert result.exit_code == 1
+    assert "cannot use the catalog database: file is not a database" in result.output
+    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)

@@ -87,3 +87,55 @@ def test_long_export_names_that_fit_are_written_through_the_api(client: TestClie
 def test_a_surrogate_pair_written_as_escapes_is_fine(client: TestClient) -> None:
     response = client.post(APPROVE, content=b'{"reviewer": "ann", "note": "ok \\ud83d\\ude00"}', headers=JSON)
     assert response.status_code == 200 and response.json()["note"] == "ok \U0001f600"
+
+
+@pytest.mark.parametrize("path", ["/campaigns", APPROVE, "/manifest/export", "/session"])
+@pytest.mark.parametrize("depth", [65, 1000, 20_000])
+def test_deeply_nested_json_is_a_422_with_the_security_headers(client: TestClient, path: str, depth: int) -> None:
+    body = b'{"a": ' * depth + b"1" + b"}" * depth
+    response = client.post(path, content=body[:60_000] if depth == 20_000 else body, headers=JSON)
+    assert response.status_code in {413, 422}, response.text
+    if response.status_code == 422:
+        assert "nests deeper than 64 levels" in response.json()["detail"][0]["msg"]
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+
+
+@pytest.mark.parametrize("body", [
+    b'{"seed": false}', b'{"seed": "7"}', b'{"seed": 7.0}', b'{"budget_total": true}',
+])
+def test_export_fields_take_their_own_json_type_only(client: TestClient, body: bytes) -> None:
+    response = client.post("/manifest/export", content=body, headers=JSON)
+    assert response.status_code == 422, response.text
+
+
+@pytest.mark.parametrize("body", [
+    b'{"reviewer": "ann", "override": "true"}', b'{"reviewer": "ann", "override": 1}', b'{"reviewer": 7}',
+])
+def test_review_fields_take_their_own_json_type_only(client: TestClient, body: bytes) -> None:
+    response = client.post(APPROVE, content=body, headers=JSON)
+    assert response.status_code == 422, response.text
+
+
+def test_campaign_fields_take_their_own_json_type_only(client: TestClient) -> None:
+    for body in (b'{"offline": "true"}', b'{"offline": 1}', b'{"categories": "math"}'):
+        response = client.post("/campaigns", content=body, headers=JSON)
+        assert response.status_code == 422, (body, response.text)
+
+
+def test_a_corrupted_sqlite_catalog_is_a_503_that_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.sqlite"
+    engine = store.make_engine(f"sqlite:///{path}")
+    store.upgrade_database(engine)
+    seed(engine)
+    app = create_app(make_settings(tmp_path), engine=engine, resume_unfinished=False)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert client.get("/catalog").status_code == 200
+        engine.dispose()
+        path.write_bytes(b"this is not an sqlite file" * 1000)  # a damaged disk, or a file overwritten
+        for url in ("/catalog", "/catalog/openai/gsm8k", "/campaigns"):
+            response = client.get(url)
+            assert response.status_code == 503, (url, response.text)
+            assert "catalog database is unavailable" in response.json()["detail"]
+            assert response.headers["x-content-type-options"] == "nosniff"
+    engine.dispose()
