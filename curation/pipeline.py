@@ -25,7 +25,7 @@ from curation.conversation import Drop, Row, prompt_text
 from curation.decontam import EvalIndex, find_contaminated
 from curation.dedup import DedupResult, deduplicate
 from curation.loading import INVALID_UTF8, iter_records
-from curation.manifest import Manifest
+from curation.manifest import Manifest, ManifestError
 from curation.manifest_plan import EvalPlan, ManifestPlan, plan_manifest
 from curation.mirror import MIRROR_INDEX, read_mirror_index
 from curation.mixing import MixResult, mix, mix_warnings
@@ -56,6 +56,28 @@ class CurateResult:
     reused: list[str] = field(default_factory=list)
 
 
+def mirror_of(manifest: Manifest, mirror: Path | None, settings: Settings) -> Path | None:
+    """Return the run's mirror: `mirror` (the caller's), else the manifest's own, else the settings'.
+
+    The manifest's own `mirror` never widens the one the user named: with a mirror in the settings it must
+    lie inside it (links resolved), and without one it must be a mirror folder (holding MIRROR.json), so a
+    manifest naming `/` cannot pull arbitrary local files into the set. Raises ManifestError otherwise."""
+    if mirror is not None:
+        return Path(mirror)
+    if not manifest.mirror:
+        return settings.mirror
+    own = Path(manifest.mirror)
+    if settings.mirror is not None:
+        if not own.resolve().is_relative_to(Path(settings.mirror).resolve()):
+            raise ManifestError(f"the manifest's mirror {own} lies outside the mirror {settings.mirror} named in the "
+                                "settings; its files must stay inside that mirror")
+        return own
+    if not (own / MIRROR_INDEX).is_file():
+        raise ManifestError(f"the manifest's mirror {own} is not a mirror folder (no {MIRROR_INDEX}); name the "
+                            "mirror with --mirror")
+    return own
+
+
 def make_context(
     manifest: Manifest,
     out_dir: Path,
@@ -67,7 +89,7 @@ def make_context(
 ) -> LoadContext:
     """Return the run's load context: mirror, offline mode, caches under `out_dir`, token counter, Hub probe;
     `settings` (the caller's) give the mirror default, offline mode, the cache folder and the Hub token."""
-    mirror_dir = mirror or (Path(manifest.mirror) if manifest.mirror else None) or settings.mirror
+    mirror_dir = mirror_of(manifest, mirror, settings)
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
     counter = load_counter(tokenizer, offline=settings.offline)
     entries: list[dict[str, Any]] = []

@@ -15,7 +15,7 @@ from core.settings import get_settings
 from core.types import Category
 from curation.atomic_files import UnsafePathError, open_append, staged_file, write_file
 from curation.errors import CurationError
-from curation.manifest import Budget, Manifest, Source
+from curation.manifest import Budget, Manifest, ManifestError, Source
 from curation.pipeline import curate
 from tests.curation import test_pipeline
 
@@ -168,3 +168,23 @@ def test_the_writer_refuses_links_and_cleans_up_after_a_failure(tmp_path: Path) 
         raise OSError(28, "No space left on device")
     assert sorted(p.name for p in root.iterdir()) == ["journal.jsonl", "sub"]
     assert outside.read_text() == "keep"
+
+
+def test_a_manifests_own_mirror_cannot_widen_the_mirror_the_user_named(mirror: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret" / "rows.jsonl"
+    secret.parent.mkdir()
+    secret.write_text(json.dumps({"question": "the private prompt", "answer": "the private answer"}) + "\n")
+    source = Source(hub_id="local/x", data_files=[str(secret.relative_to("/"))], category=Category.MATH)
+    wide = Manifest(sources=[source], mirror="/")
+    with pytest.raises(ManifestError, match="not a mirror folder"):
+        curate(wide, tmp_path / "a", settings=get_settings())
+    with pytest.raises(ManifestError, match="outside the mirror"):
+        curate(wide, tmp_path / "b", settings=get_settings().model_copy(update={"mirror": mirror}))
+    # a link inside the mirror that leads out of it is refused as well, links resolved
+    (mirror / "local" / "leak").mkdir(parents=True)
+    (mirror / "local" / "leak" / "rows.jsonl").symlink_to(secret)
+    leak = Manifest(sources=[Source(hub_id="local/leak", data_files=["local/leak/rows.jsonl"],
+                                    category=Category.MATH)], mirror=str(mirror))
+    report = curate(leak, tmp_path / "c", settings=get_settings()).report
+    assert report.rows_out == 0 and "outside the mirror" in str(report.per_source["local/leak"].error)
+    assert "private" not in "".join(p.read_text(errors="replace") for p in (tmp_path / "c").rglob("*.json*"))
