@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import Tensor
 
+from training.atomic_files import OutputWriteError, UnsafePathError, remove_file, write_file
 from training.draft_model import DraftConfig, Eagle3Draft
 from training.errors import TrainingError
 from training.hidden_states import AuxLayers
@@ -126,9 +127,18 @@ def write_export(
         .detach().cpu().contiguous()
         for k, v in state.items()
     }
+    # config.json is the export's commit record (`read_config` requires it): removed first, written last, each
+    # file whole and never through a link, so a kill leaves no config.json beside half-new weights.
     folder.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps(config_json(cfg, layers, dtype, target_layers), indent=2))
+    config = json.dumps(config_json(cfg, layers, dtype, target_layers), indent=2).encode("utf-8")
+    try:
+        remove_file(folder / "config.json")
+        write_file(folder / WEIGHTS_FILE, save(tensors, metadata={"format": "pt"}))
+        write_file(folder / "config.json", config)
+    except UnsafePathError:
+        raise
+    except OSError as exc:
+        raise OutputWriteError(f"cannot write the export {folder}: {exc.strerror or exc}") from None
     return folder
 
 
