@@ -188,3 +188,20 @@ def test_a_manifests_own_mirror_cannot_widen_the_mirror_the_user_named(mirror: P
     report = curate(leak, tmp_path / "c", settings=get_settings()).report
     assert report.rows_out == 0 and "outside the mirror" in str(report.per_source["local/leak"].error)
     assert "private" not in "".join(p.read_text(errors="replace") for p in (tmp_path / "c").rglob("*.json*"))
+
+
+@pytest.mark.slow
+def test_the_datatrove_engine_never_writes_through_a_planted_link(mirror: Path, tmp_path: Path) -> None:
+    from curation.engine import curate_on
+
+    out, outside = tmp_path / "out", tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    (out / "data").mkdir(parents=True)
+    (out / "dropped").mkdir()
+    for name in ("report.json.tmp", "samples.jsonl.tmp", "samples.jsonl", "decontaminated.jsonl.tmp",
+                 "data/shard-00000.parquet.tmp", "data/shard-00000.parquet", "dropped/duplicates.jsonl.tmp"):
+        (out / name).symlink_to(outside)
+    report = curate_on("datatrove", _manifest(mirror), out, settings=get_settings(), jsonl=True, workers=1).report
+    assert outside.read_text() == "keep me"
+    assert report.rows_out > 0 and len(_ids(out)) == report.rows_out
+    assert not (out / "samples.jsonl").is_symlink() and not (out / "data/shard-00000.parquet").is_symlink()
