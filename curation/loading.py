@@ -59,14 +59,14 @@ def _suffix(path: Path) -> str:
 
 
 def inside(root: Path, name: str) -> bool:
-    """Whether the path `name` names something under `root` as written (relative, no `..` climbing out): a
-    shared mirror's index must not make datahunt read files elsewhere on the machine. Links placed in the
-    folder are followed (a mirror may link its large files from another disk): placing one takes write access
-    to the folder, naming a path in the index does not. The review page's preview (`server/api/preview.py`)
-    keeps its stricter check, links resolved, since what it reads goes out over HTTP."""
+    """Whether the path `name` names something under `root` (relative, no `..` climbing out, and no link
+    leading out once resolved): neither a mirror's index nor a manifest may make datahunt read files elsewhere
+    on the machine. The review page's preview (`server/api/preview.py`) keeps its own check."""
     if Path(name).is_absolute():
         return False
-    return Path(os.path.normpath(root / name)).is_relative_to(os.path.normpath(root))
+    if not Path(os.path.normpath(root / name)).is_relative_to(os.path.normpath(root)):
+        return False
+    return (Path(root) / name).resolve().is_relative_to(Path(root).resolve())
 
 
 def plan_load(

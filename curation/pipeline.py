@@ -19,12 +19,13 @@ from typing import Any
 
 from core.settings import Settings
 from curation.adapters import adapt, resolve_format
+from curation.atomic_files import read_own, remove_file
 from curation.cleaning import StepParams
 from curation.conversation import Drop, Row, prompt_text
 from curation.decontam import EvalIndex, find_contaminated
 from curation.dedup import DedupResult, deduplicate
 from curation.loading import INVALID_UTF8, iter_records
-from curation.manifest import Manifest
+from curation.manifest import Manifest, ManifestError
 from curation.manifest_plan import EvalPlan, ManifestPlan, plan_manifest
 from curation.mirror import MIRROR_INDEX, read_mirror_index
 from curation.mixing import MixResult, mix, mix_warnings
@@ -55,6 +56,28 @@ class CurateResult:
     reused: list[str] = field(default_factory=list)
 
 
+def mirror_of(manifest: Manifest, mirror: Path | None, settings: Settings) -> Path | None:
+    """Return the run's mirror: `mirror` (the caller's), else the manifest's own, else the settings'.
+
+    The manifest's own `mirror` never widens the one the user named: with a mirror in the settings it must
+    lie inside it (links resolved), and without one it must be a mirror folder (holding MIRROR.json), so a
+    manifest naming `/` cannot pull arbitrary local files into the set. Raises ManifestError otherwise."""
+    if mirror is not None:
+        return Path(mirror)
+    if not manifest.mirror:
+        return settings.mirror
+    own = Path(manifest.mirror)
+    if settings.mirror is not None:
+        if not own.resolve().is_relative_to(Path(settings.mirror).resolve()):
+            raise ManifestError(f"the manifest's mirror {own} lies outside the mirror {settings.mirror} named in the "
+                                "settings; its files must stay inside that mirror")
+        return own
+    if not (own / MIRROR_INDEX).is_file():
+        raise ManifestError(f"the manifest's mirror {own} is not a mirror folder (no {MIRROR_INDEX}); name the "
+                            "mirror with --mirror")
+    return own
+
+
 def make_context(
     manifest: Manifest,
     out_dir: Path,
@@ -66,7 +89,7 @@ def make_context(
 ) -> LoadContext:
     """Return the run's load context: mirror, offline mode, caches under `out_dir`, token counter, Hub probe;
     `settings` (the caller's) give the mirror default, offline mode, the cache folder and the Hub token."""
-    mirror_dir = mirror or (Path(manifest.mirror) if manifest.mirror else None) or settings.mirror
+    mirror_dir = mirror_of(manifest, mirror, settings)
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
     counter = load_counter(tokenizer, offline=settings.offline)
     entries: list[dict[str, Any]] = []
@@ -181,16 +204,32 @@ def curate(
     reused = [f"stage:{s.key}" for s in staged if s.reused]
     final = _final_hash(manifest, plan, staged, ctx, seed, jsonl)
     state_path = out_dir / STATE_FILE
-    if state_path.is_file() and (out_dir / "report.json").is_file():
-        state = json.loads(state_path.read_text(encoding="utf-8"))
-        shards_there = all((out_dir / p).is_file() for p in state.get("outputs", []))
+    state = _read_state(out_dir)
+    report_bytes = read_own(out_dir / "report.json", root=out_dir)
+    if state is not None and report_bytes is not None:
+        outputs = state.get("outputs", [])
+        shards_there = isinstance(outputs, list) and all(
+            read_own(out_dir / p, root=out_dir) is not None for p in outputs)
         if state.get("final") == final and shards_there:
             logger.info("nothing changed since the last run: outputs kept")
-            report = CurationReport.model_validate_json((out_dir / "report.json").read_text(encoding="utf-8"))
+            report = CurationReport.model_validate_json(report_bytes)
             return CurateResult(report=report, reused=[*reused, "final"])
+    # The state file is the outputs' commit record: removed before the first output is touched and written
+    # after the last, so a run killed in between (of this manifest or another) is never taken as finished.
+    remove_file(state_path, root=out_dir)
     report, outputs = _finish(manifest, plan, out_dir, staged, ctx, seed, jsonl)
-    atomic_write_json(state_path, {"final": final, "outputs": outputs})
+    atomic_write_json(state_path, {"final": final, "outputs": outputs}, root=out_dir)
     return CurateResult(report=report, reused=reused)
+
+
+def _read_state(out_dir: Path) -> dict[str, Any] | None:
+    """Return the state file this stage wrote, or None (missing, a planted link, or not one of ours)."""
+    raw = read_own(out_dir / STATE_FILE, root=out_dir)
+    try:
+        state = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def _finish(
@@ -219,10 +258,10 @@ def _finish(
     samples = [
         build_sample(r, sources[r.source_key], row_ids[r.key], ctx.params.counter) for r in mixed.selected
     ]
-    shard_paths = write_shards(samples, out_dir / "data")
+    shard_paths = write_shards(samples, out_dir / "data", root=out_dir)
     outputs = [p.relative_to(out_dir).as_posix() for p in shard_paths]
     if jsonl:
-        atomic_write_bytes(out_dir / "samples.jsonl", jsonl_bytes(samples))
+        atomic_write_bytes(out_dir / "samples.jsonl", jsonl_bytes(samples), root=out_dir)
         outputs.append("samples.jsonl")
     dup_records = [
         {"id": row_ids[d.key], "kept_id": row_ids[k.key], "kind": "exact", "similarity": 1.0}
@@ -232,7 +271,7 @@ def _finish(
         {"id": row_ids[d.key], "kept_id": row_ids[k.key], "kind": "near", "similarity": s}
         for d, k, s in dedup.near
     ]
-    atomic_write_bytes(out_dir / "dropped" / "duplicates.jsonl", jsonl_bytes(dup_records))
+    atomic_write_bytes(out_dir / "dropped" / "duplicates.jsonl", jsonl_bytes(dup_records), root=out_dir)
     decon_records = [
         {
             "id": row_ids[dedup.kept[i].key],
@@ -244,12 +283,12 @@ def _finish(
         }
         for i, item in sorted(contaminated.items())
     ]
-    atomic_write_bytes(out_dir / "decontaminated.jsonl", jsonl_bytes(decon_records))
+    atomic_write_bytes(out_dir / "decontaminated.jsonl", jsonl_bytes(decon_records), root=out_dir)
     report = _report(
         manifest, staged, dedup, contaminated, mixed, samples, eval_status, ctx.params.counter, seed
     )
     report.shards = outputs
-    atomic_write_json(out_dir / "report.json", report.to_json())
+    atomic_write_json(out_dir / "report.json", report.to_json(), root=out_dir)
     regen = [s["token_count"] for s in samples if s["needs_regeneration"]]
     native = [s["token_count"] for s in samples if not s["needs_regeneration"]]
     write_summary(

@@ -4,14 +4,17 @@
 `curation.dataset_card`) from the artifacts alone: a curated folder (`data/shard-*.parquet`, `report.json`,
 `manifest.json`) or a regeneration run (`regenerated.jsonl`, `run.json`, `status.json`, `errors.jsonl`, and
 the curated set named by `run.json`'s input). `upload` creates the repository (private unless asked) and
-uploads the folder through `huggingface_hub`.
+uploads the folder through `huggingface_hub`. The folder is built beside its place and renamed in whole;
+publish never deletes a file it did not record writing (`.publish.json`), and never the set it publishes.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +26,13 @@ from pydantic import ValidationError
 
 from core.jsonl import read_jsonl
 from core.samples import RegeneratedSample
+from curation.atomic_files import read_own, staged_file
 from curation.dataset_card import CardFacts, render_card
 from curation.errors import CurationError
 from curation.shards import SHARD_ROWS, atomic_write_bytes
 
 logger = logging.getLogger(__name__)
+PUBLISH_RECORD = ".publish.json"  # the files a publish wrote: the only ones a later publish may replace
 
 _TURNS = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 REGENERATED_SCHEMA = pa.schema([
@@ -62,17 +67,41 @@ def _json(path: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else {}
 
 
-def _write_shards(table: pa.Table, data_dir: Path) -> list[Path]:
-    if data_dir.exists():
-        shutil.rmtree(data_dir)
-    data_dir.mkdir(parents=True)
+def _write_shards(table: pa.Table, data_dir: Path, root: Path) -> list[Path]:
     count = max(1, -(-table.num_rows // SHARD_ROWS))
     paths = []
     for number in range(count):
         path = data_dir / f"train-{number:05d}-of-{count:05d}.parquet"
-        pq.write_table(table.slice(number * SHARD_ROWS, SHARD_ROWS), path)
+        with staged_file(path, root=root) as handle:
+            pq.write_table(table.slice(number * SHARD_ROWS, SHARD_ROWS), handle)
         paths.append(path)
     return paths
+
+
+def _recorded(out: Path) -> set[str] | None:
+    """Return the files a previous publish recorded writing in `out`, or None when `out` is not one of ours."""
+    raw = read_own(out / PUBLISH_RECORD, root=out)
+    try:
+        files = json.loads(raw)["files"] if raw is not None else None
+    except (ValueError, KeyError, TypeError):
+        return None
+    return {str(f) for f in files} if isinstance(files, list) else None
+
+
+def _check_out(src: Path, out: Path) -> None:
+    """Refuse an `out` that is, holds or lies inside `src`, or a non-empty folder this step did not write whole."""
+    source, target = src.resolve(), out.resolve()
+    if target == source or source in target.parents or target in source.parents:
+        raise PublishError(f"--out {out} overlaps the set {src}; publish writes a folder of its own beside it")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise PublishError(f"--out {out} is not a folder")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    recorded = _recorded(out)
+    present = {p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir() or p.is_symlink()}
+    if recorded is None or not present <= recorded | {PUBLISH_RECORD}:
+        raise PublishError(f"--out {out} is not empty and holds files publish did not write; "
+                           "name a new folder (publish never deletes what it did not write)")
 
 
 def _sources(manifest: dict[str, Any], rows: Counter[tuple[str, str | None]]) -> list[dict[str, Any]]:
@@ -163,16 +192,42 @@ def set_kind(src: Path) -> str:
 
 
 def build_folder(src: Path, out: Path, *, repo_id: str, version: str) -> PublishedFolder:
-    """Write the Hub repository folder for the set in `src` into `out`; return what was written."""
+    """Write the Hub repository folder for the set in `src` into `out`; return what was written.
+
+    The folder is built whole in a fresh temporary folder beside `out` and renamed into place, so a kill
+    leaves the old folder or the new one. An existing `out` is replaced only when it is empty or holds nothing
+    but the files a previous publish recorded writing (`.publish.json`); anything else is refused."""
     kind = set_kind(src)
     table, facts = _regenerated(src) if kind == "regenerated" else _curated(src)
     if table.num_rows == 0:
         raise PublishError(f"{src} holds no rows to publish")
+    _check_out(src, out)
     facts.repo_id, facts.version = repo_id, version
-    shards = _write_shards(table, out / "data")
-    atomic_write_bytes(out / "README.md", render_card(facts).encode("utf-8"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name[:64]}-", dir=out.parent))
+    try:
+        shards = _write_shards(table, staging / "data", staging)
+        atomic_write_bytes(staging / "README.md", render_card(facts).encode("utf-8"), root=staging)
+        files = sorted([*(p.relative_to(staging).as_posix() for p in shards), "README.md"])
+        atomic_write_bytes(staging / PUBLISH_RECORD, (json.dumps({"files": files}) + "\n").encode(), root=staging)
+        _swap_in(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shards = [out / p.relative_to(staging) for p in shards]
     logger.info("wrote %d rows in %d shard(s) and a dataset card to %s", table.num_rows, len(shards), out)
     return PublishedFolder(out, kind, table.num_rows, shards)
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    """Rename the built folder to `out`; an old `out` (checked by `_check_out`) is moved aside, then removed."""
+    if not out.exists():
+        os.rename(staging, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name[:64]}-old-", dir=out.parent))
+    os.rename(out, old / "folder")
+    os.rename(staging, out)
+    shutil.rmtree(old)  # only what `_check_out` found recorded as written by publish (rmtree never follows links)
 
 
 def upload(folder: Path, repo_id: str, *, private: bool = True, token: str | None = None) -> str:
@@ -181,6 +236,6 @@ def upload(folder: Path, repo_id: str, *, private: bool = True, token: str | Non
 
     api = HfApi(token=token)
     url = api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    api.upload_folder(repo_id=repo_id, folder_path=folder, repo_type="dataset",
+    api.upload_folder(repo_id=repo_id, folder_path=folder, repo_type="dataset", ignore_patterns=[PUBLISH_RECORD],
                       commit_message="Publish a datahunt set (data shards and dataset card)")
     return str(url)

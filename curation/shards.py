@@ -1,20 +1,21 @@
 """Writing the curated set: Parquet shards in the curated-sample schema, optional JSONL, and JSON side files.
 
-Every file is written to a temporary name and renamed into place, so a crash never leaves a half shard and
-never touches shards already complete. Shards hold SHARD_ROWS rows in output order; nothing written holds
+Every file is written to a fresh temporary name and renamed into place (`curation.atomic_files`), so a crash
+never leaves a half shard, never touches shards already complete, and a planted link is never followed. Shards hold SHARD_ROWS rows in output order; nothing written holds
 a timestamp, so the same input gives byte-identical files.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from curation.atomic_files import remove_file, remove_temporaries, staged_file, write_file
 
 SHARD_ROWS = 10_000
 
@@ -48,18 +49,16 @@ SCHEMA = pa.schema(
 )
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and an atomic rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+def atomic_write_bytes(path: Path, data: bytes, *, root: Path | None = None) -> None:
+    """Write `data` to `path` whole, never through a link below `root` (default: its own folder); see
+    `curation.atomic_files`."""
+    write_file(path, data, root=root)
 
 
-def atomic_write_json(path: Path, payload: Any) -> None:
+def atomic_write_json(path: Path, payload: Any, *, root: Path | None = None) -> None:
     """Write `payload` as indented, key-sorted JSON."""
     atomic_write_bytes(
-        path, (json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+        path, (json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode(), root=root
     )
 
 
@@ -69,19 +68,20 @@ def jsonl_bytes(records: Iterable[dict[str, Any]]) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8", errors="surrogatepass") if lines else b""
 
 
-def write_shards(samples: list[dict[str, Any]], data_dir: Path) -> list[Path]:
-    """Write samples as `data/shard-NNNNN.parquet` (SHARD_ROWS each) and remove stale shards; return the paths."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+def write_shards(samples: list[dict[str, Any]], data_dir: Path, *, root: Path | None = None) -> list[Path]:
+    """Write samples as `data/shard-NNNNN.parquet` (SHARD_ROWS each) and remove stale shards; return the paths.
+    No folder below `root` (default: `data_dir` itself) is followed if it is a link."""
+    root = root if root is not None else data_dir
+    remove_temporaries(data_dir, root=root)
     paths: list[Path] = []
     for number, start in enumerate(range(0, max(len(samples), 1), SHARD_ROWS)):
         chunk = samples[start : start + SHARD_ROWS]
         table = pa.Table.from_pylist(chunk, schema=SCHEMA)
         path = data_dir / f"shard-{number:05d}.parquet"
-        tmp = path.with_name(path.name + ".tmp")
-        pq.write_table(table, tmp, compression="zstd", write_statistics=False)
-        os.replace(tmp, path)
+        with staged_file(path, root=root) as handle:
+            pq.write_table(table, handle, compression="zstd", write_statistics=False)
         paths.append(path)
     for stale in data_dir.glob("shard-*.parquet"):
         if stale not in paths:
-            stale.unlink()
+            remove_file(stale, root=root)
     return paths

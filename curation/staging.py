@@ -20,6 +20,7 @@ from typing import Any
 
 from core.jsonl import read_jsonl
 from curation.adapters import adapt, resolve_format
+from curation.atomic_files import read_own, remove_file
 from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
 from curation.conversation import Drop, Row
 from curation.loading import INVALID_UTF8, SourceLoadError, iter_records, plan_load
@@ -142,10 +143,14 @@ def _row_from_json(item: dict[str, Any], source: Source, order: int) -> Row:
 def _reuse(source: Source, order: int, ctx: LoadContext, key: str) -> StagedSource | None:
     meta_path = ctx.work_dir / f"{slug(source)}.json"
     rows_path = ctx.work_dir / f"{slug(source)}.jsonl.gz"
-    if not meta_path.is_file() or not rows_path.is_file():
+    raw = read_own(meta_path, root=ctx.work_dir.parent)
+    if raw is None or read_own(rows_path, root=ctx.work_dir.parent) is None:  # missing, or a planted link
         return None
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    if meta.get("hash") != key:
+    try:
+        meta = json.loads(raw)
+    except ValueError:  # not a cache entry this stage wrote: stage again
+        return None
+    if not isinstance(meta, dict) or meta.get("hash") != key:
         return None
     rows = [_row_from_json(item, source, order) for item in read_jsonl(rows_path, errors="surrogatepass")]
     return StagedSource(
@@ -229,6 +234,7 @@ def _count(staged: StagedSource, on_drop: Any, row: Row, drop: Drop) -> None:
 
 def _save(source: Source, ctx: LoadContext, staged: StagedSource, dropped: list[dict[str, Any]]) -> None:
     name = slug(source)
+    root = ctx.work_dir.parent  # the output folder: no link below it is followed
     rows = [
         {
             "row": r.row_index,
@@ -238,12 +244,14 @@ def _save(source: Source, ctx: LoadContext, staged: StagedSource, dropped: list[
         }
         for r in staged.rows
     ]
-    atomic_write_bytes(ctx.dropped_dir / f"{name}.jsonl", jsonl_bytes(dropped))
+    # The meta file is the cache's commit record: removed first, written last, so a kill in between leaves
+    # no cache entry that claims rows it does not have.
+    remove_file(ctx.work_dir / f"{name}.json", root=root)
+    atomic_write_bytes(ctx.dropped_dir / f"{name}.jsonl", jsonl_bytes(dropped), root=root)
     if staged.error:  # a failed source is tried again next run, never cached
-        (ctx.work_dir / f"{name}.json").unlink(missing_ok=True)
         return
     atomic_write_bytes(
-        ctx.work_dir / f"{name}.jsonl.gz", gzip.compress(jsonl_bytes(rows), compresslevel=1, mtime=0)
+        ctx.work_dir / f"{name}.jsonl.gz", gzip.compress(jsonl_bytes(rows), compresslevel=1, mtime=0), root=root
     )
     meta = {
         "hash": staged.stage_hash,
@@ -252,4 +260,4 @@ def _save(source: Source, ctx: LoadContext, staged: StagedSource, dropped: list[
         "format": staged.format,
         "error": staged.error,
     }
-    atomic_write_json(ctx.work_dir / f"{name}.json", meta)
+    atomic_write_json(ctx.work_dir / f"{name}.json", meta, root=root)

@@ -120,8 +120,8 @@ def render_plot(report: CurationReport, tokens: list[int]) -> bytes:
 
 
 def write_summary(out_dir: Path, text: str, png: bytes) -> None:
-    """Write summary.md and mix.png into `out_dir`."""
+    """Write summary.md and mix.png into `out_dir` (each whole, never through a link)."""
     from curation.shards import atomic_write_bytes
 
-    atomic_write_bytes(out_dir / "summary.md", text.encode("utf-8"))
-    atomic_write_bytes(out_dir / "mix.png", png)
+    atomic_write_bytes(out_dir / "summary.md", text.encode("utf-8"), root=out_dir)
+    atomic_write_bytes(out_dir / "mix.png", png, root=out_dir)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from inference.atomic_files import UnsafePathError, open_append, staged_file
 from inference.errors import InferenceError
 from inference.quality import QualityCounts, category_of, record_flags
 
@@ -45,6 +46,8 @@ def _read_ids(
     every regenerated row are appended to it, so a resumed run's ETA starts from what earlier runs saw; when
     `quality` is given, every regenerated row is counted in it by category (cut at the limit, repetitive).
     """
+    if path.is_symlink():
+        raise UnsafePathError(f"{path} is a symbolic link; a run's journal is never read or written through links")
     if not path.exists():
         return []
     ids: list[str] = []
@@ -77,14 +80,10 @@ def _read_ids(
 
 def _rewrite_without(path: Path, drop: set[str]) -> None:
     """Atomically rewrite `path` keeping only the lines whose id is not in `drop`."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with path.open("rb") as src, tmp.open("wb") as dst:
+    with path.open("rb") as src, staged_file(path) as dst:
         for line in src:
             if line.strip() and str(json.loads(line)["id"]) not in drop:
                 dst.write(line)
-        dst.flush()
-        os.fsync(dst.fileno())
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -123,7 +122,7 @@ class Journal:
             _rewrite_without(self.errors_path, drop)
         self.failed_ids = set(failed) - drop
         for name, path in ((DONE_FILE, self.done_path), (ERRORS_FILE, self.errors_path)):
-            self._handles[name] = path.open("ab")
+            self._handles[name] = open_append(path)  # a link planted at the name is refused, never followed
         self._last_fsync = time.monotonic()
 
     def finished(self, row_id: str) -> bool:

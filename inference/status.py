@@ -10,7 +10,6 @@ far, so a run of long answers does not promise too early. `datahunt monitor` and
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings, get_settings
+from inference.atomic_files import write_file
 from inference.errors import InferenceError
 from inference.quality import QualityCounts, category_of, record_flags
 
@@ -29,10 +29,9 @@ WINDOW_S = 60.0
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write `data` to `path` through a temp file and rename, so readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    """Write `data` to `path` through a fresh temporary file and a rename (`inference.atomic_files`), so readers
+    never see half a file and a link planted at the name or a temporary name is never written through."""
+    write_file(path, json.dumps(data, indent=1, ensure_ascii=False).encode("utf-8"))
 
 
 class UnreadableStatusError(InferenceError, ValueError):
@@ -198,7 +197,7 @@ def register_run(run_dir: Path) -> str:
     run_id = run_dir.name
     if run_dir.parent != root:
         root.mkdir(parents=True, exist_ok=True)
-        (root / f"{run_id}{LINK_SUFFIX}").write_text(str(run_dir), encoding="utf-8")
+        write_file(root / f"{run_id}{LINK_SUFFIX}", str(run_dir).encode("utf-8"))
     return run_id
 
 

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from inference.atomic_files import write_file
 from inference.errors import InferenceError
 
 logger = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ def prepare_target(source: str, out: Path, *, dtype: str = "bfloat16", chat_temp
         bytes=gguf_file.stat().st_size, architecture=str(cfg.model_type), layers=int(cfg.num_hidden_layers),
         hidden_size=int(cfg.hidden_size), vocab_size=int(cfg.vocab_size), dtype=dtype, chat_template=template_source,
         transformers=transformers.__version__, seconds=round(time.perf_counter() - started, 1))
-    (out / TARGET_RECORD).write_text(json.dumps(asdict(record), indent=1) + "\n", encoding="utf-8")
+    write_file(out / TARGET_RECORD, (json.dumps(asdict(record), indent=1) + "\n").encode("utf-8"))  # whole, no link
     return record
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from training.atomic_files import write_file
 from training.errors import TrainingError
 
 CONFIG_FILE = "train_config.json"
@@ -107,9 +108,9 @@ def make_config(values: Mapping[str, object]) -> TrainConfig:
         raise ConfigError(f"invalid training config: {problems}") from None
 
 
-def save_config(cfg: TrainConfig, folder: Path) -> Path:
-    """Write cfg as train_config.json into folder and return the path."""
-    folder.mkdir(parents=True, exist_ok=True)
+def save_config(cfg: TrainConfig, folder: Path, *, root: Path | None = None) -> Path:
+    """Write cfg as train_config.json into folder and return the path (whole, and never through a link below
+    `root`, default `folder` itself)."""
     path = folder / CONFIG_FILE
-    path.write_text(cfg.model_dump_json(indent=2))
+    write_file(path, cfg.model_dump_json(indent=2).encode("utf-8"), root=root)
     return path

@@ -15,14 +15,14 @@ mis-shaped: a checkpoint without `lm_head` silently accepts 1.00 tokens.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import Tensor
 
+from training.atomic_files import OutputWriteError, UnsafePathError, remove_file, write_file
 from training.draft_model import DraftConfig, Eagle3Draft
 from training.errors import TrainingError
 from training.hidden_states import AuxLayers
@@ -146,8 +146,14 @@ def convert_export(source: Path, out: Path, engine: Engine) -> Path:
                               "eagle_aux_hidden_state_layer_ids": engine_layer_ids(layers, engine)}
     config["datahunt"] = {**config["datahunt"], "engine": engine}
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(weights, out / WEIGHTS_FILE)
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+    try:  # as write_export: config.json, which readers require, goes last
+        remove_file(out / "config.json")
+        write_file(out / WEIGHTS_FILE, weights.read_bytes())
+        write_file(out / "config.json", json.dumps(config, indent=2).encode("utf-8"))
+    except UnsafePathError:
+        raise
+    except OSError as exc:
+        raise OutputWriteError(f"cannot write the export {out}: {exc.strerror or exc}") from None
     return out
 
 
@@ -165,9 +171,18 @@ def write_export(
         .detach().cpu().contiguous()
         for k, v in state.items()
     }
+    # config.json is the export's commit record (`read_config` requires it): removed first, written last, each
+    # file whole and never through a link, so a kill leaves no config.json beside half-new weights.
     folder.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps(config_json(cfg, layers, dtype, target_layers, engine), indent=2))
+    config = json.dumps(config_json(cfg, layers, dtype, target_layers, engine), indent=2).encode("utf-8")
+    try:
+        remove_file(folder / "config.json")
+        write_file(folder / WEIGHTS_FILE, save(tensors, metadata={"format": "pt"}))
+        write_file(folder / "config.json", config)
+    except UnsafePathError:
+        raise
+    except OSError as exc:
+        raise OutputWriteError(f"cannot write the export {folder}: {exc.strerror or exc}") from None
     return folder
 
 

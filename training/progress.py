@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from training.atomic_files import open_append, write_file
+
 logger = logging.getLogger("training.trainer")
 
 
@@ -36,7 +38,7 @@ class Progress:
         if enabled:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.records = self._earlier(start_step) if start_step else []
-            path.write_text("".join(json.dumps(r) + "\n" for r in self.records))
+            write_file(path, "".join(json.dumps(r) + "\n" for r in self.records).encode("utf-8"))
 
     def _earlier(self, start_step: int) -> list[dict[str, Any]]:
         """The log's records up to start_step (an unreadable line ends what is kept: a crash mid-write)."""
@@ -79,8 +81,8 @@ class Progress:
                   "step_accuracies": [round(a, 4) for a in result.step_accuracies], "lr": lr, "tokens": tokens,
                   "tokens_per_s": round(rate, 1), "elapsed_s": round(self._elapsed_before + now - self._started, 2)}
         self.records.append(record)
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        with open_append(self.path) as fh:  # a link planted at the log's name is refused, never followed
+            fh.write((json.dumps(record) + "\n").encode("utf-8"))
         logger.info("step %d/%d loss %.4f acc %s lr %.2e %.0f tok/s", step, self.total_steps, record["loss"],
                     [round(a, 3) for a in result.step_accuracies], lr, rate)
 

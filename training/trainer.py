@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import pickle
 import random
 from contextlib import nullcontext
@@ -28,6 +27,7 @@ from torch import Tensor
 
 from inference.attention_kernels import without_cudnn
 from inference.static_llama import StaticLlama, UnsupportedTarget
+from training.atomic_files import OutputWriteError, UnsafePathError, staged_file
 from training.config import ConfigError, TrainConfig, save_config
 from training.data import TokenizedRow, check_template, load_conversations, tokenize_rows
 from training.draft_model import DraftConfig, Eagle3Draft
@@ -478,12 +478,19 @@ def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, schedu
     a resumed run reports the whole run's), and the run config beside them."""
     counted = {"tokens": progress.tokens, "elapsed_s": progress.elapsed()} if progress is not None else {}
     folder = cfg.out / "checkpoints" / f"step_{step:07d}"
-    folder.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, folder)
-    partial = folder / "state.pt.partial"  # renamed into place whole: a kill mid-write leaves no state.pt
-    torch.save({"draft": draft.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "step": step, "progress": counted}, partial)
-    os.replace(partial, folder / "state.pt")
+    state = {"draft": draft.state_dict(), "optimizer": optimizer.state_dict(),
+             "scheduler": scheduler.state_dict(), "step": step, "progress": counted}
+    # A fresh temporary file renamed into place whole: a kill mid-write leaves no state.pt, a failed write
+    # (a full disk) removes the temporary file and is one OutputWriteError naming the checkpoint.
+    try:
+        save_config(cfg, folder, root=cfg.out)
+        with staged_file(folder / "state.pt", root=cfg.out) as handle:
+            torch.save(state, handle)
+    except (OSError, RuntimeError) as exc:  # torch wraps a failed write in RuntimeError
+        if isinstance(exc, UnsafePathError):
+            raise
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[-1]
+        raise OutputWriteError(f"cannot write the checkpoint {folder / 'state.pt'}: {reason}") from None
     return folder
 
 

@@ -10,9 +10,9 @@ in the same order; memory holds one output shard, never the set.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
-import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from curation.atomic_files import remove_file, staged_file
 from curation.conversation import Row
 from curation.engine.dedup import dropped_refs
 from curation.engine.keys import CLEAN, DUP, read_all, split_refs
@@ -80,17 +81,16 @@ def _line(record: dict[str, Any]) -> str:
 class _LineFile:
     """A JSON Lines file written as `curation.shards.jsonl_bytes` writes it, one record at a time."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path, self.tmp = path, path.with_name(path.name + ".tmp")
-        self.handle = self.tmp.open("w", encoding="utf-8", errors="surrogatepass", newline="\n")
+    def __init__(self, path: Path, root: Path) -> None:
+        # A fresh temporary file beside `path`, renamed in by close(); no link below `root` is followed.
+        self.path, self._stack = path, contextlib.ExitStack()
+        self.handle = self._stack.enter_context(staged_file(path, root=root))
 
     def write(self, record: dict[str, Any]) -> None:
-        self.handle.write(_line(record) + "\n")
+        self.handle.write((_line(record) + "\n").encode("utf-8", errors="surrogatepass"))
 
     def close(self) -> None:
-        self.handle.close()
-        os.replace(self.tmp, self.path)
+        self._stack.close()
 
 
 def _merged_tables(paths: list[Path]) -> Iterator[pa.Table]:
@@ -123,7 +123,7 @@ def write_samples(plan: EnginePlan, out_dir: Path) -> tuple[list[str], dict[str,
     """Merge the parts into output shards (and samples.jsonl); return the written paths and token counts."""
     data_dir = out_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    lines = _LineFile(out_dir / "samples.jsonl") if plan.jsonl else None
+    lines = _LineFile(out_dir / "samples.jsonl", out_dir) if plan.jsonl else None
     tokens: dict[str, list[np.ndarray]] = {"regen": [], "native": [], "original": []}
     paths: list[Path] = []
     pending: list[pa.Table] = []
@@ -133,10 +133,9 @@ def write_samples(plan: EnginePlan, out_dir: Path) -> tuple[list[str], dict[str,
         nonlocal pending, held
         table = pa.concat_tables(pending) if pending else SCHEMA.empty_table()
         path = data_dir / f"shard-{len(paths):05d}.parquet"
-        tmp = path.with_name(path.name + ".tmp")
         chunk = table.slice(0, rows).combine_chunks().cast(SCHEMA)  # Parquet reads lists back as "element"
-        pq.write_table(chunk, tmp, compression="zstd", write_statistics=False)
-        os.replace(tmp, path)
+        with staged_file(path, root=out_dir) as handle:
+            pq.write_table(chunk, handle, compression="zstd", write_statistics=False)
         paths.append(path)
         rest = table.slice(rows)
         pending, held = ([rest] if len(rest) else []), len(rest)
@@ -162,7 +161,7 @@ def write_samples(plan: EnginePlan, out_dir: Path) -> tuple[list[str], dict[str,
         lines.close()
     for stale in data_dir.glob("shard-*.parquet"):
         if stale not in paths:
-            stale.unlink()
+            remove_file(stale, root=out_dir)
     outputs = [p.relative_to(out_dir).as_posix() for p in paths]
     if plan.jsonl:
         outputs.append("samples.jsonl")
@@ -174,7 +173,7 @@ def write_dropped(plan: EnginePlan, out_dir: Path, order: int, bound: int | None
     """Merge a source's dropped rows into `dropped/<slug>.jsonl` (rows before `bound` only); count reasons."""
     source = plan.manifest.sources[order]
     reasons: Counter[str] = Counter()
-    out = _LineFile(out_dir / "dropped" / f"{slug(source)}.jsonl")
+    out = _LineFile(out_dir / "dropped" / f"{slug(source)}.jsonl", out_dir)
     parts = [_jsonl_rows(plan.path("dropped", s.name + ".jsonl")) for s in plan.shards_of(order)]
     for record in _merged(parts):
         if bound is not None and record["row"] >= bound:
@@ -189,7 +188,7 @@ def write_duplicates(plan: EnginePlan, out_dir: Path, near: np.ndarray) -> Count
     """Write `dropped/duplicates.jsonl` (exact then near, each in input order); return duplicates per source."""
     sources = plan.manifest.sources
     per_source: Counter[int] = Counter()
-    out = _LineFile(out_dir / "dropped" / "duplicates.jsonl")
+    out = _LineFile(out_dir / "dropped" / "duplicates.jsonl", out_dir)
 
     def records(dups: np.ndarray) -> Iterator[tuple[int, dict[str, Any]]]:
         orders, rows = split_refs(dups["ref"])
@@ -213,7 +212,7 @@ def write_duplicates(plan: EnginePlan, out_dir: Path, near: np.ndarray) -> Count
 def write_decontaminated(plan: EnginePlan, out_dir: Path) -> Counter[int]:
     """Write `decontaminated.jsonl` in input order; return contaminated rows per source."""
     per_source: Counter[int] = Counter()
-    out = _LineFile(out_dir / "decontaminated.jsonl")
+    out = _LineFile(out_dir / "decontaminated.jsonl", out_dir)
     for order in range(len(plan.manifest.sources)):
         parts = [_jsonl_rows(plan.path("decon", s.name + ".jsonl")) for s in plan.shards_of(order)]
         for record in _merged(parts):

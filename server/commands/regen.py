@@ -191,6 +191,10 @@ def regen(
             summary = regenerate(config, backend)
     except InferenceError as exc:
         _fail(str(exc))
+    except OSError as exc:  # a full disk or a read-only folder: finished rows are kept, the run resumes
+        where = f" ({exc.filename})" if exc.filename else ""
+        _fail(f"cannot write the run's outputs{where}: {exc.strerror or exc}; free space and run the same "
+              f"command again to resume ({out})")
     except KeyboardInterrupt:
         _fail(f"interrupted; run the same command again to resume ({out})", 130)
     typer.echo(

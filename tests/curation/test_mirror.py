@@ -88,8 +88,8 @@ def test_unreadable_entries_are_left_out_with_a_note_and_empty_file_lists_refuse
         manifest_from_mirror(tmp_path)
 
 
-def test_a_link_placed_in_the_mirror_is_followed(tmp_path: Path) -> None:
-    """A mirror may link its large files from another disk: placing the link takes write access to the folder."""
+def test_a_link_in_the_mirror_leading_out_of_it_is_refused(tmp_path: Path) -> None:
+    """A mirror's files stay inside it once links are resolved: a link leading out is named, never read."""
     store = tmp_path / "store"
     store.mkdir()
     rows = [{"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
@@ -99,6 +99,11 @@ def test_a_link_placed_in_the_mirror_is_followed(tmp_path: Path) -> None:
     (mirror / "a" / "b").mkdir(parents=True)
     (mirror / "a" / "b" / "chat.jsonl").symlink_to(store / "chat.jsonl")
     (mirror / "MIRROR.json").write_text(json.dumps([{"id": "a/b", "files": ["a/b/chat.jsonl"]}]))
+    with pytest.raises(ManifestError, match="lies outside the mirror"):
+        manifest_from_mirror(mirror)
+    (mirror / "a" / "b" / "chat.jsonl").unlink()
+    (mirror / "a" / "b" / "chat.jsonl").symlink_to(mirror / "a" / "real.jsonl")  # a link within it is fine
+    (mirror / "a" / "real.jsonl").write_text((store / "chat.jsonl").read_text())
     assert [s.hub_id for s in manifest_from_mirror(mirror).sources] == ["a/b"]
 
 

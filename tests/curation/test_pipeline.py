@@ -31,6 +31,8 @@ FILES = [
 def mirror(tmp_path: Path) -> Path:
     """A small mirror: real files, plus a file with planted problems and one written by the target."""
     root = tmp_path / "mirror"
+    root.mkdir()
+    (root / "MIRROR.json").write_text("[]")  # a mirror folder (a manifest's own mirror must be one)
     for name in FILES:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(MIRROR / name, root / name)
@@ -244,6 +246,7 @@ def test_rerun_reuses_a_stage_whose_rows_hold_line_separators(tmp_path: Path) ->
     # GSM8K holds U+2028: a staged cache read back with str.splitlines() cut such rows in two and crashed
     root = tmp_path / "mirror" / "local" / "seps"
     root.mkdir(parents=True)
+    (tmp_path / "mirror" / "MIRROR.json").write_text("[]")
     rows = [{"question": f"Line one\u2028line two\u2029{i} and\rmore?", "answer": f"yes {i}"} for i in range(5)]
     (root / "rows.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     source = Source(hub_id="local/seps", data_files=["local/seps/rows.jsonl"], category=Category.MATH)

@@ -1,0 +1,68 @@
+"""Publishing never deletes what it did not write: not a folder the user had, not the set it publishes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from curation.publish import PUBLISH_RECORD, PublishError, build_folder
+from tests.curation.test_publish import curated_set
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_an_existing_folder_of_the_users_is_refused_and_kept(tmp_path: Path) -> None:
+    src = curated_set(tmp_path / "curated")
+    existing = tmp_path / "existing"
+    (existing / "data").mkdir(parents=True)
+    (existing / "data" / "mine.parquet").write_bytes(b"the user's own file")
+    before = _tree(existing)
+    with pytest.raises(PublishError, match="did not write"):
+        build_folder(src, existing, repo_id="me/x", version="0.1.0")
+    assert _tree(existing) == before
+
+
+def test_publishing_into_the_set_itself_is_refused_and_the_shards_kept(tmp_path: Path) -> None:
+    src = curated_set(tmp_path / "curated")
+    before = _tree(src)
+    for out in (src, src / "hub", tmp_path):
+        with pytest.raises(PublishError, match="overlaps"):
+            build_folder(src, out, repo_id="me/x", version="0.1.0")
+    assert _tree(src) == before
+
+
+def test_a_folder_publish_wrote_is_replaced_whole(tmp_path: Path) -> None:
+    src = curated_set(tmp_path / "curated")
+    out = tmp_path / "hub"
+    first = build_folder(src, out, repo_id="me/x", version="0.1.0")
+    assert (out / PUBLISH_RECORD).is_file() and first.shards[0].is_file()
+    second = build_folder(src, out, repo_id="me/x", version="0.2.0")
+    assert "0.2.0" in (out / "README.md").read_text()
+    assert sorted(_tree(out)) == sorted([PUBLISH_RECORD, "README.md", *(p.relative_to(out).as_posix()
+                                                                       for p in second.shards)])
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
+    (out / "notes.txt").write_text("added by the user")
+    with pytest.raises(PublishError, match="did not write"):
+        build_folder(src, out, repo_id="me/x", version="0.3.0")
+    assert (out / "notes.txt").read_text() == "added by the user"
+
+
+def test_a_kill_while_building_leaves_the_old_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.parquet as pq
+
+    src = curated_set(tmp_path / "curated")
+    out = tmp_path / "hub"
+    build_folder(src, out, repo_id="me/x", version="0.1.0")
+    before = _tree(out)
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        build_folder(src, out, repo_id="me/x", version="0.2.0")
+    assert _tree(out) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
