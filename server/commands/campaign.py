@@ -175,7 +175,19 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
         raise fail("interrupted") from None
     except (CampaignError, store.CatalogError) as exc:
         raise fail(str(exc)) from None
+    adopt_mirror_licenses(engine)
     return board
+
+
+def adopt_mirror_licenses(engine: Any) -> None:
+    """Copy the configured mirror's licences onto the catalog entries that have none (see `store.adopt_licenses`)."""
+    from curation.catalog import store
+    from server.commands.catalog import mirror_license_index
+
+    licenses = mirror_license_index()
+    if licenses:
+        with store.open_session(engine) as session:
+            store.adopt_licenses(session, licenses, source="mirror index")
 
 
 def report(board: ProgressBoard, *, as_json: bool) -> None:

@@ -282,12 +282,40 @@ def _review(hub_id: str, *, approve: bool, note: str | None, reviewer: str | Non
         if not who:
             raise CliError("the reviewer name is empty", EXIT_BAD_INPUT)
         with _session() as session:
+            store.adopt_licenses(session, mirror_license_index(), source="mirror index")
             entry = store.review_entry(session, hub_id=valid, approve=approve, reviewer=who, note=note, override=override)
+        if approve:
+            _warn_license(entry)
         if as_json:
             typer.echo(json.dumps(entry_json(entry), indent=2))
             return
         Console().print(f"{entry.hub_id}: [{STATUS_STYLE[entry.status]}]{entry.status}[/] by {entry.reviewer} "
                         f"(version {entry.version})", highlight=False)
+
+
+def mirror_license_index() -> dict[str, str]:
+    """The licences the configured mirror's index states (none without a mirror, or with an unreadable one)."""
+    from core.settings import get_settings
+    from curation.licenses import mirror_licenses
+    from curation.manifest import ManifestError
+    from curation.mirror import read_mirror_index
+
+    mirror = get_settings().mirror
+    try:
+        return mirror_licenses(read_mirror_index(mirror)) if mirror else {}
+    except ManifestError as exc:
+        typer.echo(f"warning: mirror licences not read: {exc}", err=True)
+        return {}
+
+
+def _warn_license(entry: Any) -> None:
+    """Say on stderr when an approved entry's licence is non-commercial, restricted or unknown."""
+    from curation.licenses import license_risk
+
+    risk = license_risk(entry.license)
+    if risk != "ok":
+        typer.echo(f"warning: {entry.hub_id} is approved with license {entry.license or 'not stated'} "
+                   f"({risk.replace('_', '-')}); publish will ask for --accept-license-risk", err=True)
 
 
 def _default_reviewer() -> str:
