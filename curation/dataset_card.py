@@ -112,15 +112,23 @@ def _curation_lines(report: dict[str, Any]) -> list[str]:
         return ["The curation report was not found beside the set, so its cleaning counts are not stated here."]
     dup = report.get("duplicates", {})
     evals = report.get("eval_sets", {})
-    checked = ", ".join(f"`{name}` ({v.get('items', 0)} prompts)" for name, v in sorted(evals.items())) or "none"
+    loaded = sorted(n for n, v in evals.items() if v.get("items", 0) > 0 and not v.get("error") and not v.get("unavailable"))
+    checked = ", ".join(f"`{name}` ({evals[name]['items']} prompts)" for name in loaded) or "none"
+    unchecked = sorted(set(evals) - set(loaded))
+    missing = sorted(n for n in unchecked if evals[n].get("unavailable"))
     drops = ", ".join(f"{reason} {n}" for reason, n in sorted(report.get("drops", {}).items())) or "none"
     return [
         f"- Rows loaded: {report.get('rows_in', '?')}; kept: {report.get('rows_out', '?')}.",
         f"- Dropped by cleaning: {drops}.",
         f"- Duplicates removed: {dup.get('exact', 0)} exact (normalised prompt hash) and {dup.get('near', 0)} near "
         "(MinHash over word 3-grams, Jaccard ≥ 0.7).",
-        f"- Decontamination: {report.get('decontaminated', 0)} rows removed for a 13-gram overlap with (or the "
-        f"whole text of) an evaluation prompt. Evaluation sets checked: {checked}.",
+        f"- Decontamination: checked against {len(loaded)} of {len(evals)} evaluation sets; "
+        f"{report.get('decontaminated', 0)} rows removed for a 13-gram overlap with (or the whole text of) an "
+        f"evaluation prompt. Evaluation sets checked: {checked}.",
+        *([f"- Not checked, {len(missing)} not available offline when the set was curated (rows may overlap "
+           f"them): {', '.join(f'`{n}`' for n in missing)}."] if missing else []),
+        *([f"- Not checked, {len(unchecked) - len(missing)} failed to load or held no prompt: "
+           f"{', '.join(f'`{n}`' for n in unchecked if n not in missing)}."] if len(unchecked) > len(missing) else []),
     ]
 
 

@@ -118,6 +118,11 @@ def build_index(eval_plans: list[EvalPlan], ctx: LoadContext) -> tuple[EvalIndex
         try:
             items = eval_prompts(planned, ctx)
         except Exception as exc:  # a broken eval set is reported; decontamination goes on with the rest
+            missing = ctx.unreachable(planned.eval_set, files=planned.files)
+            if missing is not None:  # expected offline: the report's one coverage warning names them all
+                logger.debug("eval set %s not available: %s (%s: %s)", name, missing, type(exc).__name__, exc)
+                status[name] = EvalSetStatus(items=0, error=None, unavailable=missing)
+                continue
             logger.error("eval set %s failed: %s", name, exc)
             status[name] = EvalSetStatus(items=0, error=f"{type(exc).__name__}: {exc}")
             continue
