@@ -277,6 +277,10 @@ def status_command(
         with store.open_session(engine) as session:
             campaign = store.get_campaign(session, campaign_id=campaign_id).model_dump(mode="json")
             runs = [r.model_dump(mode="json") for r in store.list_runs(session, campaign_id=campaign_id)]
+    except store.CampaignNotFoundError as exc:
+        from core.settings import get_settings
+
+        raise fail(f"{exc} in the catalog {get_settings().catalog_label}") from None
     except store.CatalogError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -313,6 +317,10 @@ def list_command(
     engine = open_catalog()
     with store.open_session(engine) as session:
         campaigns = [c.model_dump(mode="json") for c in store.list_campaigns(session, limit=limit)]
+    if not campaigns:
+        from server.commands.catalog import say_empty_catalog
+
+        say_empty_catalog()
     if as_json:
         typer.echo(json.dumps(campaigns, indent=2))
         return

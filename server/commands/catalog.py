@@ -52,6 +52,10 @@ def _cli_errors() -> Iterator[None]:
     except (MalformedHubIdError, UnknownCategoryError, store.InvalidValueError) as exc:
         _fail(str(exc), EXIT_BAD_INPUT)
     except store.CatalogError as exc:
+        if isinstance(exc, store.EntryNotFoundError):
+            from core.settings import get_settings
+
+            _fail(f"{exc} in the catalog {get_settings().catalog_label}", EXIT_NOT_FOUND)
         _fail(str(exc), EXIT_NOT_FOUND)
     except OperationalError as exc:
         _fail(f"cannot use the catalog database: {str(exc.orig or exc).splitlines()[0]}", EXIT_NOT_FOUND)
@@ -125,6 +129,8 @@ def list_command(
             entries, total = store.list_entries(
                 session, status=status, category=name, license=license, text=search, limit=limit, offset=offset
             )
+            if total == 0 and not store.list_entries(session, limit=1)[1]:
+                say_empty_catalog()
         if as_json:
             typer.echo(json.dumps([entry_json(e, name) for e in entries], indent=2))
             return
@@ -318,6 +324,14 @@ def _warn_license(entry: Any) -> None:
                    f"({risk.replace('_', '-')}); publish will ask for --accept-license-risk", err=True)
 
 
+def say_empty_catalog() -> None:
+    """Say on stderr which catalog was opened and found empty, and how to point at another one."""
+    from core.settings import get_settings
+
+    typer.echo(f"note: the catalog {get_settings().catalog_label} is empty; another one is chosen with "
+               "DATAHUNT_HOME or DATAHUNT_DATABASE_URL, or for good with `datahunt config set home DIR`", err=True)
+
+
 def _default_reviewer() -> str:
     try:
         return getpass.getuser()
@@ -359,6 +373,8 @@ def summary_command(
     with _cli_errors():
         with _session(readonly=True) as session:
             summary = store.catalog_summary(session, campaign_id=campaign)
+        if not summary["total"] and not campaign:
+            say_empty_catalog()
         if as_json:
             typer.echo(json.dumps(summary, indent=2))
             return

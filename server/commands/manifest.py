@@ -39,6 +39,7 @@ def export(
     from curation.licenses import mirror_licenses, risky_sources
     from curation.manifest import TargetModel
     from curation.mirror import read_mirror_index
+    from server.commands.catalog import say_empty_catalog
     from server.manifest_builder import (
         ExportPathError,
         build_manifest,
@@ -58,8 +59,11 @@ def export(
             store.upgrade_database(engine)
             with store.open_session(engine) as session:
                 store.adopt_licenses(session, licenses, source="mirror index")
+                approved = store.approved_entries(session)
+                if not approved and not store.list_entries(session, limit=1)[1]:
+                    say_empty_catalog()
                 manifest = build_manifest(
-                    store.approved_entries(session),
+                    approved,
                     budget=budget,
                     target=TargetModel(model=target, tokenizer=tokenizer) if target else None,
                     eval_entries=store.benchmark_entries(session),
