@@ -62,6 +62,10 @@ def _metadata(facts: CardFacts) -> DatasetCardData:
         datahunt["sampling"] = facts.sampling
     if facts.reasoning:
         datahunt["reasoning"] = facts.reasoning
+    cover = facts.report.get("decontamination")
+    if isinstance(cover, dict):
+        datahunt["decontamination"] = {"eval_sets": cover.get("eval_sets", 0), "checked": len(cover.get("checked", [])),
+                                       "unavailable": len(cover.get("unavailable", [])), "failed": len(cover.get("failed", []))}
     license_id = card_license(facts.sources)
     extra: dict[str, Any] = {"license_name": "several, see the card"} if license_id == "other" else {}
     return DatasetCardData(

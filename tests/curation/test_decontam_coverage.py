@@ -70,3 +70,5 @@ def test_only_loaded_eval_sets_are_listed_as_checked_through_to_the_card(
     assert re.findall(r"`([^`]+)` \(\d+ prompts\)", listed.group(1)) == loaded
     assert f"checked against {len(loaded)} of {len(loaded) + 5} evaluation sets" in card
     assert "Not checked, 5 not available offline" in card and "`acme/bench-4`" in card
+    assert f"  decontamination:\n    eval_sets: {len(loaded) + 5}\n    checked: {len(loaded)}\n    unavailable: 5\n" \
+        "    failed: 0\n" in card

@@ -107,3 +107,14 @@ def test_an_unknown_licence_also_needs_the_acknowledgement(tmp_path: Path) -> No
     assert check_licenses(sources, accepted=True) == [
         "b/none: license not stated (unknown)", "c/prose: license Please follow OpenAI and ShareGPT terms (unknown)"]
     assert check_licenses(sources[:1], accepted=False) == []
+
+
+def test_an_offline_campaign_takes_the_mirror_index_licences(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATAHUNT_MIRROR", str(MIRROR))
+    get_settings.cache_clear()
+    ran = runner.invoke(app, ["campaign", "run", "--categories", "general_chat,code_explanation", "--offline", "--json"])
+    assert ran.exit_code == 0, ran.output
+    entries = json.loads(runner.invoke(app, ["catalog", "list", "--json", "--limit", "1000"]).stdout)
+    licences = {e["hub_id"]: e["license"] for e in entries}
+    assert licences["tatsu-lab/alpaca"] == "CC BY-NC 4.0 (DATA_LICENSE)"  # the snapshot states none
+    assert licences["sahil2801/CodeAlpaca-20k"].startswith("CC BY-NC 4.0")
