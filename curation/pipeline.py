@@ -68,22 +68,26 @@ def make_context(
     `settings` (the caller's) give the mirror default, offline mode, the cache folder and the Hub token."""
     mirror_dir = mirror or (Path(manifest.mirror) if manifest.mirror else None) or settings.mirror
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
-    counter = load_counter(tokenizer, offline=settings.offline)
     entries: list[dict[str, Any]] = []
     if mirror_dir and (Path(mirror_dir) / MIRROR_INDEX).is_file():
         entries = read_mirror_index(Path(mirror_dir))
-    return LoadContext(
+    ctx = LoadContext(
         mirror_entries=entries,
         mirror=Path(mirror_dir) if mirror_dir else None,
         offline=settings.offline,
         cache_dir=settings.home / "cache" / "datasets",
         work_dir=out_dir / "work",
         dropped_dir=out_dir / "dropped",
-        params=StepParams(config=manifest.cleaning, counter=counter),
+        params=StepParams(config=manifest.cleaning, counter=TokenCounter()),  # the real one below
         token=settings.hf_token.get_secret_value() if settings.hf_token else None,
         hub_root=hub_root,
         hub_probe=hub_probe,
     )
+    # A Hub tokenizer id while the Hub does not answer its probe: as offline, instead of download retries.
+    hub_tokenizer = bool(tokenizer) and not Path(str(tokenizer)).is_dir()
+    offline = settings.offline or (hub_tokenizer and ctx.hub_problem() is not None)
+    ctx.params.counter = load_counter(tokenizer, offline=offline)
+    return ctx
 
 
 def eval_prompts(planned: EvalPlan, ctx: LoadContext) -> list[tuple[str, str]]:

@@ -72,3 +72,4 @@ def test_only_loaded_eval_sets_are_listed_as_checked_through_to_the_card(
     assert "Not checked, 5 not available offline" in card and "`acme/bench-4`" in card
     assert f"  decontamination:\n    eval_sets: {len(loaded) + 5}\n    checked: {len(loaded)}\n    unavailable: 5\n" \
         "    failed: 0\n" in card
+
