@@ -1,16 +1,72 @@
-"""The one settings object of datahunt, read from `DATAHUNT_*` environment variables.
+"""The one settings object of datahunt, read from `DATAHUNT_*` environment variables and a config file.
 
 Every stage reads configuration through `get_settings()`; nothing else in the project reads `os.environ`.
-Secrets are `SecretStr` so they never show up in logs or reprs.
+Secrets are `SecretStr` so they never show up in logs or reprs. Below the environment sits one persistent
+config file (TOML, the same keys as the fields without the prefix: `offline = true`, `home = "…"`,
+`database_url = "…"`, `mirror = "…"`): `DATAHUNT_CONFIG` names it, else `$XDG_CONFIG_HOME/datahunt/config.toml`
+(`~/.config/datahunt/config.toml`). Relative paths in it are read relative to the file's own folder, so a
+command run from any folder opens the same catalog. Unknown keys are logged and ignored.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import tomllib
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+logger = logging.getLogger(__name__)
+
+PATH_KEYS = ("home", "runs_dir", "mirror", "data_dir", "model_cache_dir")
+
+
+class ConfigFileError(ValueError):
+    """The config file exists but is not valid TOML (the message names the file and the line)."""
+
+
+def config_path() -> Path:
+    """Return the config file's path: `DATAHUNT_CONFIG`, else `$XDG_CONFIG_HOME` (or ~/.config)/datahunt/config.toml."""
+    named = os.environ.get("DATAHUNT_CONFIG")
+    if named:
+        return Path(named).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "datahunt" / "config.toml"
+
+
+def read_config_file(path: Path, known: set[str]) -> dict[str, Any]:
+    """Return the settings a config file holds (relative paths made absolute from its folder); {} without one."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigFileError(f"config file {path} is not valid TOML: {exc}") from None
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in known or key == "config":
+            logger.warning("config file %s: unknown key %r ignored", path, key)
+            continue
+        if key in PATH_KEYS and isinstance(value, str):
+            value = str((path.parent / Path(value).expanduser()).resolve())
+        values[key] = value
+    return values
+
+
+class ConfigFileSource(PydanticBaseSettingsSource):
+    """pydantic-settings source over the persistent config file, ranked below the environment."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: `__call__` reads the whole file at once."""
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return read_config_file(config_path(), set(self.settings_cls.model_fields))
 
 
 class Settings(BaseSettings):
@@ -64,6 +120,18 @@ class Settings(BaseSettings):
         default=600.0, gt=0, description="Longest one category's subagent may run before its run is marked failed."
     )
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments first, then `DATAHUNT_*` variables, then the config file (`config_path`)."""
+        return init_settings, env_settings, ConfigFileSource(settings_cls), file_secret_settings
+
     @property
     def resolved_database_url(self) -> str:
         """The catalog URL: the configured one, else a SQLite file under `home`."""
@@ -80,6 +148,16 @@ class Settings(BaseSettings):
     def resolved_data_dir(self) -> Path:
         """The folder exports are confined to."""
         return (self.data_dir or self.home / "data").resolve()
+
+    @property
+    def catalog_label(self) -> str:
+        """The catalog a command opens, as a person reads it: the SQLite file, or the URL without its password."""
+        url = self.resolved_database_url
+        if url.startswith("sqlite:///"):
+            return url.removeprefix("sqlite:///")
+        scheme, sep, rest = url.partition("://")
+        credentials, at, host = rest.rpartition("@")
+        return f"{scheme}{sep}{credentials.split(':', 1)[0]}{at}{host}" if at else url
 
 
 @lru_cache(maxsize=1)

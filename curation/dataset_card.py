@@ -9,29 +9,14 @@ for a regenerated set, which model wrote the answers and how.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from huggingface_hub import DatasetCard, DatasetCardData
 
-# Hub license ids a free-text license is matched against (the common ones datasets use).
-HUB_LICENSES = {
-    "apache-2.0", "mit", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0", "cc-by-sa-4.0", "cc-by-nc-4.0",
-    "cc-by-nc-sa-4.0", "cc-by-nd-4.0", "cc-by-nc-nd-4.0", "cc-by-3.0", "cc-by-sa-3.0", "odc-by", "odbl",
-    "pddl", "gpl-3.0", "lgpl-3.0", "agpl-3.0", "openrail", "llama3.1", "gemma",
-}
-NON_COMMERCIAL = re.compile(r"(^|-)nc(-|$)")
+from curation.licenses import hub_license, license_risk, risky_sources
 
-
-def hub_license(text: str | None) -> str | None:
-    """Return the Hub license id a free-text license names (`CC BY-NC 4.0 (…)` → `cc-by-nc-4.0`), or None."""
-    if not text:
-        return None
-    head = re.split(r"[;(]", text, maxsplit=1)[0].strip().lower()
-    key = re.sub(r"[\s_]+", "-", head).replace("license", "").strip("-")
-    key = {"apache-2": "apache-2.0", "apache": "apache-2.0", "cc0": "cc0-1.0", "bsd-3": "bsd-3-clause"}.get(key, key)
-    return key if key in HUB_LICENSES else None
+__all__ = ["CardFacts", "card_license", "hub_license", "render_card", "size_category"]
 
 
 @dataclass
@@ -77,6 +62,10 @@ def _metadata(facts: CardFacts) -> DatasetCardData:
         datahunt["sampling"] = facts.sampling
     if facts.reasoning:
         datahunt["reasoning"] = facts.reasoning
+    cover = facts.report.get("decontamination")
+    if isinstance(cover, dict):
+        datahunt["decontamination"] = {"eval_sets": cover.get("eval_sets", 0), "checked": len(cover.get("checked", [])),
+                                       "unavailable": len(cover.get("unavailable", [])), "failed": len(cover.get("failed", []))}
     license_id = card_license(facts.sources)
     extra: dict[str, Any] = {"license_name": "several, see the card"} if license_id == "other" else {}
     return DatasetCardData(
@@ -92,10 +81,28 @@ def _metadata(facts: CardFacts) -> DatasetCardData:
     )
 
 
+_RISK_FLAGS = {"non_commercial": " (non-commercial)", "restricted": " (restricted)", "unknown": " (not known: check it)"}
+
+
+def _license_lines(facts: CardFacts) -> list[str]:
+    """The card's licence paragraph: the set's licence, and every source whose licence is a risk, by name."""
+    license_id = card_license(facts.sources)
+    text = f"License: `{license_id}`." + (
+        " The sources carry different licenses; each row inherits its source's." if license_id == "other" else "")
+    risky = risky_sources(facts.sources)
+    words = {"non_commercial": "non-commercial", "restricted": "restricted", "unknown": "not known"}
+    if not risky:
+        return [text]
+    named = "; ".join(f"`{hub_id}`: {lic or 'no licence stated'} ({words[risk]})" for hub_id, lic, risk in risky)
+    return [text + (" Some sources are non-commercial." if any(r == "non_commercial" for *_, r in risky) else ""),
+            "", f"**License warning**: {len(risky)} of {len(facts.sources)} sources are not plainly usable for "
+            f"commercial training: {named}. Check each before training a model you ship."]
+
+
 def _source_lines(facts: CardFacts) -> list[str]:
     lines = ["| source | config | revision | category | license | rows |", "|---|---|---|---|---|---:|"]
     for s in facts.sources:
-        flag = " (non-commercial)" if NON_COMMERCIAL.search(hub_license(s.get("license")) or "") else ""
+        flag = _RISK_FLAGS.get(license_risk(s.get("license")), "")
         lines.append(
             f"| [{s['hub_id']}](https://huggingface.co/datasets/{s['hub_id']}) | {s.get('config') or '–'} | "
             f"{s.get('revision') or 'not pinned'} | {s.get('category') or '–'} | {s.get('license') or 'unknown'}{flag} "
@@ -109,15 +116,23 @@ def _curation_lines(report: dict[str, Any]) -> list[str]:
         return ["The curation report was not found beside the set, so its cleaning counts are not stated here."]
     dup = report.get("duplicates", {})
     evals = report.get("eval_sets", {})
-    checked = ", ".join(f"`{name}` ({v.get('items', 0)} prompts)" for name, v in sorted(evals.items())) or "none"
+    loaded = sorted(n for n, v in evals.items() if v.get("items", 0) > 0 and not v.get("error") and not v.get("unavailable"))
+    checked = ", ".join(f"`{name}` ({evals[name]['items']} prompts)" for name in loaded) or "none"
+    unchecked = sorted(set(evals) - set(loaded))
+    missing = sorted(n for n in unchecked if evals[n].get("unavailable"))
     drops = ", ".join(f"{reason} {n}" for reason, n in sorted(report.get("drops", {}).items())) or "none"
     return [
         f"- Rows loaded: {report.get('rows_in', '?')}; kept: {report.get('rows_out', '?')}.",
         f"- Dropped by cleaning: {drops}.",
         f"- Duplicates removed: {dup.get('exact', 0)} exact (normalised prompt hash) and {dup.get('near', 0)} near "
         "(MinHash over word 3-grams, Jaccard ≥ 0.7).",
-        f"- Decontamination: {report.get('decontaminated', 0)} rows removed for a 13-gram overlap with (or the "
-        f"whole text of) an evaluation prompt. Evaluation sets checked: {checked}.",
+        f"- Decontamination: checked against {len(loaded)} of {len(evals)} evaluation sets; "
+        f"{report.get('decontaminated', 0)} rows removed for a 13-gram overlap with (or the whole text of) an "
+        f"evaluation prompt. Evaluation sets checked: {checked}.",
+        *([f"- Not checked, {len(missing)} not available offline when the set was curated (rows may overlap "
+           f"them): {', '.join(f'`{n}`' for n in missing)}."] if missing else []),
+        *([f"- Not checked, {len(unchecked) - len(missing)} failed to load or held no prompt: "
+           f"{', '.join(f'`{n}`' for n in unchecked if n not in missing)}."] if len(unchecked) > len(missing) else []),
     ]
 
 
@@ -142,7 +157,6 @@ def _regen_lines(facts: CardFacts) -> list[str]:
 def render_card(facts: CardFacts) -> str:
     """Return the README.md of the published set: YAML metadata between `---` lines, then the body."""
     per_category = ", ".join(f"{c} {n}" for c, n in sorted(facts.categories.items()))
-    license_id = card_license(facts.sources)
     body = [
         f"# {facts.repo_id.split('/')[-1]}",
         "",
@@ -157,10 +171,7 @@ def render_card(facts: CardFacts) -> str:
         "",
         *_source_lines(facts),
         "",
-        f"License: `{license_id}`."
-        + (" The sources carry different licenses; each row inherits its source's." if license_id == "other" else "")
-        + (" Some sources are non-commercial." if any(
-            NON_COMMERCIAL.search(hub_license(s.get("license")) or "") for s in facts.sources) else ""),
+        *_license_lines(facts),
         "",
         "## Curation and decontamination",
         "",

@@ -91,22 +91,26 @@ def make_context(
     `settings` (the caller's) give the mirror default, offline mode, the cache folder and the Hub token."""
     mirror_dir = mirror_of(manifest, mirror, settings)
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
-    counter = load_counter(tokenizer, offline=settings.offline)
     entries: list[dict[str, Any]] = []
     if mirror_dir and (Path(mirror_dir) / MIRROR_INDEX).is_file():
         entries = read_mirror_index(Path(mirror_dir))
-    return LoadContext(
+    ctx = LoadContext(
         mirror_entries=entries,
         mirror=Path(mirror_dir) if mirror_dir else None,
         offline=settings.offline,
         cache_dir=settings.home / "cache" / "datasets",
         work_dir=out_dir / "work",
         dropped_dir=out_dir / "dropped",
-        params=StepParams(config=manifest.cleaning, counter=counter),
+        params=StepParams(config=manifest.cleaning, counter=TokenCounter()),  # the real one below
         token=settings.hf_token.get_secret_value() if settings.hf_token else None,
         hub_root=hub_root,
         hub_probe=hub_probe,
     )
+    # A Hub tokenizer id while the Hub does not answer its probe: as offline, instead of download retries.
+    hub_tokenizer = bool(tokenizer) and not Path(str(tokenizer)).is_dir()
+    offline = settings.offline or (hub_tokenizer and ctx.hub_problem() is not None)
+    ctx.params.counter = load_counter(tokenizer, offline=offline)
+    return ctx
 
 
 def eval_prompts(planned: EvalPlan, ctx: LoadContext) -> list[tuple[str, str]]:
@@ -141,6 +145,11 @@ def build_index(eval_plans: list[EvalPlan], ctx: LoadContext) -> tuple[EvalIndex
         try:
             items = eval_prompts(planned, ctx)
         except Exception as exc:  # a broken eval set is reported; decontamination goes on with the rest
+            missing = ctx.unreachable(planned.eval_set, files=planned.files)
+            if missing is not None:  # expected offline: the report's one coverage warning names them all
+                logger.debug("eval set %s not available: %s (%s: %s)", name, missing, type(exc).__name__, exc)
+                status[name] = EvalSetStatus(items=0, error=None, unavailable=missing)
+                continue
             logger.error("eval set %s failed: %s", name, exc)
             status[name] = EvalSetStatus(items=0, error=f"{type(exc).__name__}: {exc}")
             continue

@@ -16,7 +16,8 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from core.samples import RegeneratedSample
 from curation.atomic_files import read_own, staged_file
 from curation.dataset_card import CardFacts, render_card
 from curation.errors import CurationError
+from curation.licenses import risky_sources
 from curation.shards import SHARD_ROWS, atomic_write_bytes
 
 logger = logging.getLogger(__name__)
@@ -53,6 +55,10 @@ class PublishError(CurationError, ValueError):
     """The folder is not a curated set or a regeneration run, or lacks what a card must state."""
 
 
+class LicenseRiskError(PublishError):
+    """A source's licence is non-commercial, restricted or unknown, and the publisher did not acknowledge it."""
+
+
 @dataclass
 class PublishedFolder:
     """A folder laid out as a Hub dataset repository."""
@@ -61,6 +67,7 @@ class PublishedFolder:
     kind: str
     rows: int
     shards: list[Path]
+    license_warnings: list[str] = field(default_factory=list)  # sources published though their licence is a risk
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -112,6 +119,25 @@ def _sources(manifest: dict[str, Any], rows: Counter[tuple[str, str | None]]) ->
         for s in manifest.get("sources", [])
         if rows[(s["hub_id"], s.get("config"))]
     ]
+
+
+def _fill_licenses(sources: list[dict[str, Any]], known: Mapping[str, str]) -> None:
+    """Give each source the licence `known` (the mirror index) states for it when its manifest stated none."""
+    for source in sources:
+        if not source.get("license") and known.get(source["hub_id"]):
+            source["license"] = known[source["hub_id"]]
+
+
+def check_licenses(sources: list[dict[str, Any]], *, accepted: bool) -> list[str]:
+    """Return one warning line per source whose licence is non-commercial, restricted or unknown; raise
+    LicenseRiskError naming them all when there are any and `accepted` is False."""
+    words = {"non_commercial": "non-commercial", "restricted": "restricted", "unknown": "unknown"}
+    lines = [f"{hub_id}: license {lic or 'not stated'} ({words[risk]})" for hub_id, lic, risk in risky_sources(sources)]
+    if lines and not accepted:
+        raise LicenseRiskError(
+            f"{len(lines)} source(s) are not plainly licensed for commercial training: " + "; ".join(lines)
+            + "; check them, then publish again with --accept-license-risk")
+    return lines
 
 
 def _origin(source: Any) -> tuple[str, str | None] | None:
@@ -191,8 +217,15 @@ def set_kind(src: Path) -> str:
                        "(regenerated.jsonl)")
 
 
-def build_folder(src: Path, out: Path, *, repo_id: str, version: str) -> PublishedFolder:
+def build_folder(
+    src: Path, out: Path, *, repo_id: str, version: str, licenses: Mapping[str, str] | None = None,
+    accept_license_risk: bool = False,
+) -> PublishedFolder:
     """Write the Hub repository folder for the set in `src` into `out`; return what was written.
+
+    Sources the manifest gives no licence take the one `licenses` (the mirror index's) states. When any source
+    is non-commercial, restricted or unknown, nothing is written and LicenseRiskError names them, unless
+    `accept_license_risk`; the card names them either way.
 
     The folder is built whole in a fresh temporary folder beside `out` and renamed into place, so a kill
     leaves the old folder or the new one. An existing `out` is replaced only when it is empty or holds nothing
@@ -202,6 +235,8 @@ def build_folder(src: Path, out: Path, *, repo_id: str, version: str) -> Publish
     if table.num_rows == 0:
         raise PublishError(f"{src} holds no rows to publish")
     _check_out(src, out)
+    _fill_licenses(facts.sources, licenses or {})
+    warnings = check_licenses(facts.sources, accepted=accept_license_risk)
     facts.repo_id, facts.version = repo_id, version
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name[:64]}-", dir=out.parent))
@@ -216,7 +251,7 @@ def build_folder(src: Path, out: Path, *, repo_id: str, version: str) -> Publish
         raise
     shards = [out / p.relative_to(staging) for p in shards]
     logger.info("wrote %d rows in %d shard(s) and a dataset card to %s", table.num_rows, len(shards), out)
-    return PublishedFolder(out, kind, table.num_rows, shards)
+    return PublishedFolder(out, kind, table.num_rows, shards, warnings)
 
 
 def _swap_in(staging: Path, out: Path) -> None:

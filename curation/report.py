@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from curation.mixing import CategoryMix
 
@@ -45,6 +45,38 @@ class EvalSetStatus(BaseModel):
 
     items: int
     error: str | None = None
+    unavailable: str | None = Field(default=None, description="why it could not be had at all (offline, not mirrored)")
+
+
+class DecontaminationCoverage(BaseModel):
+    """Which eval sets the training rows were actually checked against: only those whose prompts were loaded."""
+
+    eval_sets: int = Field(description="eval sets the manifest (and mirror) named")
+    checked: list[str] = Field(description="loaded, with at least one prompt in the index")
+    unavailable: list[str] = Field(description="not in the mirror while offline or the Hub did not answer")
+    failed: list[str] = Field(description="found but unreadable, or holding no usable prompt")
+
+    @classmethod
+    def of(cls, status: dict[str, EvalSetStatus]) -> DecontaminationCoverage:
+        """Return the coverage of the eval sets' statuses."""
+        names = sorted(status)
+        return cls(
+            eval_sets=len(names),
+            checked=[n for n in names if status[n].items > 0 and not status[n].error and not status[n].unavailable],
+            unavailable=[n for n in names if status[n].unavailable],
+            failed=[n for n in names if not status[n].unavailable and (status[n].error or status[n].items == 0)],
+        )
+
+    def warning(self, shown: int = 8) -> str | None:
+        """Return the one line saying how much was checked, or None when every eval set was."""
+        if len(self.checked) == self.eval_sets:
+            return None
+        line = f"decontaminated against {len(self.checked)} of {self.eval_sets} eval sets"
+        for names, why in ((self.unavailable, "not available offline"), (self.failed, "failed or empty")):
+            if names:
+                more = f", … (+{len(names) - shown} more; report.json lists all)" if len(names) > shown else ""
+                line += f"; {len(names)} {why}: {', '.join(names[:shown])}{more}"
+        return line
 
 
 class DuplicateCounts(BaseModel):
@@ -83,8 +115,19 @@ class CurationReport(BaseModel):
     per_source: dict[str, SourceReport]
     failed_sources: list[str]
     eval_sets: dict[str, EvalSetStatus]
+    decontamination: DecontaminationCoverage | None = Field(
+        default=None, description="derived from eval_sets: which sets were really checked")
     steps: StepCounts
     shards: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _coverage(self) -> CurationReport:
+        # Derived here, so every engine's report states it alike, with its one warning line.
+        self.decontamination = DecontaminationCoverage.of(self.eval_sets)
+        line = self.decontamination.warning()
+        if line and line not in self.warnings:
+            self.warnings = [*self.warnings, line]
+        return self
 
     def to_json(self) -> dict[str, Any]:
         """Return the report as report.json holds it (plain JSON values)."""

@@ -59,6 +59,16 @@ class LoadContext:
                 logger.warning("Hub unreachable (%s): only mirror sources can be curated", self._hub_answer[0])
         return self._hub_answer[0]
 
+    def unreachable(self, spec: Source | EvalSet, *, files: list[str]) -> str | None:
+        """Return why `spec` cannot be had here (the mirror lacks it and the run is offline or the Hub does not
+        answer), or None when it is in the mirror or the Hub may serve it."""
+        if (files and self.mirror) or self.hub_root is not None or spec.hub_id is None:
+            return None
+        if self.offline:
+            return "not in the mirror, and the run is offline"
+        problem = self.hub_problem()
+        return f"not in the mirror, and the Hub is unreachable ({problem})" if problem is not None else None
+
     def plan_for(self, spec: Source | EvalSet, *, files: list[str], streaming: bool | None = None) -> Any:
         """Return the load plan of a manifest source or eval set, with this run's mirror and Hub settings.
 

@@ -31,6 +31,21 @@ def _bar(n: int, top: int, width: int = 30) -> str:
     return "█" * (round(width * n / top) if top else 0)
 
 
+def _decontamination_lines(report: CurationReport) -> list[str]:
+    """The eval sets the rows were checked against (loaded ones only), and those that were not, with why."""
+    cover = report.decontamination
+    if cover is None:
+        return []
+    lines = ["## Decontamination", "",
+             f"Checked against {len(cover.checked)} of {cover.eval_sets} eval sets "
+             f"({report.decontaminated} rows removed).", "", "| eval set | prompts | status |", "|---|---:|---|"]
+    for name, status in sorted(report.eval_sets.items()):
+        state = ("not available: " + status.unavailable if status.unavailable
+                 else "failed: " + status.error if status.error else "checked" if status.items else "no prompts")
+        lines.append(f"| {name} | {status.items} | {state} |")
+    return lines
+
+
 def render_summary(report: CurationReport, tokens_regen: list[int], tokens_native: list[int]) -> str:
     """Return summary.md's text."""
     lines = ["# Curation summary", ""]
@@ -77,6 +92,7 @@ def render_summary(report: CurationReport, tokens_regen: list[int], tokens_nativ
             f"| {key} | {src.rows_in} | {sum(src.drops.values())} | {src.duplicates} | "
             f"{src.decontaminated} | {src.selected} | {status} |"
         )
+    lines += ["", *_decontamination_lines(report)]
     for title, counts in (("needs_regeneration (prompt)", tokens_regen), ("target_native", tokens_native)):
         lines += ["", f"## Token histogram: {title} ({report.token_counter})", "", "```"]
         hist = token_histogram(counts)

@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.engines",
     "server.commands.capture",
     "server.commands.publish",
+    "server.commands.config",
 )
 
 
@@ -49,6 +50,13 @@ def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug
     # These libraries print through their own stderr handler; passed on to ours too, every warning showed twice.
     for library in SELF_LOGGING_LIBRARIES:
         logging.getLogger(library).propagate = False
+    from core.settings import ConfigFileError, get_settings
+
+    try:
+        get_settings()
+    except ConfigFileError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _register_all() -> None:

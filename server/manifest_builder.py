@@ -2,7 +2,7 @@
 
 One builder serves `GET /manifest`, `POST /manifest/export` and `datahunt manifest export`, so the three
 always agree. Each approved entry becomes one `Source` (pinned revision, config, split, field mapping,
-format, license) filed under its best category; every entry the verifier recognised as an evaluation
+format, license: the catalog's, else the mirror index's) filed under its best category; every entry the verifier recognised as an evaluation
 benchmark (and no reviewer rejected) becomes an `EvalSet` on its test split, so curation decontaminates
 against it instead of training on it; the budget and target come from the caller. Exports are
 confined to `settings.resolved_data_dir`: absolute paths elsewhere, `..` segments and symlinks that lead
@@ -13,7 +13,7 @@ never follows a link planted after that check (at a folder or at its temporary n
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
 
@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from core.types import Category, UnknownCategoryError, parse_category
 from curation.catalog.models import CatalogEntry
+from curation.licenses import license_from_metadata
 from curation.manifest import Budget, EvalSet, Manifest, Source, TargetModel, dump_manifest
 from server.confined_file import ConfinedPathError, check_name, write_confined
 
@@ -51,8 +52,11 @@ def best_category(entry: CatalogEntry) -> Category | None:
     return max(known, key=lambda c: (float(entry.relevance.get(c.value, 0.0)), -known.index(c)))
 
 
-def source_for(entry: CatalogEntry) -> Source | None:
-    """Return the manifest Source pinned from one approved entry, or None when it has no known category."""
+def source_for(entry: CatalogEntry, licenses: Mapping[str, str] | None = None) -> Source | None:
+    """Return the manifest Source pinned from one approved entry, or None when it has no known category.
+
+    Its licence is the entry's, else what its recorded metadata states (Hub card data, `license:` tags), else
+    what `licenses` (the mirror index) states for it."""
     category = best_category(entry)
     if category is None:
         return None
@@ -66,7 +70,7 @@ def source_for(entry: CatalogEntry) -> Source | None:
         format=fmt,
         field_mapping={str(k): str(v) for k, v in entry.field_mapping.items()},
         category=category,
-        license=entry.license,
+        license=entry.license or license_from_metadata(entry.dataset_metadata) or (licenses or {}).get(entry.hub_id),
     )
 
 
@@ -83,13 +87,15 @@ def build_manifest(
     budget: Budget | None = None,
     target: TargetModel | None = None,
     eval_entries: Iterable[CatalogEntry] = (),
+    licenses: Mapping[str, str] | None = None,
 ) -> Manifest:
     """Return the manifest of `entries` (the approved ones), sorted by category then Hub id, with
-    `eval_entries` (the benchmarks, `store.benchmark_entries`) as its eval sets."""
+    `eval_entries` (the benchmarks, `store.benchmark_entries`) as its eval sets; `licenses` (the mirror index's)
+    fills the licence of a source the catalog has none for."""
     sources: list[Source] = []
     notes: list[str] = []
     for entry in entries:
-        source = source_for(entry)
+        source = source_for(entry, licenses)
         if source is None:
             notes.append(f"skipped {entry.hub_id}: none of its categories {entry.categories} is known")
             logger.warning("manifest: skipped %s (no known category)", entry.hub_id)

@@ -29,6 +29,7 @@ def isolated_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
             monkeypatch.delenv(key)
     monkeypatch.setenv("DATAHUNT_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DATAHUNT_OFFLINE", "1")
+    monkeypatch.setenv("DATAHUNT_CONFIG", str(tmp_path / "no-datahunt-config.toml"))  # never the user's own file
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     # The Host fastapi's TestClient sends, beside the loopback names the service allows by default.
     monkeypatch.setenv("DATAHUNT_ALLOWED_HOSTS", "testserver,localhost,127.0.0.1,[::1]")

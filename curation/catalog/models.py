@@ -14,6 +14,7 @@ from sqlalchemy import JSON, Column, DateTime, Dialect, Text, TypeDecorator, Uni
 from sqlmodel import Field, SQLModel
 
 from core.types import CampaignStatus, Reason, ReasonCode, RunStatus
+from curation.licenses import license_risk
 
 
 def utcnow() -> datetime:
@@ -144,6 +145,10 @@ class CatalogEntry(SQLModel, table=True):
     version: int = 1  # bumped on every change; guards concurrent reviews
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+    def license_risk(self) -> str:
+        """Return `ok`, `non_commercial`, `restricted` or `unknown` for the entry's licence (`curation.licenses`)."""
+        return license_risk(self.license)
 
     def ranked_categories(self) -> tuple[list[str], list[str]]:
         """Return `(categories most relevant first, categories the verifier found it off-topic for)`: a chat set

@@ -66,9 +66,11 @@ from curation.catalog.leases import (
     release_lease,
     renew_lease,
 )
+from curation.catalog.licensing import adopt_licenses
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
 from curation.catalog.review import find_entry, review_entry
 from curation.catalog.storable import checked
+from curation.licenses import license_from_metadata
 
 __all__ = [
     "CAMPAIGN_STATUSES",
@@ -85,6 +87,7 @@ __all__ = [
     "add_candidate",
     "add_verdict",
     "add_verified_candidates",
+    "adopt_licenses",
     "approved_entries",
     "campaign_lease",
     "catalog_summary",
@@ -356,7 +359,7 @@ def _refresh_metadata(entry: CatalogEntry, candidate: CandidateRecord) -> None:
     entry.title = candidate.title or entry.title
     entry.description = candidate.description or entry.description
     entry.dataset_metadata = {**entry.dataset_metadata, **candidate.dataset_metadata}
-    entry.license = entry.dataset_metadata.get("license") or entry.license
+    entry.license = (license_from_metadata(entry.dataset_metadata) or entry.license or "")[:128] or None
     entry.format_guess = candidate.format_guess or entry.format_guess
     entry.revision = entry.dataset_metadata.get("sha") or entry.revision
 

@@ -179,7 +179,19 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
         raise fail("interrupted") from None
     except (CampaignError, store.CatalogError) as exc:
         raise fail(str(exc)) from None
+    adopt_mirror_licenses(engine)
     return board
+
+
+def adopt_mirror_licenses(engine: Any) -> None:
+    """Copy the configured mirror's licences onto the catalog entries that have none (see `store.adopt_licenses`)."""
+    from curation.catalog import store
+    from server.commands.catalog import mirror_license_index
+
+    licenses = mirror_license_index()
+    if licenses:
+        with store.open_session(engine) as session:
+            store.adopt_licenses(session, licenses, source="mirror index")
 
 
 def report(board: ProgressBoard, *, as_json: bool) -> None:
@@ -269,6 +281,10 @@ def status_command(
         with store.open_session(engine) as session:
             campaign = store.get_campaign(session, campaign_id=campaign_id).model_dump(mode="json")
             runs = [r.model_dump(mode="json") for r in store.list_runs(session, campaign_id=campaign_id)]
+    except store.CampaignNotFoundError as exc:
+        from core.settings import get_settings
+
+        raise fail(f"{exc} in the catalog {get_settings().catalog_label}") from None
     except store.CatalogError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -305,6 +321,10 @@ def list_command(
     engine = open_catalog()
     with store.open_session(engine) as session:
         campaigns = [c.model_dump(mode="json") for c in store.list_campaigns(session, limit=limit)]
+    if not campaigns:
+        from server.commands.catalog import say_empty_catalog
+
+        say_empty_catalog()
     if as_json:
         typer.echo(json.dumps(campaigns, indent=2))
         return

@@ -52,6 +52,10 @@ def _cli_errors() -> Iterator[None]:
     except (MalformedHubIdError, UnknownCategoryError, store.InvalidValueError) as exc:
         _fail(str(exc), EXIT_BAD_INPUT)
     except store.CatalogError as exc:
+        if isinstance(exc, store.EntryNotFoundError):
+            from core.settings import get_settings
+
+            _fail(f"{exc} in the catalog {get_settings().catalog_label}", EXIT_NOT_FOUND)
         _fail(str(exc), EXIT_NOT_FOUND)
     except DatabaseError as exc:  # the database failed: down, a damaged SQLite file, a full disk
         _fail(f"cannot use the catalog database: {str(exc.orig or exc).splitlines()[0]}", EXIT_NOT_FOUND)
@@ -125,6 +129,8 @@ def list_command(
             entries, total = store.list_entries(
                 session, status=status, category=name, license=license, text=search, limit=limit, offset=offset
             )
+            if total == 0 and not store.list_entries(session, limit=1)[1]:
+                say_empty_catalog()
         if as_json:
             typer.echo(json.dumps([entry_json(e, name) for e in entries], indent=2))
             return
@@ -282,12 +288,48 @@ def _review(hub_id: str, *, approve: bool, note: str | None, reviewer: str | Non
         if not who:
             raise CliError("the reviewer name is empty", EXIT_BAD_INPUT)
         with _session() as session:
+            store.adopt_licenses(session, mirror_license_index(), source="mirror index")
             entry = store.review_entry(session, hub_id=valid, approve=approve, reviewer=who, note=note, override=override)
+        if approve:
+            _warn_license(entry)
         if as_json:
             typer.echo(json.dumps(entry_json(entry), indent=2))
             return
         Console().print(f"{entry.hub_id}: [{STATUS_STYLE[entry.status]}]{entry.status}[/] by {entry.reviewer} "
                         f"(version {entry.version})", highlight=False)
+
+
+def mirror_license_index() -> dict[str, str]:
+    """The licences the configured mirror's index states (none without a mirror, or with an unreadable one)."""
+    from core.settings import get_settings
+    from curation.licenses import mirror_licenses
+    from curation.manifest import ManifestError
+    from curation.mirror import read_mirror_index
+
+    mirror = get_settings().mirror
+    try:
+        return mirror_licenses(read_mirror_index(mirror)) if mirror else {}
+    except ManifestError as exc:
+        typer.echo(f"warning: mirror licences not read: {exc}", err=True)
+        return {}
+
+
+def _warn_license(entry: Any) -> None:
+    """Say on stderr when an approved entry's licence is non-commercial, restricted or unknown."""
+    from curation.licenses import license_risk
+
+    risk = license_risk(entry.license)
+    if risk != "ok":
+        typer.echo(f"warning: {entry.hub_id} is approved with license {entry.license or 'not stated'} "
+                   f"({risk.replace('_', '-')}); publish will ask for --accept-license-risk", err=True)
+
+
+def say_empty_catalog() -> None:
+    """Say on stderr which catalog was opened and found empty, and how to point at another one."""
+    from core.settings import get_settings
+
+    typer.echo(f"note: the catalog {get_settings().catalog_label} is empty; another one is chosen with "
+               "DATAHUNT_HOME or DATAHUNT_DATABASE_URL, or for good with `datahunt config set home DIR`", err=True)
 
 
 def _default_reviewer() -> str:
@@ -331,6 +373,8 @@ def summary_command(
     with _cli_errors():
         with _session(readonly=True) as session:
             summary = store.catalog_summary(session, campaign_id=campaign)
+        if not summary["total"] and not campaign:
+            say_empty_catalog()
         if as_json:
             typer.echo(json.dumps(summary, indent=2))
             return

@@ -36,7 +36,10 @@ def export(
     from core.settings import get_settings
     from curation.catalog import store
     from curation.errors import CurationError
+    from curation.licenses import mirror_licenses, risky_sources
     from curation.manifest import TargetModel
+    from curation.mirror import read_mirror_index
+    from server.commands.catalog import say_empty_catalog
     from server.manifest_builder import (
         ExportPathError,
         build_manifest,
@@ -50,15 +53,21 @@ def export(
     try:
         budget = make_budget(budget_total, parse_shares(share), seed)
         path = resolve_export_path(settings.resolved_data_dir, out)
+        licenses = mirror_licenses(read_mirror_index(settings.mirror)) if settings.mirror else {}
         engine = store.make_engine(settings.resolved_database_url)
         try:
             store.upgrade_database(engine)
             with store.open_session(engine) as session:
+                store.adopt_licenses(session, licenses, source="mirror index")
+                approved = store.approved_entries(session)
+                if not approved and not store.list_entries(session, limit=1)[1]:
+                    say_empty_catalog()
                 manifest = build_manifest(
-                    store.approved_entries(session),
+                    approved,
                     budget=budget,
                     target=TargetModel(model=target, tokenizer=tokenizer) if target else None,
                     eval_entries=store.benchmark_entries(session),
+                    licenses=licenses,
                 )
         finally:
             engine.dispose()
@@ -76,6 +85,9 @@ def export(
         print(f"next: datahunt curate --manifest {path} --out OUT")
         for note in manifest.notes:
             print(f"note: {note}")
+        for hub_id, lic, risk in risky_sources(s.model_dump() for s in manifest.sources):
+            print(f"warning: {hub_id}: license {lic or 'not stated'} ({risk.replace('_', '-')}); "
+                  "publish will ask for --accept-license-risk")
 
 
 def register(app: typer.Typer) -> None:

@@ -37,12 +37,26 @@ def _offline_reason() -> str | None:
     return hub_problem()
 
 
+def _mirror_licenses() -> dict[str, str]:
+    """The licences the configured mirror's index states (none without a mirror)."""
+    from core.settings import get_settings
+    from curation.licenses import mirror_licenses
+    from curation.mirror import read_mirror_index
+
+    mirror = get_settings().mirror
+    return mirror_licenses(read_mirror_index(mirror)) if mirror else {}
+
+
 def publish(
     src: Annotated[Path, typer.Argument(help="A curated folder (curate --out) or a regeneration run (regen --out).")],
     repo: Annotated[str, typer.Option("--repo", help="Hub dataset repository, owner/name.")],
     out: Annotated[Path | None, typer.Option("--out", help="Folder to write (default: DIR-hub beside DIR).")] = None,
     public: Annotated[bool, typer.Option("--public", help="Create the repository public (default: private).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print {folder, rows, shards, uploaded, url} as JSON.")] = False,
+    accept_license_risk: Annotated[bool, typer.Option(
+        "--accept-license-risk",
+        help="Publish although a source's licence is non-commercial, restricted or unknown (the card names them).",
+    )] = False,
 ) -> None:
     """Write DIR as a Hub dataset folder (Parquet shards and a dataset card), then upload it when online."""
     from core.settings import get_settings
@@ -59,7 +73,8 @@ def publish(
         _fail(f"{src} is not a folder")
     folder = (out or src.resolve().parent / f"{src.resolve().name}-hub").resolve()
     try:
-        written = build_folder(src, folder, repo_id=repo_id, version=_version())
+        written = build_folder(src, folder, repo_id=repo_id, version=_version(), licenses=_mirror_licenses(),
+                               accept_license_risk=accept_license_risk)
     except (CurationError, OSError, ValueError, KeyError) as exc:
         _fail(f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc))
         return
@@ -75,8 +90,10 @@ def publish(
     if as_json:
         typer.echo(json.dumps({"folder": str(folder), "kind": written.kind, "rows": written.rows,
                                "shards": len(written.shards), "uploaded": url is not None, "url": url,
-                               "offline": offline}))
+                               "offline": offline, "license_warnings": written.license_warnings}))
         return
+    for line in written.license_warnings:
+        typer.echo(f"warning: published with --accept-license-risk: {line}", err=True)
     typer.echo(f"{written.kind} set of {written.rows:,} rows written as a Hub dataset folder: {folder}")
     if url is not None:
         typer.echo(f"uploaded to {url} ({'public' if public else 'private'})")

@@ -74,7 +74,10 @@ async function review(button, approve) {
     const cell = $(".entry-status", row);
     cell.textContent = entry.status;
     cell.className = `status status-${entry.status} entry-status`;
-    flash(`${hubId}: ${entry.status} by ${entry.reviewer}`, "ok");
+    // An approved set whose licence is non-commercial, restricted or unknown: say so now, not at publish time.
+    const risk = $(".license-risk", row);
+    const warning = approve && risk ? `; warning: license ${risk.textContent.trim()}, publish will ask for --accept-license-risk` : "";
+    flash(`${hubId}: ${entry.status} by ${entry.reviewer}${warning}`, "ok");
   } catch (err) {
     flash(`${hubId}: ${err.message}`, "error");
   }

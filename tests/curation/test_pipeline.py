@@ -239,7 +239,7 @@ def test_sources_without_files_are_found_in_the_mirror(tmp_path: Path) -> None:
     assert (
         "not in a local mirror and datahunt is offline" in offline.per_source["openai/gsm8k:main"].error
     )
-    assert offline.eval_sets["gsm8k-test"].error
+    assert offline.eval_sets["gsm8k-test"].unavailable and not offline.eval_sets["gsm8k-test"].error
 
 
 def test_rerun_reuses_a_stage_whose_rows_hold_line_separators(tmp_path: Path) -> None:

@@ -51,7 +51,8 @@ def test_hub_license_ids_from_free_text() -> None:
 @pytest.mark.slow
 def test_a_curated_set_loads_back_with_its_card(tmp_path: Path) -> None:
     src = curated_set(tmp_path / "curated")
-    written = build_folder(src, tmp_path / "hub", repo_id="me/eagle-set", version="0.1.0")
+    written = build_folder(src, tmp_path / "hub", repo_id="me/eagle-set", version="0.1.0",
+                           accept_license_risk=True)
     assert written.kind == "curated" and written.rows == 30
     assert [p.name for p in written.shards] == ["train-00000-of-00001.parquet"]
     loaded = _load(tmp_path / "hub", tmp_path)
@@ -105,7 +106,8 @@ def _regeneration_run(run: Path, curated: Path) -> None:
 def test_a_regenerated_run_loads_back_and_its_card_names_the_model_and_sampling(tmp_path: Path) -> None:
     curated = curated_set(tmp_path / "curated")
     _regeneration_run(tmp_path / "run", curated)
-    written = build_folder(tmp_path / "run", tmp_path / "hub", repo_id="me/eagle-regen", version="0.1.0")
+    written = build_folder(tmp_path / "run", tmp_path / "hub", repo_id="me/eagle-regen", version="0.1.0",
+                           accept_license_risk=True)
     assert written.kind == "regenerated" and written.rows == 3
     loaded = _load(tmp_path / "hub", tmp_path)
     assert loaded["id"] == ["r0", "r1", "n0"] and loaded["regenerated"] == [True, True, False]

@@ -42,17 +42,18 @@ def curated_set(out: Path) -> Path:
 @pytest.mark.slow
 def test_offline_writes_the_folder_and_says_it_was_not_uploaded(tmp_path: Path) -> None:
     src = curated_set(tmp_path / "curated")
-    result = runner.invoke(app, ["publish", str(src), "--repo", "me/eagle-set"])
+    result = runner.invoke(app, ["publish", str(src), "--repo", "me/eagle-set", "--accept-license-risk"])
     assert result.exit_code == 0, result.output
     folder = (tmp_path / "curated-hub").resolve()
     assert f"curated set of 30 rows written as a Hub dataset folder: {folder}" in result.output
     assert "not uploaded: offline mode (DATAHUNT_OFFLINE)" in result.output
     assert (folder / "README.md").is_file() and (folder / "data" / "train-00000-of-00001.parquet").is_file()
     as_json = runner.invoke(app, ["publish", str(src), "--repo", "me/eagle-set", "--out", str(tmp_path / "o"),
-                                  "--json"])
+                                  "--json", "--accept-license-risk"])
     assert json.loads(as_json.stdout) == {"folder": str((tmp_path / "o").resolve()), "kind": "curated", "rows": 30,
                                           "shards": 1, "uploaded": False, "url": None,
-                                          "offline": "offline mode (DATAHUNT_OFFLINE)"}
+                                          "offline": "offline mode (DATAHUNT_OFFLINE)", "license_warnings": [
+                                              "tatsu-lab/alpaca: license CC BY-NC 4.0 (non-commercial)"]}
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -105,7 +106,7 @@ def test_online_creates_a_private_repo_and_uploads_shards_and_card(
     tmp_path: Path, recorded_hub: list[tuple[str, str, bytes]]
 ) -> None:
     src = curated_set(tmp_path / "curated")
-    result = runner.invoke(app, ["publish", str(src), "--repo", "me/eagle-set"])
+    result = runner.invoke(app, ["publish", str(src), "--repo", "me/eagle-set", "--accept-license-risk"])
     assert result.exit_code == 0, result.output
     assert "uploaded to https://huggingface.co/datasets/me/eagle-set (private)" in result.output
     create = next(body for method, path, body in recorded_hub if path == "/api/repos/create")
@@ -115,7 +116,7 @@ def test_online_creates_a_private_repo_and_uploads_shards_and_card(
              if r["key"] == "file"}
     assert set(files) == {"README.md", "data/train-00000-of-00001.parquet"}
     assert base64.b64decode(files["README.md"]).startswith(b"---\nlicense: other\n")
-    public = runner.invoke(app, ["publish", str(src), "--repo", "me/eagle-set", "--public"])
+    public = runner.invoke(app, ["publish", str(src), "--repo", "me/eagle-set", "--public", "--accept-license-risk"])
     assert public.exit_code == 0 and "(public)" in public.output
     creates = [json.loads(body) for method, path, body in recorded_hub if path == "/api/repos/create"]
     assert creates[-1]["visibility"] == "public"

@@ -108,3 +108,25 @@ def test_the_review_page_names_off_topic_categories_apart(engine: Engine, client
     row = page[page.index('data-hub-id="acme/chat-logs"'):]
     row = row[: row.index("</tr>")]
     assert 'general_chat <span class="off-topic">(off-topic for bug_fixing)</span>' in row
+
+
+def test_licences_from_the_mirror_index_and_their_risk_are_shown(engine: Engine, client: TestClient) -> None:
+    seed(engine)
+    with store.open_session(engine) as session:
+        changed = store.adopt_licenses(session, {"acme/tiny-chat": "CC BY-NC 4.0", "openai/gsm8k": "Apache-2.0"},
+                                       source="mirror index")
+    assert [e.hub_id for e in changed] == ["acme/tiny-chat"]  # gsm8k keeps the licence its metadata stated
+    page = client.get("/").text
+
+    def row(hub_id: str) -> str:
+        text = page[page.index(f'data-hub-id="{hub_id}"'):]
+        return text[: text.index("</tr>")]
+
+    assert "CC BY-NC 4.0" in row("acme/tiny-chat") and "non-commercial</span>" in row("acme/tiny-chat")
+    assert "from the mirror index" in row("acme/tiny-chat")
+    assert "mit" in row("openai/gsm8k") and "license-risk" not in row("openai/gsm8k")
+    assert "restricted</span>" in row("acme/restricted-reviews")
+    detail = client.get("/datasets/acme/tiny-chat").text
+    assert "CC BY-NC 4.0" in detail and "non-commercial</span>" in detail and "(from the mirror index)" in detail
+    history = client.get("/catalog/acme/tiny-chat").json()
+    assert any(a["action"] == "license_set" for a in history["audit"])
