@@ -21,7 +21,7 @@ def test_an_existing_folder_of_the_users_is_refused_and_kept(tmp_path: Path) -> 
     (existing / "data" / "mine.parquet").write_bytes(b"the user's own file")
     before = _tree(existing)
     with pytest.raises(PublishError, match="did not write"):
-        build_folder(src, existing, repo_id="me/x", version="0.1.0")
+        build_folder(src, existing, repo_id="me/x", version="0.1.0", accept_license_risk=True)
     assert _tree(existing) == before
 
 
@@ -30,23 +30,23 @@ def test_publishing_into_the_set_itself_is_refused_and_the_shards_kept(tmp_path:
     before = _tree(src)
     for out in (src, src / "hub", tmp_path):
         with pytest.raises(PublishError, match="overlaps"):
-            build_folder(src, out, repo_id="me/x", version="0.1.0")
+            build_folder(src, out, repo_id="me/x", version="0.1.0", accept_license_risk=True)
     assert _tree(src) == before
 
 
 def test_a_folder_publish_wrote_is_replaced_whole(tmp_path: Path) -> None:
     src = curated_set(tmp_path / "curated")
     out = tmp_path / "hub"
-    first = build_folder(src, out, repo_id="me/x", version="0.1.0")
+    first = build_folder(src, out, repo_id="me/x", version="0.1.0", accept_license_risk=True)
     assert (out / PUBLISH_RECORD).is_file() and first.shards[0].is_file()
-    second = build_folder(src, out, repo_id="me/x", version="0.2.0")
+    second = build_folder(src, out, repo_id="me/x", version="0.2.0", accept_license_risk=True)
     assert "0.2.0" in (out / "README.md").read_text()
     assert sorted(_tree(out)) == sorted([PUBLISH_RECORD, "README.md", *(p.relative_to(out).as_posix()
                                                                        for p in second.shards)])
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
     (out / "notes.txt").write_text("added by the user")
     with pytest.raises(PublishError, match="did not write"):
-        build_folder(src, out, repo_id="me/x", version="0.3.0")
+        build_folder(src, out, repo_id="me/x", version="0.3.0", accept_license_risk=True)
     assert (out / "notes.txt").read_text() == "added by the user"
 
 
@@ -55,7 +55,7 @@ def test_a_kill_while_building_leaves_the_old_folder(tmp_path: Path, monkeypatch
 
     src = curated_set(tmp_path / "curated")
     out = tmp_path / "hub"
-    build_folder(src, out, repo_id="me/x", version="0.1.0")
+    build_folder(src, out, repo_id="me/x", version="0.1.0", accept_license_risk=True)
     before = _tree(out)
 
     def full_disk(*args: object, **kwargs: object) -> None:
@@ -63,6 +63,6 @@ def test_a_kill_while_building_leaves_the_old_folder(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(pq, "write_table", full_disk)
     with pytest.raises(OSError, match="No space"):
-        build_folder(src, out, repo_id="me/x", version="0.2.0")
+        build_folder(src, out, repo_id="me/x", version="0.2.0", accept_license_risk=True)
     assert _tree(out) == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
