@@ -91,6 +91,17 @@ def _prompts(eval_file: Path, sets: list[str], per_set: int, renderer: Any) -> d
     return out
 
 
+def _write(args: argparse.Namespace, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    doc = {"target": str(args.target.name), "draft": str(args.draft),
+           "device": f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)",
+           "dtype": "float32 (both)", "max_new_tokens": args.max_new, "greedy": True,
+           "command": " ".join(["python", "benchmarks/engines.py", *sys.argv[1:]]),
+           "runs": [{"draft": args.draft.name, **r} for r in runs.values()]}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
+
+
 def main() -> None:
     from core.spec_counters import VllmSpecCounters
     from inference.chat_template import ChatRenderer
@@ -109,6 +120,8 @@ def main() -> None:
     parser.add_argument("--vllm-python", type=Path, default=REPO / ".venv-vllm" / "bin" / "python")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "engines.json")
     parser.add_argument("--skip-datahunt", action="store_true")
+    parser.add_argument("--reuse-engine", action="store_true",
+                        help="Take the vLLM half from --out (written as soon as it is measured); run datahunt's.")
     args = parser.parse_args()
 
     renderer = ChatRenderer.load(args.target)
@@ -118,25 +131,31 @@ def main() -> None:
     runs: dict[str, dict[str, Any]] = {name: {"eval_set": name, "prompts": len(p), "k": args.k} for name, p in
                                        prompts.items()}
 
-    with Vllm(args.vllm_python, args.target, draft_vllm, args.k, work / "vllm_spec.log") as server:
-        info = get_server_info(server.url)
-        model = str(info.raw.get("served_model_name") or info.model_path)
-        for name, ids in prompts.items():
-            def read() -> VllmSpecCounters | None:
-                return get_vllm_counters(server.url)
-            report = evaluate_vllm(server.url, model, ids, read, max_new_tokens=args.max_new)
-            runs[name].update(engine="vllm", engine_version=info.version, engine_accept_length=report["accept_length"],
-                              engine_per_position_accept=report["per_position_accept"],
-                              engine_spec_tok_s=report["speculative_tok_s"],
-                              engine_completion_tokens=report["completion_tokens"])
-            print(name, json.dumps(report), flush=True)
-    with Vllm(args.vllm_python, args.target, None, args.k, work / "vllm_base.log") as server, \
-            httpx.Client(timeout=600) as client:
-        for name, ids in prompts.items():
-            base = run_completions(client, server.url, model, ids, args.max_new)
-            runs[name]["engine_baseline_tok_s"] = round(base.tokens_per_s, 2)
-            runs[name]["speedup"] = round(runs[name]["engine_spec_tok_s"] / base.tokens_per_s, 3)
-            print(name, "baseline", round(base.tokens_per_s, 2), flush=True)
+    if args.reuse_engine:
+        for row in json.loads(args.out.read_text())["runs"]:
+            if row["eval_set"] in runs:
+                runs[row["eval_set"]].update({k: v for k, v in row.items() if k.startswith("engine") or k == "speedup"})
+    else:
+        with Vllm(args.vllm_python, args.target, draft_vllm, args.k, work / "vllm_spec.log") as server:
+            info = get_server_info(server.url)
+            model = str(info.raw.get("served_model_name") or info.model_path)
+            for name, ids in prompts.items():
+                def read() -> VllmSpecCounters | None:
+                    return get_vllm_counters(server.url)
+                report = evaluate_vllm(server.url, model, ids, read, max_new_tokens=args.max_new)
+                runs[name].update(engine="vllm", engine_version=info.version, engine_accept_length=report["accept_length"],
+                                  engine_per_position_accept=report["per_position_accept"],
+                                  engine_spec_tok_s=report["speculative_tok_s"],
+                                  engine_completion_tokens=report["completion_tokens"])
+                print(name, json.dumps(report), flush=True)
+        with Vllm(args.vllm_python, args.target, None, args.k, work / "vllm_base.log") as server, \
+                httpx.Client(timeout=600) as client:
+            for name, ids in prompts.items():
+                base = run_completions(client, server.url, model, ids, args.max_new)
+                runs[name]["engine_baseline_tok_s"] = round(base.tokens_per_s, 2)
+                runs[name]["speedup"] = round(runs[name]["engine_spec_tok_s"] / base.tokens_per_s, 3)
+                print(name, "baseline", round(base.tokens_per_s, 2), flush=True)
+        _write(args, runs)  # the engine's half is kept even if datahunt's fails
 
     if not args.skip_datahunt:
         import torch
@@ -154,16 +173,11 @@ def main() -> None:
             report = evaluate(model_t, draft, layers, ids, max_new=args.max_new, k=args.k,
                               eos={tokenizer.eos_token_id}, baseline=False)
             runs[name]["datahunt_accept_length"] = round(report.accept_length, 4)
-            runs[name]["datahunt_per_position_accept"] = [round(r, 4) for r in report.position_rates()]
+            runs[name]["datahunt_per_position_accept"] = [round(r, 4) for r in report.position_rates]
             runs[name]["engine_over_datahunt"] = round(runs[name]["engine_accept_length"] / report.accept_length, 4)
             print(name, "datahunt", round(report.accept_length, 4), flush=True)
 
-    doc = {"target": str(args.target.name), "draft": str(args.draft), "device": f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)",
-           "dtype": "float32 (both)", "max_new_tokens": args.max_new, "greedy": True,
-           "command": " ".join(["python", "benchmarks/engines.py", *sys.argv[1:]]),
-           "runs": [{"draft": args.draft.name, **r} for r in runs.values()]}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    doc = _write(args, runs)
     print(f"{'set':<10} {'vLLM AL':>8} {'datahunt AL':>11} {'ratio':>6} {'vLLM speedup':>12}")
     for r in doc["runs"]:
         print(f"{r['eval_set']:<10} {r['engine_accept_length']:>8.3f} {r.get('datahunt_accept_length', float('nan')):>11.3f} "
