@@ -17,6 +17,7 @@ raises `ServerInfoError` naming both, or with `fetch_model_name` gives at least 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any, Literal
 
@@ -108,8 +109,9 @@ def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = 
     )
 
 
-async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
-    """Return the JSON object at `url`, None on 404/405 (endpoint absent); raise ServerInfoError otherwise."""
+async def _get_text(client: httpx.AsyncClient, url: str) -> str | None:
+    """The text at `url`, None when the endpoint is absent (404/405); ServerInfoError when unreachable or on
+    another HTTP error."""
     try:
         response = await client.get(url)
     except httpx.HTTPError as exc:
@@ -118,10 +120,18 @@ async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any] | Non
         return None
     if response.status_code >= 400:
         raise ServerInfoError(f"{url} answered HTTP {response.status_code}: {response.text[:200]}")
+    return response.text
+
+
+async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
+    """Return the JSON object at `url`, None on 404/405 (endpoint absent); raise ServerInfoError otherwise."""
+    text = await _get_text(client, url)
+    if text is None:
+        return None
     try:
-        body = response.json()
+        body = json.loads(text)
     except ValueError:
-        raise ServerInfoError(f"{url} did not answer JSON: {response.text[:200]!r}") from None
+        raise ServerInfoError(f"{url} did not answer JSON: {text[:200]!r}") from None
     if not isinstance(body, dict):
         raise ServerInfoError(f"{url} answered {type(body).__name__}, expected a JSON object")
     return body
@@ -136,19 +146,6 @@ async def _first_json(client: httpx.AsyncClient, base: str, paths: tuple[str, ..
                 logger.info("%s has no %s; read the deprecated %s instead", base, paths[0], path)
             return body
     return None
-
-
-async def _get_text(client: httpx.AsyncClient, url: str) -> str | None:
-    """The text at `url`, None when the endpoint is absent (404/405); ServerInfoError when unreachable."""
-    try:
-        response = await client.get(url)
-    except httpx.HTTPError as exc:
-        raise ServerInfoError(f"server at {url} is unreachable: {type(exc).__name__}: {exc}") from None
-    if response.status_code in (404, 405):
-        return None
-    if response.status_code >= 400:
-        raise ServerInfoError(f"{url} answered HTTP {response.status_code}: {response.text[:200]}")
-    return response.text
 
 
 async def fetch_vllm_metrics(client: httpx.AsyncClient, base_url: str) -> VllmSpecCounters | None:
