@@ -25,6 +25,7 @@ Falls back to CPU (fp32) where there is no GPU: a slow smoke run on tiny models.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 import time
@@ -54,12 +55,36 @@ def seconds_each(fn: Any, repeats: int, device: torch.device) -> float:
     return (time.perf_counter() - start) / repeats
 
 
-def read_prompts(files: list[Path], tokenizer: Any, count: int, max_prompt: int) -> list[list[int]]:
-    """`count` prompts taken in turn from each file (rendered as eval-accept renders them), at most max_prompt long."""
-    from server.commands.train import _encode, _read_prompt_rows
+def prompt_rows(path: Path) -> list[dict[str, Any]]:
+    """JSONL rows (gzip where the name ends .gz): read here, so the GPU machine needs only torch and transformers."""
+    opener: Any = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
-    per_file = [[_encode(tokenizer, r) for r in _read_prompt_rows(f)] for f in files]
-    per_file = [[p for p in ids if 0 < len(p) <= max_prompt] for ids in per_file]
+
+def encode(tokenizer: Any, row: dict[str, Any]) -> list[int]:
+    """A row as eval-accept renders it: 'text' literally, else the turns before the first answer, templated."""
+    if "text" in row:
+        return list(tokenizer(row["text"], add_special_tokens=False)["input_ids"])
+    if "prompt" in row:  # the eval sets' rows ({"set", "id", "prompt"}): one user turn
+        row = {"messages": [{"role": "user", "content": row["prompt"]}]}
+    turns = row.get("conversations") or row.get("messages") or []
+    first = next((i for i, t in enumerate(turns) if t.get("role", t.get("from")) in {"assistant", "gpt"}), len(turns))
+    turns = [{"role": t.get("role", "user"), "content": t.get("content", t.get("value", ""))} for t in turns[:first]]
+    if not turns:
+        return []
+    encoded = tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=True)
+    return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
+
+
+def read_prompts(files: list[Path], tokenizer: Any, count: int, max_prompt: int) -> list[list[int]]:
+    """`count` prompts taken in turn from each file and, within one, from each eval set ('set' field), at most
+    max_prompt tokens long (longer ones are skipped)."""
+    groups: dict[tuple[str, str], list[list[int]]] = {}
+    for f in files:
+        for row in prompt_rows(f):
+            groups.setdefault((str(f), str(row.get("set", ""))), []).append(encode(tokenizer, row))
+    per_file = [[p for p in ids if 0 < len(p) <= max_prompt] for ids in groups.values()]
     out: list[list[int]] = []
     i = 0
     while len(out) < count and any(i < len(ids) for ids in per_file):
@@ -221,6 +246,17 @@ def table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def load_target(path: Path, device: torch.device) -> tuple[Any, Any]:
+    """The target (bf16 on a GPU, fp32 on CPU, as the trainer loads it) and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    model: Any = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    model = model.to(device).eval()
+    model.requires_grad_(False)
+    return model, AutoTokenizer.from_pretrained(str(path))
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", type=Path, required=True)
@@ -244,7 +280,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from training.break_even import describe, recommend_k
     from training.export import load_draft
     from training.hidden_states import target_embeddings
-    from training.trainer import load_target
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     t0 = time.perf_counter()

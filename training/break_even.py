@@ -9,6 +9,7 @@ tokens a round; the k to run maximises AL(k) / c(k), with c(k) measured at a few
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -53,7 +54,7 @@ def interpolate_cost(costs: Mapping[int, float], k: int) -> float:
     elif k > ks[-1]:
         lo, hi = ks[-2], ks[-1]
     else:
-        lo, hi = next((a, b) for a, b in zip(ks, ks[1:], strict=False) if a < k < b)
+        lo, hi = next((a, b) for a, b in itertools.pairwise(ks) if a < k < b)
     return costs[lo] + (costs[hi] - costs[lo]) * (k - lo) / (hi - lo)
 
 

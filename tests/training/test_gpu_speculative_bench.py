@@ -28,8 +28,11 @@ def draft_dir(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Path
 
 
 def _prompts(path: Path, n: int, offset: int) -> Path:
-    rows = [{"messages": [{"role": "user", "content": " ".join(f"w{(offset + i * 7 + j) % 200}" for j in range(5))}]}
-            for i in range(n)]
+    """n chat rows (messages), or with an offset the eval sets' shape ({"set", "prompt"}) over two sets."""
+    words = [" ".join(f"w{(offset + i * 7 + j) % 200}" for j in range(5)) for i in range(n)]
+    rows: list[dict[str, Any]] = [{"messages": [{"role": "user", "content": w}]} for w in words]
+    if offset:
+        rows = [{"set": f"s{i % 2}", "id": str(i), "prompt": w} for i, w in enumerate(words)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
