@@ -54,6 +54,7 @@ class BatchedGreedyRounds:
         self.cos, self.sin = draft.midlayer.rope_tables(self.max_len + k, dev, dtype)
         self.layer = PackedDraftLayer(draft.midlayer)
         self.graph: Any = None
+        self.replays = 0  # rounds run so far (for the cost of one round)
         if use_graph and dev.type == "cuda":
             self._capture()
 
@@ -127,6 +128,7 @@ class BatchedGreedyRounds:
 
     def step(self) -> None:
         """One round over every row (replayed where captured)."""
+        self.replays += 1
         if self.graph is not None:
             self.graph.replay()
         else:

@@ -63,3 +63,27 @@ def test_too_many_prompts_for_the_batch_is_refused() -> None:
     batched = BatchedGreedyRounds(target, draft, LAYERS, batch=2, k=2, max_len=40, use_graph=False)
     with pytest.raises(ValueError, match="between 1 and 2"):
         batched.decode(PROMPTS[:3], 4, set(), [RoundCounts() for _ in range(3)])
+
+
+def test_the_evaluator_at_batch_b_counts_what_batch_1_counts() -> None:
+    from training.accept import evaluate
+
+    target, draft = _pair()
+    seen: list[int] = []
+    one = evaluate(target, draft, LAYERS, PROMPTS, max_new=16, k=3, eos={7}, use_graph=False)
+    many = evaluate(target, draft, LAYERS, PROMPTS, max_new=16, k=3, eos={7}, use_graph=False, batch=2,
+                    on_prompt=seen.append)
+    assert many.identical and one.identical and many.batch == 2 and many.prompts == 5 and seen == [0, 1, 2, 3, 4]
+    assert (many.rounds, many.tokens, many.attempted, many.accepted) == (one.rounds, one.tokens, one.attempted,
+                                                                           one.accepted)
+    assert many.round_steps < many.rounds  # a batch round serves every live row at once
+    assert many.round_cost > 0 and many.as_dict()["break_even_accept_length"] == round(many.round_cost, 3)
+    assert many.break_even().startswith(f"AL {many.accept_length:.2f} vs break-even")
+
+
+def test_the_evaluator_refuses_a_sampled_batch() -> None:
+    from training.accept import evaluate
+
+    target, draft = _pair()
+    with pytest.raises(ValueError, match="greedy"):
+        evaluate(target, draft, LAYERS, PROMPTS, max_new=4, k=2, temperature=0.7, use_graph=False, batch=2)
