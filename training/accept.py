@@ -25,6 +25,7 @@ from training.draft_model import Eagle3Draft
 from training.hidden_states import AuxLayers
 from training.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
 from training.spec_graph import GreedyBaseline, GreedyRoundGraph
+from training.spec_sampled import SampledBaseline, SampledRoundGraph
 from training.speculative import (
     GreedyRule,
     RoundCounts,
@@ -168,6 +169,10 @@ def _evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[
     if temperature <= 0 and getattr(target.config, "model_type", None) in SUPPORTED:
         return _evaluate_greedy_rounds(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos,
                                        baseline=baseline, use_graph=use_graph, max_len=max_len, on_prompt=on_prompt)
+    if temperature > 0 and getattr(target.config, "model_type", None) in SUPPORTED:
+        return _evaluate_sampled_rounds(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos,
+                                        temperature=temperature, seed=seed, baseline=baseline, use_graph=use_graph,
+                                        max_len=max_len, on_prompt=on_prompt)
     runner = target_runner(target, layers, max_len, k, use_graph=use_graph)
     generator = torch.Generator(device=device)
 
@@ -229,6 +234,31 @@ def _timed(prompts: list[list[int]], alone: Callable[[int, list[int]], list[int]
         if on_prompt:
             on_prompt(i)
     return report
+
+
+def _evaluate_sampled_rounds(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *,
+                             max_new: int, k: int, eos: set[int], temperature: float, seed: int, baseline: bool,
+                             use_graph: bool, max_len: int, on_prompt: Callable[[int], None] | None) -> AcceptReport:
+    """Speculative sampling on a Llama-family target: each round one replayed graph (exact rejection sampling,
+    noise pre-drawn from the seeded generator), against the target sampling alone over its replayed step."""
+    device = next(target.parameters()).device
+    generator = torch.Generator(device=device)
+    rounds = SampledRoundGraph(target, draft, layers, k=k, max_len=max_len, temperature=temperature,
+                               generator=generator, use_graph=use_graph)
+    base = SampledBaseline(target, max_len=max_len, temperature=temperature, generator=generator,
+                           use_graph=use_graph) if baseline else None
+
+    def alone(i: int, prompt: list[int]) -> list[int]:
+        assert base is not None
+        generator.manual_seed(seed + i)
+        return base.decode(prompt, max_new, eos)
+
+    def speculative(i: int, prompt: list[int], counts: RoundCounts) -> list[int]:
+        generator.manual_seed(seed + 10_000 + i)
+        return rounds.decode(prompt, max_new, eos, counts)
+
+    return _timed(prompts, alone if base is not None else None, speculative, device,
+                  AcceptReport(temperature=temperature), on_prompt)
 
 
 def _evaluate_batched(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *, max_new: int,
