@@ -20,9 +20,12 @@ import torch
 
 from inference.attention_kernels import without_cudnn
 from inference.static_llama import SUPPORTED
+from training.break_even import break_even_accept_length, describe, expected_speedup, round_cost
 from training.draft_model import Eagle3Draft
 from training.hidden_states import AuxLayers
+from training.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
 from training.spec_graph import GreedyBaseline, GreedyRoundGraph
+from training.spec_sampled import SampledBaseline, SampledRoundGraph
 from training.speculative import (
     GreedyRule,
     RoundCounts,
@@ -51,6 +54,10 @@ class AcceptReport:
     speculative_s: float = 0.0
     baseline_s: float = 0.0
     baseline_tokens: int = 0
+    batch: int = 1
+    k: int = 0
+    round_steps: int = 0  # rounds run over the whole batch (a round of B rows is one step)
+    baseline_steps: int = 0  # the baseline's forwards over the whole batch (prefill included)
 
     @property
     def accept_length(self) -> float:
@@ -74,6 +81,17 @@ class AcceptReport:
     def speedup(self) -> float:
         """Speculative over baseline tokens/s, same prompts, batch 1 (0 when either was not timed)."""
         return self.speculative_tok_s / self.baseline_tok_s if self.baseline_tok_s else 0.0
+
+    @property
+    def round_cost(self) -> float:
+        """One round's time in baseline steps, from this run's own timings (0 when either was not timed)."""
+        if not (self.round_steps and self.baseline_steps and self.speculative_s and self.baseline_s):
+            return 0.0
+        return round_cost(self.speculative_s / self.round_steps, self.baseline_s / self.baseline_steps)
+
+    def break_even(self) -> str:
+        """'AL 2.09 vs break-even 1.42 at k=5: 1.47x expected, 1.44x measured' (empty when not timed)."""
+        return describe(self.accept_length, self.round_cost, self.k, self.speedup) if self.round_cost else ""
 
     def add(self, counts: RoundCounts) -> None:
         """Pool one prompt's round counts into the report."""
@@ -101,9 +119,14 @@ class AcceptReport:
             "accept_length": round(self.accept_length, 4), "rounds": self.rounds, "tokens": self.tokens,
             "position_rates": [round(r, 4) for r in self.position_rates], "prompts": self.prompts,
             "temperature": self.temperature}
+        out.update(batch=self.batch, k=self.k)
         if self.baseline_s:
             out.update(speculative_tok_s=round(self.speculative_tok_s, 1), baseline_tok_s=round(self.baseline_tok_s, 1),
                        speedup=round(self.speedup, 3))
+        if self.round_cost:
+            out.update(round_cost_target_steps=round(self.round_cost, 3),
+                       break_even_accept_length=round(break_even_accept_length(self.round_cost), 3),
+                       expected_speedup=round(expected_speedup(self.accept_length, self.round_cost), 3))
         if self.temperature == 0:  # the identity check only applies to greedy decoding
             out["identical_to_target_greedy"] = self.identical
         return out
@@ -117,27 +140,39 @@ def _sync(device: torch.device) -> None:
 @torch.no_grad()
 def evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *, max_new: int, k: int,
              eos: set[int] | None = None, temperature: float = 0.0, seed: int = 0, baseline: bool = True,
-             use_graph: bool = True, on_prompt: Callable[[int], None] | None = None) -> AcceptReport:
+             use_graph: bool = True, on_prompt: Callable[[int], None] | None = None, batch: int = 1
+             ) -> AcceptReport:
     """Decode every prompt with the target alone (timed) and speculatively (timed); return the pooled report.
 
     No attention runs on cuDNN's kernel (inference.attention_kernels): it would charge a plan build to the
     first decoder that meets a prompt's length, and the baseline and the speculative decoder would not pay alike.
     """
     with without_cudnn():
-        return _evaluate(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos, temperature=temperature,
-                         seed=seed, baseline=baseline, use_graph=use_graph, on_prompt=on_prompt)
+        report = _evaluate(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos, temperature=temperature,
+                           seed=seed, baseline=baseline, use_graph=use_graph, on_prompt=on_prompt, batch=batch)
+        report.k = k
+        return report
 
 
 def _evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *, max_new: int, k: int,
               eos: set[int] | None, temperature: float, seed: int, baseline: bool, use_graph: bool,
-              on_prompt: Callable[[int], None] | None) -> AcceptReport:
+              on_prompt: Callable[[int], None] | None, batch: int) -> AcceptReport:
     eos = eos or set()
     device = next(target.parameters()).device
     max_len = max(map(len, prompts)) + max_new + k + 2
     draft.eval()
+    if batch > 1:
+        if temperature > 0 or getattr(target.config, "model_type", None) not in SUPPORTED:
+            raise ValueError("batched speculative decoding is greedy on a Llama-family target (use batch 1)")
+        return _evaluate_batched(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos, batch=batch,
+                                 baseline=baseline, use_graph=use_graph, max_len=max_len, on_prompt=on_prompt)
     if temperature <= 0 and getattr(target.config, "model_type", None) in SUPPORTED:
         return _evaluate_greedy_rounds(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos,
                                        baseline=baseline, use_graph=use_graph, max_len=max_len, on_prompt=on_prompt)
+    if temperature > 0 and getattr(target.config, "model_type", None) in SUPPORTED:
+        return _evaluate_sampled_rounds(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos,
+                                        temperature=temperature, seed=seed, baseline=baseline, use_graph=use_graph,
+                                        max_len=max_len, on_prompt=on_prompt)
     runner = target_runner(target, layers, max_len, k, use_graph=use_graph)
     generator = torch.Generator(device=device)
 
@@ -184,6 +219,7 @@ def _timed(prompts: list[list[int]], alone: Callable[[int, list[int]], list[int]
             _sync(device)
             report.baseline_s += time.perf_counter() - start
             report.baseline_tokens += len(reference)
+            report.baseline_steps += len(reference)  # the prefill and a decode step per later token
         counts = RoundCounts()
         _sync(device)
         start = time.perf_counter()
@@ -191,11 +227,77 @@ def _timed(prompts: list[list[int]], alone: Callable[[int, list[int]], list[int]
         _sync(device)
         report.speculative_s += time.perf_counter() - start
         report.add(counts)  # counts.tokens = len(spec) - 1: the prefill's token is not a round's
+        report.round_steps += counts.rounds
         if report.temperature <= 0 and reference is not None:
             report.identical &= spec == reference
         report.prompts += 1
         if on_prompt:
             on_prompt(i)
+    return report
+
+
+def _evaluate_sampled_rounds(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *,
+                             max_new: int, k: int, eos: set[int], temperature: float, seed: int, baseline: bool,
+                             use_graph: bool, max_len: int, on_prompt: Callable[[int], None] | None) -> AcceptReport:
+    """Speculative sampling on a Llama-family target: each round one replayed graph (exact rejection sampling,
+    noise pre-drawn from the seeded generator), against the target sampling alone over its replayed step."""
+    device = next(target.parameters()).device
+    generator = torch.Generator(device=device)
+    rounds = SampledRoundGraph(target, draft, layers, k=k, max_len=max_len, temperature=temperature,
+                               generator=generator, use_graph=use_graph)
+    base = SampledBaseline(target, max_len=max_len, temperature=temperature, generator=generator,
+                           use_graph=use_graph) if baseline else None
+
+    def alone(i: int, prompt: list[int]) -> list[int]:
+        assert base is not None
+        generator.manual_seed(seed + i)
+        return base.decode(prompt, max_new, eos)
+
+    def speculative(i: int, prompt: list[int], counts: RoundCounts) -> list[int]:
+        generator.manual_seed(seed + 10_000 + i)
+        return rounds.decode(prompt, max_new, eos, counts)
+
+    return _timed(prompts, alone if base is not None else None, speculative, device,
+                  AcceptReport(temperature=temperature), on_prompt)
+
+
+def _evaluate_batched(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *, max_new: int,
+                      k: int, eos: set[int], batch: int, baseline: bool, use_graph: bool, max_len: int,
+                      on_prompt: Callable[[int], None] | None) -> AcceptReport:
+    """Greedy chain over static batches of `batch` prompts (rows ragged), against the target's own batched greedy
+    decoding at the same batch; identical means every row equals the target's greedy output."""
+    device = next(target.parameters()).device
+    rounds = BatchedGreedyRounds(target, draft, layers, batch=batch, k=k, max_len=max_len, use_graph=use_graph)
+    base = BatchedGreedyBaseline(target, batch=batch, max_len=max_len + k + 1, use_graph=use_graph) if baseline else None
+    report = AcceptReport(batch=batch)
+    for first in range(0, len(prompts), batch):
+        group = prompts[first : first + batch]
+        references = None
+        if base is not None:
+            steps = base.steps
+            _sync(device)
+            start = time.perf_counter()
+            references = base.decode(group, max_new, eos)
+            _sync(device)
+            report.baseline_s += time.perf_counter() - start
+            report.baseline_tokens += sum(map(len, references))
+            report.baseline_steps += base.steps - steps + 1  # the decode steps and the prefill
+        counts = [RoundCounts() for _ in group]
+        replays = rounds.replays
+        _sync(device)
+        start = time.perf_counter()
+        outs = rounds.decode(group, max_new, eos, counts)
+        _sync(device)
+        report.speculative_s += time.perf_counter() - start
+        report.round_steps += rounds.replays - replays
+        for c in counts:
+            report.add(c)
+        if references is not None:
+            report.identical &= outs == references
+        for i in range(len(group)):
+            report.prompts += 1
+            if on_prompt:
+                on_prompt(first + i)
     return report
 
 

@@ -71,9 +71,7 @@ class GreedyRoundGraph:
         positions = (self.start + torch.arange(k + 1, device=self.device))[None]
         logits, aux = self.target.forward(block, positions, aux_ids=self.aux_ids)
         assert aux is not None
-        preds = logits[0].argmax(-1)
-        accepted = torch.cumprod((proposals == preds[:k]).long(), 0).sum()
-        bonus = preds.gather(0, accepted.view(1))
+        accepted, bonus = self._accept(proposals, logits[0])
         slots = torch.arange(k + 1, device=self.device)
         emitted = torch.where(slots < accepted, torch.cat([proposals, proposals[-1:]]), 0)
         emitted = emitted.scatter(0, accepted.view(1), bonus)
@@ -96,7 +94,7 @@ class GreedyRoundGraph:
         """k greedy proposals (target ids) from the newest position; the chain's keys sit past max_len in k0/v0."""
         draft, layer, k = self.draft, self.layer, self.k
         hidden = self.hidden
-        token = draft.draft_to_target(draft.logits(hidden)[0, -1].argmax().view(1))
+        token = self._pick(0, draft.logits(hidden)[0, -1])
         proposals = [token]
         base = (self.key_pos < self.start)[None, None, None, :]  # step-0 keys of verified positions
         for j in range(1, k):
@@ -107,9 +105,20 @@ class GreedyRoundGraph:
             self.v0[:, :, self.max_len + j - 1 : self.max_len + j] = vj
             out = F.scaled_dot_product_attention(q, self.k0, self.v0, attn_mask=base | self.own[j])
             hidden = layer.finish(out.transpose(1, 2).reshape(1, 1, -1), residual=hidden)
-            token = draft.draft_to_target(draft.logits(hidden)[0, -1].argmax().view(1))
+            token = self._pick(j, draft.logits(hidden)[0, -1])
             proposals.append(token)
         return torch.cat(proposals)
+
+    def _pick(self, j: int, draft_logits: Tensor) -> Tensor:
+        """Chain step j's proposal [1] (a target id) from the draft's logits [draft vocab]: greedy, the argmax."""
+        return self.draft.draft_to_target(draft_logits.argmax().view(1))
+
+    def _accept(self, proposals: Tensor, logits: Tensor) -> tuple[Tensor, Tensor]:
+        """(drafts accepted [], the token after them [1]) from the target's logits [k+1, V]: greedy, the
+        leading drafts equal to its argmax, then its argmax."""
+        preds = logits.argmax(-1)
+        accepted = torch.cumprod((proposals == preds[: self.k]).long(), 0).sum()
+        return accepted, preds.gather(0, accepted.view(1))
 
     def _tables(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         """The draft's rotary rows at positions [T]: looked up, not recomputed, inside the graph."""
@@ -130,6 +139,13 @@ class GreedyRoundGraph:
             t.copy_(s)
 
     # --- a prompt ----------------------------------------------------------------------------------------
+    def _first_token(self, logits: Tensor) -> Tensor:
+        """The prefill's token [1] from the target's last logits [V] (greedy: the argmax)."""
+        return logits.argmax().view(1)
+
+    def _before_round(self) -> None:
+        """What the host does before each round (nothing for greedy; the sampled round draws its noise)."""
+
     @torch.no_grad()
     def decode(self, prompt: list[int], max_new: int, eos: set[int], counts: RoundCounts) -> list[int]:
         """Greedy speculative decoding of one prompt; returns the new tokens (eos included)."""
@@ -141,7 +157,7 @@ class GreedyRoundGraph:
                                           slots=torch.zeros(1, dtype=torch.long, device=self.device), prefill=True,
                                           aux_ids=self.aux_ids)
         assert aux is not None
-        first = logits[0, -1].argmax().view(1)
+        first = self._first_token(logits[0, -1])
         # The prompt's step-0 entries: position t reads token t+1 (the last one reads the first output token).
         hidden = draft.fc(aux.to(draft.fc.weight.dtype))
         following = torch.cat([x[0, 1:], first])[None]
@@ -154,6 +170,7 @@ class GreedyRoundGraph:
         self.last.copy_(first)
         out_tokens = [int(first)]
         while len(out_tokens) < max_new and out_tokens[-1] not in eos:
+            self._before_round()
             if self.graph is not None:
                 self.graph.replay()
             else:

@@ -216,8 +216,18 @@ def eval_accept(
     seed: int = typer.Option(0, "--seed", help="Sampling seed (with --temperature above 0)."),
     send_text: bool = typer.Option(False, "--send-text", help="With --server: send prompts as text instead of "
                                    "token ids (SGLang then adds special tokens: a template's BOS arrives twice)."),
+    batch: list[int] = typer.Option([1], "--batch", min=1, help="Local: static batch of B prompts (greedy above 1; "
+                                    "repeat for several runs, e.g. --batch 1 --batch 8)."),
 ) -> None:
-    """Acceptance length: local greedy speculative decoding, or a server's spec_verify_ct after the preflight."""
+    """Acceptance length: local speculative decoding, or a server's spec_verify_ct after the preflight.
+
+    Break-even (local runs): a round (k draft steps, then one (k+1)-token
+    verify) costs c target decode steps and yields AL tokens, so speculation
+    breaks even at AL = c and runs at AL / c times the target's speed. c is
+    the run's time per round over the baseline's time per step at the same
+    batch; one table per batch prints it next to the AL, e.g.
+    'AL 2.09 vs break-even 1.42 at k=5: 1.47x expected, 1.44x measured'.
+    """
     rows = _read_prompt_rows(prompts)[:limit]
     if server:
         _eval_server(rows, server, baseline, draft, target, target_config, max_new, send_text)
@@ -242,18 +252,31 @@ def eval_accept(
                                          target_layers=model.config.num_hidden_layers)
         draft_model = draft_model.to(device=model.device, dtype=model.dtype)
         ids = [_encode(tokenizer, r) for r in rows]
-        columns = (TextColumn("eval-accept"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        columns = (TextColumn("eval-accept {task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn())
+        reports = []
         with Progress(*columns, console=err, transient=True) as bar:
-            task = bar.add_task("prompts", total=len(ids))
-            report = evaluate(
-                model, draft_model, layers, ids, max_new=max_new, k=steps, temperature=temperature, seed=seed,
-                eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set(),
-                on_prompt=lambda _: bar.advance(task))
+            for b in batch:
+                task = bar.add_task(f"batch {b}", total=len(ids))
+
+                def advance(_: int, task: Any = task) -> None:
+                    bar.advance(task)
+
+                reports.append(evaluate(
+                    model, draft_model, layers, ids, max_new=max_new, k=steps, temperature=temperature, seed=seed,
+                    eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set(),
+                    on_prompt=advance, batch=b))
     except _user_errors() as exc:
         _fail(str(exc), 1)
-    err.print(f"{report.prompts} prompts: {report.summary()}", highlight=False)
-    typer.echo(json.dumps(report.as_dict()))
-    if not report.identical:
+    from server.commands.accept_table import accept_table
+
+    for report in reports:
+        err.print(accept_table(report))
+        err.print(f"{report.prompts} prompts: {report.summary()}", highlight=False)
+        if report.break_even():
+            err.print(report.break_even(), highlight=False)
+        typer.echo(json.dumps(report.as_dict()))
+    if not all(r.identical for r in reports):
         _fail("speculative output differs from the target's greedy output: the verifier is broken", 1)
 
 

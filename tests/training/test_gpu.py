@@ -74,6 +74,65 @@ def test_cuda_graph_paths_equal_their_eager_runs(tmp_path: Path, llama_dir: Path
     assert all(spec == alone for spec, alone in outs[True][:-1])
 
 
+def test_batched_round_graphs_equal_their_eager_runs(llama_dir: Path) -> None:
+    """The replayed batched round and batched baseline compute the eager result, row for row."""
+    from transformers import AutoModelForCausalLM
+
+    from training.hidden_states import default_aux_layers
+    from training.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
+    from training.speculative import RoundCounts
+
+    target = AutoModelForCausalLM.from_pretrained(llama_dir, dtype=torch.float32).cuda().eval()
+    layers = default_aux_layers(target.config.num_hidden_layers)
+    vocab = target.config.vocab_size
+    torch.manual_seed(0)
+    draft = Eagle3Draft(DraftConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                    num_key_value_heads=2, vocab_size=vocab, draft_vocab_size=vocab,
+                                    target_hidden_size=64)).cuda().eval()
+    draft.set_vocab(torch.zeros(vocab, dtype=torch.long).cuda(), torch.ones(vocab, dtype=torch.bool).cuda())
+    prompts = [[1, 3, 9 + i, 40 + 2 * i, 4][: 3 + i % 3] for i in range(5)]
+    outs = {}
+    for graph in (False, True):
+        rounds = BatchedGreedyRounds(target, draft, layers, batch=4, k=3, max_len=40, use_graph=graph)
+        base = BatchedGreedyBaseline(target, batch=4, max_len=44, use_graph=graph)
+        counts = [RoundCounts() for _ in prompts]
+        spec = rounds.decode(prompts[:4], 20, {2}, counts[:4]) + rounds.decode(prompts[4:], 20, {2}, counts[4:])
+        alone = base.decode(prompts[:4], 20, {2}) + base.decode(prompts[4:], 20, {2})
+        outs[graph] = (spec, alone, [(c.rounds, c.accepted) for c in counts])
+    assert outs[True] == outs[False]
+    assert outs[True][0] == outs[True][1]
+
+
+def test_sampled_round_graph_equals_its_eager_run(llama_dir: Path) -> None:
+    """Same seed, same noise: the replayed sampled round emits what the eager one does, token for token."""
+    from transformers import AutoModelForCausalLM
+
+    from training.hidden_states import default_aux_layers
+    from training.spec_sampled import SampledBaseline, SampledRoundGraph
+    from training.speculative import RoundCounts
+
+    target = AutoModelForCausalLM.from_pretrained(llama_dir, dtype=torch.float32).cuda().eval()
+    layers = default_aux_layers(target.config.num_hidden_layers)
+    vocab = target.config.vocab_size
+    torch.manual_seed(0)
+    draft = Eagle3Draft(DraftConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                    num_key_value_heads=2, vocab_size=vocab, draft_vocab_size=vocab,
+                                    target_hidden_size=64)).cuda().eval()
+    draft.set_vocab(torch.zeros(vocab, dtype=torch.long).cuda(), torch.ones(vocab, dtype=torch.bool).cuda())
+    outs = {}
+    for graph in (False, True):
+        gen = torch.Generator(device="cuda")
+        rounds = SampledRoundGraph(target, draft, layers, k=3, max_len=40, temperature=0.8, generator=gen,
+                                   use_graph=graph)
+        base = SampledBaseline(target, max_len=40, temperature=0.8, generator=gen, use_graph=graph)
+        runs = []
+        for i in range(4):
+            gen.manual_seed(i)
+            runs.append((rounds.decode([1, 3, 9 + i, 4], 20, {2}, RoundCounts()), base.decode([1, 3, 9 + i], 20, {2})))
+        outs[graph] = runs
+    assert outs[True] == outs[False]
+
+
 def test_training_without_cudnn_attention_learns_the_same_on_cuda(tmp_path: Path, llama_dir: Path,
                                                                   regenerated_data: dict[str, Path]) -> None:
     """Leaving cuDNN's fused attention out changes the kernel, not the result: the same steps reach nearly the

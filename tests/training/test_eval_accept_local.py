@@ -1,0 +1,64 @@
+"""eval-accept's local branch: one run and one table per batch, the break-even beside the AL, --help explains it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from server.cli import app
+from training.draft_model import DraftConfig, Eagle3Draft
+from training.export import export_draft
+from training.hidden_states import AuxLayers
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def draft_dir(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Path:
+    config = json.loads((llama_dir / "config.json").read_text())
+    torch.manual_seed(0)
+    draft = Eagle3Draft(DraftConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                    num_key_value_heads=2, vocab_size=config["vocab_size"],
+                                    draft_vocab_size=config["vocab_size"], target_hidden_size=64,
+                                    max_position_embeddings=512))
+    draft.t2d.fill_(True)
+    return export_draft(draft, AuxLayers((1, 2, 3), "input"), tmp_path_factory.mktemp("draft"), dtype="float32")
+
+
+def _prompts(path: Path) -> Path:
+    rows = [{"conversations": [{"role": "user", "content": f"w{i} w{i + 3} w{2 * i}"}]} for i in range(3)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_one_table_per_batch_with_the_break_even(llama_dir: Path, draft_dir: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval-accept", "--draft", str(draft_dir), "--target", str(llama_dir),
+                                 "--prompts", str(_prompts(tmp_path / "p.jsonl")), "--steps", "3", "--max-new", "8",
+                                 "--batch", "1", "--batch", "2"])
+    assert result.exit_code == 0, result.output
+    reports = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    assert [r["batch"] for r in reports] == [1, 2]
+    assert all(r["identical_to_target_greedy"] and r["prompts"] == 3 and r["k"] == 3 for r in reports)
+    assert reports[0]["accept_length"] == reports[1]["accept_length"]  # same rounds, batched or not
+    assert all(r["break_even_accept_length"] > 0 and r["expected_speedup"] > 0 for r in reports)
+    assert "greedy, batch 1, k=3" in result.stderr and "greedy, batch 2, k=3" in result.stderr
+    assert result.stderr.count("vs break-even") == 2 and "identical to target greedy" in result.stderr
+
+
+def test_a_sampled_batch_is_refused_in_one_line(llama_dir: Path, draft_dir: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval-accept", "--draft", str(draft_dir), "--target", str(llama_dir),
+                                 "--prompts", str(_prompts(tmp_path / "p.jsonl")), "--temperature", "0.7",
+                                 "--batch", "4"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1].startswith("error: batched speculative decoding is greedy")
+
+
+def test_help_explains_the_break_even() -> None:
+    result = runner.invoke(app, ["eval-accept", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    assert "breaks even at AL = c" in text and "--batch" in text

@@ -1,0 +1,62 @@
+"""The speculative benchmark end to end on CPU at toy size: every run measured, the file written, the table printed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from benchmarks import gpu_speculative
+from training.draft_model import DraftConfig, Eagle3Draft
+from training.export import export_draft
+from training.hidden_states import AuxLayers
+
+
+@pytest.fixture(scope="module")
+def draft_dir(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Path:
+    config = json.loads((llama_dir / "config.json").read_text())
+    torch.manual_seed(0)
+    draft = Eagle3Draft(DraftConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                    num_key_value_heads=2, vocab_size=config["vocab_size"],
+                                    draft_vocab_size=config["vocab_size"], target_hidden_size=64,
+                                    max_position_embeddings=512))
+    draft.t2d.fill_(True)
+    return export_draft(draft, AuxLayers((1, 2, 3), "input"), tmp_path_factory.mktemp("draft"), dtype="float32")
+
+
+def _prompts(path: Path, n: int, offset: int) -> Path:
+    """n chat rows (messages), or with an offset the eval sets' shape ({"set", "prompt"}) over two sets."""
+    words = [" ".join(f"w{(offset + i * 7 + j) % 200}" for j in range(5)) for i in range(n)]
+    rows: list[dict[str, Any]] = [{"messages": [{"role": "user", "content": w}]} for w in words]
+    if offset:
+        rows = [{"set": f"s{i % 2}", "id": str(i), "prompt": w} for i, w in enumerate(words)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_every_mode_is_measured_and_written(tmp_path: Path, llama_dir: Path, draft_dir: Path,
+                                            capsys: Any) -> None:
+    out = tmp_path / "speculative.json"
+    files = [_prompts(tmp_path / "a.jsonl", 3, 0), _prompts(tmp_path / "b.jsonl", 3, 50)]
+    doc = gpu_speculative.main(["--target", str(llama_dir), "--draft", str(draft_dir), "--prompts", *map(str, files),
+                                "--out", str(out), "--prompts-per-run", "5", "--max-new", "12", "--k", "3",
+                                "--batches", "1", "2", "4", "--sweep", "1", "2", "--cost-repeats", "2"])
+    written = json.loads(out.read_text())
+    assert written == doc and written["device"] == "cpu"
+    runs = {(r["mode"], r["batch"], r["k"]): r for r in written["runs"]}
+    assert set(runs) == {("greedy", 1, 3), ("greedy", 2, 3), ("greedy", 4, 3), ("sampled", 1, 3),
+                         ("greedy", 1, 1), ("greedy", 1, 2)}
+    for key, r in runs.items():
+        assert r["prompts"] == 5
+        assert r["accept_length"] >= 1.0 and len(r["per_position_accept"]) == key[2]
+        assert r["speculative_tok_s"] > 0 and r["baseline_tok_s"] > 0 and r["round_cost_target_steps"] > 0
+        assert r["break_even_accept_length"] == r["round_cost_target_steps"]
+        assert r["expected_speedup"] == pytest.approx(r["accept_length"] / r["round_cost_target_steps"], abs=2e-3)
+    assert all(runs[("greedy", b, 3)]["identical"] for b in (1, 2, 4))
+    assert "identical" not in runs[("sampled", 1, 3)] and runs[("sampled", 1, 3)]["temperature"] == 0.7
+    assert written["recommended_k"]["k"] in {1, 2, 3}
+    printed = capsys.readouterr().out
+    assert "break-even" in printed and "recommended k=" in printed and printed.count("\ngreedy ") >= 5
