@@ -26,8 +26,9 @@ indexing does): the EAGLE-3 draft's features.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -226,6 +227,28 @@ class StaticLlama:
         return out @ layer.o.T
 
 
+Out = TypeVar("Out")
+
+
+def capture_graph(step: Callable[[], Out], restore: Sequence[Tensor] = ()) -> tuple[Any, Out]:
+    """Capture one call of `step` as a CUDA graph; return the graph and that call's outputs (the tensors a replay
+    refills). `step` first runs twice on a side stream, so its kernels and their workspaces exist before capture;
+    those calls really ran, so the tensors in `restore` (state a call advances) are put back as they were."""
+    saved = [t.clone() for t in restore]
+    stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    for tensor, value in zip(restore, saved, strict=True):
+        tensor.copy_(value)
+    return graph, out
+
+
 class DecodeGraph:
     """One step over every slot with `width` new tokens per slot, captured once as a CUDA graph and replayed.
 
@@ -250,15 +273,7 @@ class DecodeGraph:
         return logits, aux
 
     def _capture(self) -> None:
-        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):  # warm up kernels (and their workspaces) outside the graph
-                self._forward()
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = self._forward()
+        self.graph, self.out = capture_graph(self._forward)
 
     def run(self, tokens: Tensor, positions: Tensor) -> tuple[Tensor, Tensor | None]:
         """(logits, aux) after feeding tokens [slots, width] at positions [slots, width]."""

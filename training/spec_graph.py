@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from inference.static_llama import DecodeGraph, StaticLlama
+from inference.static_llama import DecodeGraph, StaticLlama, capture_graph
 from training.draft_model import Eagle3Draft, PackedDraftLayer
 from training.hidden_states import AuxLayers
 from training.speculative import RoundCounts, cut_output
@@ -125,18 +125,7 @@ class GreedyRoundGraph:
         return self.cos.index_select(0, positions), self.sin.index_select(0, positions)
 
     def _capture(self) -> None:
-        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-        stream.wait_stream(torch.cuda.current_stream())
-        saved = [t.clone() for t in (self.start, self.last, self.hidden)]
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                self._round()
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self._round()
-        for t, s in zip((self.start, self.last, self.hidden), saved, strict=True):
-            t.copy_(s)
+        self.graph, _ = capture_graph(self._round, restore=(self.start, self.last, self.hidden))
 
     # --- a prompt ----------------------------------------------------------------------------------------
     def _first_token(self, logits: Tensor) -> Tensor:

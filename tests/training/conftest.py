@@ -1,4 +1,5 @@
-"""Fixtures of the training tests: one thread for torch, a tiny saved Llama target, and its regenerated data."""
+"""Fixtures of the training tests: one thread for torch, a tiny saved Llama target, its regenerated data, and a
+random draft exported for it."""
 
 from __future__ import annotations
 
@@ -56,3 +57,20 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path, regen
                        "out": str(tmp_path_factory.mktemp("run")), "draft_vocab_size": 150, "ttt_steps": 4,
                        "batch_size": 8, "max_steps": 150, "lr": 3e-3, "device": "cpu", "save_every": 100})
     return cfg, train(cfg)
+
+
+@pytest.fixture(scope="session")
+def tiny_draft(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Path:
+    """A random draft exported for the tiny Llama target (hidden 64, 4 layers, fp32), on three distinct layers."""
+    from training.draft_model import DraftConfig, Eagle3Draft
+    from training.export import export_draft
+    from training.hidden_states import AuxLayers
+
+    config = json.loads((llama_dir / "config.json").read_text())
+    torch.manual_seed(0)
+    draft = Eagle3Draft(DraftConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                    num_key_value_heads=2, vocab_size=config["vocab_size"],
+                                    draft_vocab_size=config["vocab_size"], target_hidden_size=64,
+                                    max_position_embeddings=512))
+    draft.t2d.fill_(True)
+    return export_draft(draft, AuxLayers((1, 2, 3), "input"), tmp_path_factory.mktemp("draft"), dtype="float32")

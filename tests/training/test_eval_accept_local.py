@@ -5,28 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-import torch
 from typer.testing import CliRunner
 
 from server.cli import app
-from training.draft_model import DraftConfig, Eagle3Draft
-from training.export import export_draft
-from training.hidden_states import AuxLayers
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def draft_dir(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Path:
-    config = json.loads((llama_dir / "config.json").read_text())
-    torch.manual_seed(0)
-    draft = Eagle3Draft(DraftConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                                    num_key_value_heads=2, vocab_size=config["vocab_size"],
-                                    draft_vocab_size=config["vocab_size"], target_hidden_size=64,
-                                    max_position_embeddings=512))
-    draft.t2d.fill_(True)
-    return export_draft(draft, AuxLayers((1, 2, 3), "input"), tmp_path_factory.mktemp("draft"), dtype="float32")
 
 
 def _prompts(path: Path) -> Path:
@@ -35,8 +18,8 @@ def _prompts(path: Path) -> Path:
     return path
 
 
-def test_one_table_per_batch_with_the_break_even(llama_dir: Path, draft_dir: Path, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["eval-accept", "--draft", str(draft_dir), "--target", str(llama_dir),
+def test_one_table_per_batch_with_the_break_even(llama_dir: Path, tiny_draft: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval-accept", "--draft", str(tiny_draft), "--target", str(llama_dir),
                                  "--prompts", str(_prompts(tmp_path / "p.jsonl")), "--steps", "3", "--max-new", "8",
                                  "--batch", "1", "--batch", "2"])
     assert result.exit_code == 0, result.output
@@ -49,8 +32,8 @@ def test_one_table_per_batch_with_the_break_even(llama_dir: Path, draft_dir: Pat
     assert result.stderr.count("vs break-even") == 2 and "identical to target greedy" in result.stderr
 
 
-def test_a_sampled_batch_is_refused_in_one_line(llama_dir: Path, draft_dir: Path, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["eval-accept", "--draft", str(draft_dir), "--target", str(llama_dir),
+def test_a_sampled_batch_is_refused_in_one_line(llama_dir: Path, tiny_draft: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval-accept", "--draft", str(tiny_draft), "--target", str(llama_dir),
                                  "--prompts", str(_prompts(tmp_path / "p.jsonl")), "--temperature", "0.7",
                                  "--batch", "4"])
     assert result.exit_code == 1

@@ -7,24 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from benchmarks import gpu_speculative
-from training.draft_model import DraftConfig, Eagle3Draft
-from training.export import export_draft
-from training.hidden_states import AuxLayers
-
-
-@pytest.fixture(scope="module")
-def draft_dir(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Path:
-    config = json.loads((llama_dir / "config.json").read_text())
-    torch.manual_seed(0)
-    draft = Eagle3Draft(DraftConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                                    num_key_value_heads=2, vocab_size=config["vocab_size"],
-                                    draft_vocab_size=config["vocab_size"], target_hidden_size=64,
-                                    max_position_embeddings=512))
-    draft.t2d.fill_(True)
-    return export_draft(draft, AuxLayers((1, 2, 3), "input"), tmp_path_factory.mktemp("draft"), dtype="float32")
 
 
 def _prompts(path: Path, n: int, offset: int) -> Path:
@@ -37,11 +21,11 @@ def _prompts(path: Path, n: int, offset: int) -> Path:
     return path
 
 
-def test_every_mode_is_measured_and_written(tmp_path: Path, llama_dir: Path, draft_dir: Path,
+def test_every_mode_is_measured_and_written(tmp_path: Path, llama_dir: Path, tiny_draft: Path,
                                             capsys: Any) -> None:
     out = tmp_path / "speculative.json"
     files = [_prompts(tmp_path / "a.jsonl", 3, 0), _prompts(tmp_path / "b.jsonl", 3, 50)]
-    doc = gpu_speculative.main(["--target", str(llama_dir), "--draft", str(draft_dir), "--prompts", *map(str, files),
+    doc = gpu_speculative.main(["--target", str(llama_dir), "--draft", str(tiny_draft), "--prompts", *map(str, files),
                                 "--out", str(out), "--prompts-per-run", "5", "--max-new", "12", "--k", "3",
                                 "--batches", "1", "2", "4", "--sweep", "1", "2", "--cost-repeats", "2"])
     written = json.loads(out.read_text())

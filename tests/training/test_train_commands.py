@@ -14,25 +14,8 @@ from sglang_stub import serve
 from typer.testing import CliRunner
 
 from server.cli import app
-from training.draft_model import DraftConfig, Eagle3Draft
-from training.export import export_draft
-from training.hidden_states import AuxLayers
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def tiny_draft(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Path:
-    """A random draft exported for the tiny Llama target (hidden 64, 4 layers, fp32), on three distinct layers."""
-    config = json.loads((llama_dir / "config.json").read_text())
-    torch.manual_seed(0)
-    draft = Eagle3Draft(DraftConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                                    num_key_value_heads=2, vocab_size=config["vocab_size"],
-                                    draft_vocab_size=config["vocab_size"], target_hidden_size=64,
-                                    max_position_embeddings=512))
-    draft.t2d.fill_(True)
-    folder = tmp_path_factory.mktemp("draft")
-    return export_draft(draft, AuxLayers((1, 2, 3), "input"), folder, dtype="float32")
 
 
 def _info(llama_dir: Path, draft: Path, **changes: Any) -> dict[str, Any]:
