@@ -161,8 +161,16 @@ async def fetch_vllm_metrics(client: httpx.AsyncClient, base_url: str) -> VllmSp
 
 async def _fetch_vllm(client: httpx.AsyncClient, base: str, dev_info: dict[str, Any] | None) -> ServerInfo | None:
     """A vLLM server's info, or None when the server is not vLLM (no `vllm:` metrics and no vLLM version)."""
-    version_body = await _get_json(client, base + "/version")
-    metrics = await _get_text(client, base + "/metrics")
+    # Another server may answer these paths with errors (llama.cpp's /metrics is a 501 unless started with
+    # --metrics): an error here only means "not vLLM"; an unreachable server was already refused above.
+    try:
+        version_body = await _get_json(client, base + "/version")
+    except ServerInfoError:
+        version_body = None
+    try:
+        metrics = await _get_text(client, base + "/metrics")
+    except ServerInfoError:
+        metrics = None
     if dev_info is None and not (metrics and "vllm:" in metrics):
         return None
     if dev_info is not None:  # dev mode: ask again for the config as JSON (the default is one string)

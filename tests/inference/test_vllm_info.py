@@ -75,6 +75,12 @@ def test_a_server_that_is_neither_engine_is_refused_naming_both() -> None:
         200, text="# TYPE up gauge\nup 1\n") if r.url.path == "/metrics" else httpx.Response(404))
     with pytest.raises(ServerInfoError, match="nor a vLLM server"):
         _info(prometheus_only)
+    # llama.cpp answers /metrics with a 501 unless started with --metrics: still "neither", not that HTTP error.
+    llama_like = httpx.MockTransport(lambda r: httpx.Response(
+        501, json={"error": {"code": 501, "message": "This server does not support metrics endpoint."}})
+        if r.url.path == "/metrics" else httpx.Response(404, text="File Not Found"))
+    with pytest.raises(ServerInfoError, match=r"neither an SGLang server .* nor a vLLM server"):
+        _info(llama_like)
 
 
 def test_counters_are_read_summed_over_engines_and_differenced_around_a_run() -> None:
