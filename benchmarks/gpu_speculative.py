@@ -180,8 +180,9 @@ def single_round_cost(rounds: Any, base: Any, repeats: int, device: torch.device
 
 @torch.no_grad()
 def greedy_batched(target: Any, draft: Any, layers: Any, prompts: list[list[int]], *, batch: int, k: int,
-                   max_new: int, eos: set[int], max_len: int, repeats: int) -> tuple[Any, float, bool]:
-    """Greedy at batch B: ragged batched rounds against the target's own batched greedy decoding."""
+                   max_new: int, eos: set[int], max_len: int, repeats: int, schedule: str) -> tuple[Any, float, bool]:
+    """Greedy at batch B: ragged batched rounds against the target's own batched greedy decoding, rows refilled as
+    they finish (`continuous`) or static groups of B (`static`), the same schedule for both."""
     from training.break_even import round_cost
     from training.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
     from training.speculative import RoundCounts
@@ -190,7 +191,7 @@ def greedy_batched(target: Any, draft: Any, layers: Any, prompts: list[list[int]
     use_graph = device.type == "cuda"
     rounds = BatchedGreedyRounds(target, draft, layers, batch=batch, k=k, max_len=max_len, use_graph=use_graph)
     base = BatchedGreedyBaseline(target, batch=batch, max_len=max_len + k + 1, use_graph=use_graph)
-    groups = [prompts[i : i + batch] for i in range(0, len(prompts), batch)]
+    groups = [prompts] if schedule == "continuous" else [prompts[i : i + batch] for i in range(0, len(prompts), batch)]
     sync(device)
     start = time.perf_counter()
     references = [out for g in groups for out in base.decode(g, max_new, eos)]
@@ -200,8 +201,8 @@ def greedy_batched(target: Any, draft: Any, layers: Any, prompts: list[list[int]
     sync(device)
     start = time.perf_counter()
     outs: list[list[int]] = []
-    for i, g in enumerate(groups):
-        outs += rounds.decode(g, max_new, eos, counts[i * batch : i * batch + len(g)])
+    for g in groups:
+        outs += rounds.decode(g, max_new, eos, counts[len(outs) : len(outs) + len(g)])
     sync(device)
     report = pooled(counts)
     report.prompts, report.speculative_s = len(prompts), time.perf_counter() - start
@@ -224,25 +225,50 @@ def greedy_batched(target: Any, draft: Any, layers: Any, prompts: list[list[int]
     return report, cost, outs == references
 
 
+@torch.no_grad()
 def sampled_single(target: Any, draft: Any, layers: Any, prompts: list[list[int]], *, k: int, max_new: int,
-                   eos: set[int], temperature: float) -> tuple[Any, float]:
-    """Sampled at B = 1 through the evaluator; c from the run (time per round over time per baseline token)."""
-    from training.accept import evaluate
-    from training.break_even import round_cost
+                   eos: set[int], max_len: int, temperature: float, repeats: int, seed: int = 0) -> tuple[Any, float]:
+    """Sampled at B = 1: one CUDA graph a round (exact rejection sampling, noise pre-drawn from the seeded
+    generator) against the target sampling alone over its replayed step; c replayed as the greedy round's is."""
+    from training.spec_sampled import SampledBaseline, SampledRoundGraph
+    from training.speculative import RoundCounts
 
-    report = evaluate(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos, temperature=temperature)
-    cost = round_cost(report.speculative_s / max(report.rounds, 1),
-                      report.baseline_s / max(report.baseline_tokens, 1))
-    return report, cost
+    device = next(target.parameters()).device
+    use_graph = device.type == "cuda"
+    generator = torch.Generator(device=device)
+    rounds = SampledRoundGraph(target, draft, layers, k=k, max_len=max_len, temperature=temperature,
+                               generator=generator, use_graph=use_graph)
+    base = SampledBaseline(target, max_len=max_len + k + 1, temperature=temperature, generator=generator,
+                           use_graph=use_graph)
+    sync(device)
+    start = time.perf_counter()
+    tokens = 0
+    for i, p in enumerate(prompts):
+        generator.manual_seed(seed + i)
+        tokens += len(base.decode(p, max_new, eos))
+    sync(device)
+    base_time = (time.perf_counter() - start, tokens)
+    counts = [RoundCounts() for _ in prompts]
+    sync(device)
+    start = time.perf_counter()
+    for i, (p, c) in enumerate(zip(prompts, counts, strict=True)):
+        generator.manual_seed(seed + 10_000 + i)
+        rounds.decode(p, max_new, eos, c)
+    sync(device)
+    report = pooled(counts)
+    report.prompts, report.speculative_s, report.temperature = len(prompts), time.perf_counter() - start, temperature
+    report.baseline_s, report.baseline_tokens = base_time
+    return report, single_round_cost(rounds, base, repeats, device)
 
 
 def table(runs: list[dict[str, Any]]) -> str:
-    head = f"{'mode':8} {'T':>4} {'B':>3} {'k':>2} {'n':>3} {'AL':>5} {'b-even':>6} {'spec/s':>8} {'base/s':>8} " \
+    head = f"{'mode':14} {'T':>4} {'B':>3} {'k':>2} {'n':>3} {'AL':>5} {'b-even':>6} {'spec/s':>8} {'base/s':>8} " \
            f"{'speedup':>7} {'expect':>6} ident  per-position"
     lines = [head]
     for r in runs:
         ident = "" if "identical" not in r else ("yes" if r["identical"] else "NO")
-        lines.append(f"{r['mode']:8} {r['temperature']:>4} {r['batch']:>3} {r['k']:>2} {r['prompts']:>3} "
+        mode = r["mode"] + {"continuous": "/cont", "static": "/static"}.get(r.get("schedule", ""), "")
+        lines.append(f"{mode:14} {r['temperature']:>4} {r['batch']:>3} {r['k']:>2} {r['prompts']:>3} "
                      f"{r['accept_length']:>5.2f} {r['break_even_accept_length']:>6.2f} {r['speculative_tok_s']:>8.1f} "
                      f"{r['baseline_tok_s']:>8.1f} {r['speedup']:>6.2f}x {r['expected_speedup']:>5.2f}x {ident:5}  "
                      f"{' '.join(f'{a:.2f}' for a in r['per_position_accept'])}")
@@ -271,6 +297,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-prompt", type=int, default=1024, help="Skip prompts longer than this many tokens.")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--schedules", nargs="+", default=["continuous", "static"], choices=["continuous", "static"],
+                        help="Batched runs: rows refilled as they finish (on 4 x B prompts, at least "
+                             "--prompts-per-run), and/or static groups of B (on --prompts-per-run prompts).")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--sweep", type=int, nargs="*", default=[1, 2, 3, 4, 6],
                         help="Other chain lengths to run greedy at B = 1 (empty: none).")
@@ -291,17 +320,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     draft, layers = load_draft(args.draft, target_embeddings(target).cpu(),
                                target_layers=target.config.num_hidden_layers)
     draft = draft.to(device=device, dtype=target.dtype).eval()
-    prompts = read_prompts(args.prompts, tokenizer, args.prompts_per_run, args.max_prompt)
+    batched_prompts = read_prompts(args.prompts, tokenizer, max(args.prompts_per_run, 4 * max(args.batches)),
+                                   args.max_prompt)
+    prompts = batched_prompts[: args.prompts_per_run]
     if not prompts:
         raise SystemExit("no prompts to run")
     eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    max_len = max(map(len, prompts)) + args.max_new + max([args.k, *args.sweep]) + 2
+    max_len = max(map(len, batched_prompts)) + args.max_new + max([args.k, *args.sweep]) + 2
     doc: dict[str, Any] = {
         "target": args.target.name, "draft": args.draft.name,
         "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu", "torch": torch.__version__,
         "command": " ".join(["python", "benchmarks/gpu_speculative.py", *(argv if argv is not None else sys.argv[1:])]),
         "max_new": args.max_new, "prompt_files": [p.name for p in args.prompts],
-        "batched_decoding": "ragged: each row keeps its own position and accepts its own drafts",
+        "batched_decoding": "ragged: each row keeps its own position and accepts its own drafts; schedule "
+                            "continuous refills a finished row with the next prompt at once, static runs groups of "
+                            "B until their last row ends (both for the target alone too)",
         "runs": []}
 
     def save(row: dict[str, Any]) -> None:
@@ -324,14 +357,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             save(run_row("greedy", 0.0, 1, args.k, report, cost, "replayed", identical))
         if "batched" not in args.skip:
             for batch in [b for b in args.batches if b > 1]:
-                report, cost, identical = greedy_batched(target, draft, layers, prompts, batch=batch, k=args.k,
-                                                         max_new=args.max_new, eos=eos, max_len=max_len,
-                                                         repeats=args.cost_repeats)
-                save(run_row("greedy", 0.0, batch, args.k, report, cost, "replayed", identical))
+                for schedule in args.schedules:
+                    many = prompts if schedule == "static" else batched_prompts[: max(len(prompts), 4 * batch)]
+                    report, cost, identical = greedy_batched(target, draft, layers, many, batch=batch, k=args.k,
+                                                             max_new=args.max_new, eos=eos, max_len=max_len,
+                                                             repeats=args.cost_repeats, schedule=schedule)
+                    save({**run_row("greedy", 0.0, batch, args.k, report, cost, "replayed", identical),
+                          "schedule": schedule})
         if "sampled" not in args.skip:
             report, cost = sampled_single(target, draft, layers, prompts, k=args.k, max_new=args.max_new, eos=eos,
-                                          temperature=args.temperature)
-            save(run_row("sampled", args.temperature, 1, args.k, report, cost, "run", None))
+                                          max_len=max_len, temperature=args.temperature, repeats=args.cost_repeats)
+            save(run_row("sampled", args.temperature, 1, args.k, report, cost, "replayed", None))
         if "sweep" not in args.skip and base is not None:
             few = 0 < args.sweep_prompts < len(prompts)
             sweep_prompts = prompts[: args.sweep_prompts] if few else prompts

@@ -36,6 +36,8 @@ from training.speculative import (
     verify_sampled,
 )
 
+SCHEDULES = ("continuous", "static")  # how a batched run fills its rows (see _evaluate_batched)
+
 __all__ = ["AcceptReport", "evaluate", "evaluate_acceptance", "evaluate_sampled_acceptance", "speculative_generate",
            "target_greedy", "verify_sampled"]
 
@@ -55,6 +57,7 @@ class AcceptReport:
     baseline_s: float = 0.0
     baseline_tokens: int = 0
     batch: int = 1
+    schedule: str = "continuous"  # batched runs: rows refilled as they finish, or static groups of `batch`
     k: int = 0
     round_steps: int = 0  # rounds run over the whole batch (a round of B rows is one step)
     baseline_steps: int = 0  # the baseline's forwards over the whole batch (prefill included)
@@ -120,6 +123,8 @@ class AcceptReport:
             "position_rates": [round(r, 4) for r in self.position_rates], "prompts": self.prompts,
             "temperature": self.temperature}
         out.update(batch=self.batch, k=self.k)
+        if self.batch > 1:
+            out["schedule"] = self.schedule
         if self.baseline_s:
             out.update(speculative_tok_s=round(self.speculative_tok_s, 1), baseline_tok_s=round(self.baseline_tok_s, 1),
                        speedup=round(self.speedup, 3))
@@ -140,8 +145,8 @@ def _sync(device: torch.device) -> None:
 @torch.no_grad()
 def evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *, max_new: int, k: int,
              eos: set[int] | None = None, temperature: float = 0.0, seed: int = 0, baseline: bool = True,
-             use_graph: bool = True, on_prompt: Callable[[int], None] | None = None, batch: int = 1
-             ) -> AcceptReport:
+             use_graph: bool = True, on_prompt: Callable[[int], None] | None = None, batch: int = 1,
+             schedule: str = "continuous") -> AcceptReport:
     """Decode every prompt with the target alone (timed) and speculatively (timed); return the pooled report.
 
     No attention runs on cuDNN's kernel (inference.attention_kernels): it would charge a plan build to the
@@ -149,14 +154,17 @@ def evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[l
     """
     with without_cudnn():
         report = _evaluate(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos, temperature=temperature,
-                           seed=seed, baseline=baseline, use_graph=use_graph, on_prompt=on_prompt, batch=batch)
+                           seed=seed, baseline=baseline, use_graph=use_graph, on_prompt=on_prompt, batch=batch,
+                           schedule=schedule)
         report.k = k
         return report
 
 
 def _evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *, max_new: int, k: int,
               eos: set[int] | None, temperature: float, seed: int, baseline: bool, use_graph: bool,
-              on_prompt: Callable[[int], None] | None, batch: int) -> AcceptReport:
+              on_prompt: Callable[[int], None] | None, batch: int, schedule: str) -> AcceptReport:
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {schedule!r}")
     eos = eos or set()
     device = next(target.parameters()).device
     max_len = max(map(len, prompts)) + max_new + k + 2
@@ -165,7 +173,8 @@ def _evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[
         if temperature > 0 or getattr(target.config, "model_type", None) not in SUPPORTED:
             raise ValueError("batched speculative decoding is greedy on a Llama-family target (use batch 1)")
         return _evaluate_batched(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos, batch=batch,
-                                 baseline=baseline, use_graph=use_graph, max_len=max_len, on_prompt=on_prompt)
+                                 baseline=baseline, use_graph=use_graph, max_len=max_len, on_prompt=on_prompt,
+                                 schedule=schedule)
     if temperature <= 0 and getattr(target.config, "model_type", None) in SUPPORTED:
         return _evaluate_greedy_rounds(target, draft, layers, prompts, max_new=max_new, k=k, eos=eos,
                                        baseline=baseline, use_graph=use_graph, max_len=max_len, on_prompt=on_prompt)
@@ -263,15 +272,19 @@ def _evaluate_sampled_rounds(target: Any, draft: Eagle3Draft, layers: AuxLayers,
 
 def _evaluate_batched(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[list[int]], *, max_new: int,
                       k: int, eos: set[int], batch: int, baseline: bool, use_graph: bool, max_len: int,
-                      on_prompt: Callable[[int], None] | None) -> AcceptReport:
-    """Greedy chain over static batches of `batch` prompts (rows ragged), against the target's own batched greedy
-    decoding at the same batch; identical means every row equals the target's greedy output."""
+                      on_prompt: Callable[[int], None] | None, schedule: str) -> AcceptReport:
+    """Greedy chain over `batch` rows (ragged), against the target's own batched greedy decoding at the same batch;
+    identical means every row equals the target's greedy output.
+
+    schedule "continuous": a finished row takes the next prompt at once, as a serving engine's batch does;
+    "static": groups of `batch` prompts, each run until its last row ends (the slowest row sets the pace)."""
     device = next(target.parameters()).device
     rounds = BatchedGreedyRounds(target, draft, layers, batch=batch, k=k, max_len=max_len, use_graph=use_graph)
     base = BatchedGreedyBaseline(target, batch=batch, max_len=max_len + k + 1, use_graph=use_graph) if baseline else None
-    report = AcceptReport(batch=batch)
-    for first in range(0, len(prompts), batch):
-        group = prompts[first : first + batch]
+    report = AcceptReport(batch=batch, schedule=schedule)
+    groups = [prompts] if schedule == "continuous" else [prompts[i : i + batch] for i in range(0, len(prompts), batch)]
+    first = 0
+    for group in groups:
         references = None
         if base is not None:
             steps = base.steps
@@ -281,12 +294,18 @@ def _evaluate_batched(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompt
             _sync(device)
             report.baseline_s += time.perf_counter() - start
             report.baseline_tokens += sum(map(len, references))
-            report.baseline_steps += base.steps - steps + 1  # the decode steps and the prefill
+            report.baseline_steps += base.steps - steps + len(group)  # the decode steps and one prefill a prompt
         counts = [RoundCounts() for _ in group]
         replays = rounds.replays
+
+        def done(i: int, offset: int = first) -> None:
+            report.prompts += 1
+            if on_prompt:
+                on_prompt(offset + i)
+
         _sync(device)
         start = time.perf_counter()
-        outs = rounds.decode(group, max_new, eos, counts)
+        outs = rounds.decode(group, max_new, eos, counts, on_done=done)
         _sync(device)
         report.speculative_s += time.perf_counter() - start
         report.round_steps += rounds.replays - replays
@@ -294,10 +313,7 @@ def _evaluate_batched(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompt
             report.add(c)
         if references is not None:
             report.identical &= outs == references
-        for i in range(len(group)):
-            report.prompts += 1
-            if on_prompt:
-                on_prompt(first + i)
+        first += len(group)
     return report
 
 

@@ -15,6 +15,7 @@ at batch B is measured against.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -144,41 +145,69 @@ class BatchedGreedyRounds:
         return int(first)
 
     @torch.no_grad()
-    def decode(self, prompts: list[list[int]], max_new: int, eos: set[int], counts: list[RoundCounts]
-               ) -> list[list[int]]:
-        """Greedy speculative decoding of up to `batch` prompts at once; counts[i] gets prompt i's rounds."""
-        if not 0 < len(prompts) <= self.batch or len(counts) != len(prompts):
-            raise ValueError(f"between 1 and {self.batch} prompts (and one RoundCounts each), not {len(prompts)}")
+    def decode(self, prompts: list[list[int]], max_new: int, eos: set[int], counts: list[RoundCounts],
+               on_done: Callable[[int], None] | None = None) -> list[list[int]]:
+        """Greedy speculative decoding of every prompt, `batch` rows at a time; counts[i] gets prompt i's rounds.
+
+        Continuous batching: a row whose prompt has finished takes the next waiting prompt at once (its prefill
+        runs between two rounds), so the batch stays full until the queue is empty; `batch` or fewer prompts is
+        one static batch. on_done(i) is called as prompt i finishes.
+        """
+        if not prompts or len(counts) != len(prompts):
+            raise ValueError(f"at least one prompt (and one RoundCounts each), not {len(prompts)} "
+                             f"with {len(counts)} counts")
         longest = max(map(len, prompts))
         if longest + max_new + self.k + 1 > self.max_len:
             raise ValueError(f"prompt of {longest} + {max_new} new tokens exceeds {self.max_len} positions")
-        outs: list[list[int]] = []
-        for row in range(self.batch):  # rows past the prompts repeat the first one, inactive from the start
-            first = self._prefill(row, prompts[row] if row < len(prompts) else prompts[0])
-            if row < len(prompts):
-                outs.append([first])
-        live = [len(o) < max_new and o[-1] not in eos for o in outs] + [False] * (self.batch - len(prompts))
-        self.active.copy_(torch.tensor(live, dtype=torch.long))
-        while any(live):
+        outs: list[list[int]] = [[] for _ in prompts]
+        holds: list[int | None] = [None] * self.batch  # the prompt each row decodes
+        waiting = iter(range(len(prompts)))
+
+        def finish(i: int) -> None:
+            outs[i] = cut_output(outs[i], max_new, eos)
+            if on_done:
+                on_done(i)
+
+        def admit(row: int) -> None:
+            """The next waiting prompt into `row` (None when none is left)."""
+            holds[row] = None
+            for i in waiting:
+                outs[i] = [self._prefill(row, prompts[i])]
+                if len(outs[i]) >= max_new or outs[i][-1] in eos:
+                    finish(i)
+                    continue
+                holds[row] = i
+                return
+
+        for row in range(self.batch):
+            admit(row)
+        for row in range(self.batch):  # rows with no prompt hold a copy of the first one, inactive
+            if holds[row] is None:
+                self._prefill(row, prompts[0])
+        self.active.copy_(torch.tensor([h is not None for h in holds], dtype=torch.long))
+        while any(h is not None for h in holds):
             self.step()
             result = self.result.tolist()
             changed = False
-            for row, out in enumerate(outs):
-                if not live[row]:
+            for row, i in enumerate(holds):
+                if i is None:
                     continue
+                out = outs[i]
                 accepted, new = result[row][0], result[row][1 : result[row][0] + 2]
-                stop = next((i for i, t in enumerate(new[:accepted]) if t in eos), None)
+                stop = next((j for j, t in enumerate(new[:accepted]) if t in eos), None)
                 if stop is not None:  # an accepted end-of-sequence ends the output: no bonus token
                     accepted, new = stop + 1, new[: stop + 1]
                 remaining = max_new - len(out)
                 new = new[:remaining]
-                counts[row].record(min(accepted, remaining), self.k, len(new))
+                counts[i].record(min(accepted, remaining), self.k, len(new))
                 out += new
                 if len(out) >= max_new or out[-1] in eos:
-                    live[row], changed = False, True
+                    finish(i)
+                    admit(row)
+                    changed = True
             if changed:
-                self.active.copy_(torch.tensor(live, dtype=torch.long))
-        return [cut_output(o, max_new, eos) for o in outs]
+                self.active.copy_(torch.tensor([h is not None for h in holds], dtype=torch.long))
+        return outs
 
 
 class BatchedGreedyBaseline:
@@ -192,30 +221,70 @@ class BatchedGreedyBaseline:
         self.steps = 0  # decode steps run so far (for the cost of one step)
 
     @torch.no_grad()
-    def decode(self, prompts: list[list[int]], max_new: int, eos: set[int]) -> list[list[int]]:
-        """Each prompt's greedy continuation (eos included), up to `batch` prompts at once."""
-        if not 0 < len(prompts) <= self.batch:
-            raise ValueError(f"between 1 and {self.batch} prompts, not {len(prompts)}")
-        rows = [prompts[r] if r < len(prompts) else prompts[0] for r in range(self.batch)]
-        firsts = []
-        for row, prompt in enumerate(rows):
-            logits, _ = self.runner.forward(torch.tensor([prompt], device=self.device),
-                                            torch.arange(len(prompt), device=self.device)[None],
-                                            slots=torch.tensor([row], device=self.device), prefill=True)
-            firsts.append(logits[0, -1].argmax())
-        token = torch.stack(firsts).view(-1, 1)
-        out = torch.zeros(self.batch, max_new, dtype=torch.long, device=self.device)
-        out[:, 0] = token[:, 0]
-        position = torch.tensor([[len(p)] for p in rows], device=self.device)
-        made = 1
-        while made < max_new:
-            for _ in range(min(self.sync_every, max_new - made)):
+    def decode(self, prompts: list[list[int]], max_new: int, eos: set[int],
+               on_done: Callable[[int], None] | None = None) -> list[list[int]]:
+        """Each prompt's greedy continuation (eos included), `batch` rows at a time, refilled as rows finish.
+
+        Tokens stay on the device; the host reads them every `sync_every` steps, or sooner when a row reaches
+        max_new (the host counts every row's tokens), so only a row that ends with end-of-sequence can idle a few
+        steps before its row takes the next prompt.
+        """
+        if not prompts:
+            raise ValueError("at least one prompt")
+        b, dev = self.batch, self.device
+        outs: list[list[int]] = [[] for _ in prompts]
+        holds: list[int | None] = [None] * b
+        made = [0] * b  # tokens of the row's current prompt so far
+        buf = torch.zeros(b, max_new, dtype=torch.long, device=dev)
+        token = torch.zeros(b, 1, dtype=torch.long, device=dev)
+        position = torch.zeros(b, 1, dtype=torch.long, device=dev)
+        column = torch.zeros(b, 1, dtype=torch.long, device=dev)  # where a row's next token goes in buf
+        waiting = iter(range(len(prompts)))
+
+        def finish(i: int, tokens: list[int]) -> None:
+            outs[i] = cut_output(tokens, max_new, eos)
+            if on_done:
+                on_done(i)
+
+        def prefill(row: int, prompt: list[int]) -> int:
+            logits, _ = self.runner.forward(torch.tensor([prompt], device=dev),
+                                            torch.arange(len(prompt), device=dev)[None],
+                                            slots=torch.tensor([row], device=dev), prefill=True)
+            first = int(logits[0, -1].argmax())
+            token[row, 0], position[row, 0], column[row, 0], buf[row, 0] = first, len(prompt), 1, first
+            return first
+
+        def admit(row: int) -> None:
+            holds[row] = None
+            for i in waiting:
+                first = prefill(row, prompts[i])
+                if max_new <= 1 or first in eos:
+                    finish(i, [first])
+                    continue
+                holds[row], made[row] = i, 1
+                return
+
+        for row in range(b):
+            admit(row)
+        for row in range(b):  # rows with no prompt hold a copy of the first one, frozen
+            if holds[row] is None:
+                prefill(row, prompts[0])
+        while any(h is not None for h in holds):
+            live = torch.tensor([[h is not None] for h in holds], dtype=torch.long, device=dev)
+            window = min(self.sync_every, *(max_new - made[r] for r, h in enumerate(holds) if h is not None))
+            for _ in range(window):
                 token = self.graph.step(token, position).argmax(-1).view(-1, 1)
-                out[:, made] = token[:, 0]
-                position = position + 1
-                made += 1
+                buf.scatter_(1, column.clamp(max=max_new - 1), token)
+                position += live  # a frozen row stays where it is
+                column += live
                 self.steps += 1
-            done = out[: len(prompts), :made].tolist()
-            if all(any(t in eos for t in row) for row in done):
-                break
-        return [cut_output(row, max_new, eos) for row in out[: len(prompts), :made].tolist()]
+            rows = buf.tolist()
+            for row, i in enumerate(holds):
+                if i is None:
+                    continue
+                made[row] += window
+                tokens = rows[row][: made[row]]
+                if made[row] >= max_new or any(t in eos for t in tokens):
+                    finish(i, tokens)
+                    admit(row)
+        return outs

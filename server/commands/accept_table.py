@@ -10,7 +10,8 @@ def accept_table(report: Any) -> Any:
     from rich.table import Table
 
     mode = "greedy" if report.temperature <= 0 else f"sampled T={report.temperature:g}"
-    table = Table(title=f"{mode}, batch {report.batch}, k={report.k}, {report.prompts} prompts", title_justify="left")
+    batch = f"batch {report.batch}" + (f" ({report.schedule})" if report.batch > 1 else "")
+    table = Table(title=f"{mode}, {batch}, k={report.k}, {report.prompts} prompts", title_justify="left")
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_row("acceptance length", f"{report.accept_length:.2f}")

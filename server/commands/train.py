@@ -216,8 +216,11 @@ def eval_accept(
     seed: int = typer.Option(0, "--seed", help="Sampling seed (with --temperature above 0)."),
     send_text: bool = typer.Option(False, "--send-text", help="With --server: send prompts as text instead of "
                                    "token ids (SGLang then adds special tokens: a template's BOS arrives twice)."),
-    batch: list[int] = typer.Option([1], "--batch", min=1, help="Local: static batch of B prompts (greedy above 1; "
+    batch: list[int] = typer.Option([1], "--batch", min=1, help="Local: B prompts decoded at once (greedy above 1; "
                                     "repeat for several runs, e.g. --batch 1 --batch 8)."),
+    schedule: str = typer.Option("continuous", "--schedule", help="Batches above 1: 'continuous' (a finished row "
+                                 "takes the next prompt at once, as a serving engine does) or 'static' (groups of "
+                                 "B, each as slow as its slowest row)."),
 ) -> None:
     """Acceptance length: local speculative decoding, or a server's spec_verify_ct after the preflight.
 
@@ -265,7 +268,7 @@ def eval_accept(
                 reports.append(evaluate(
                     model, draft_model, layers, ids, max_new=max_new, k=steps, temperature=temperature, seed=seed,
                     eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set(),
-                    on_prompt=advance, batch=b))
+                    on_prompt=advance, batch=b, schedule=schedule))
     except _user_errors() as exc:
         _fail(str(exc), 1)
     from server.commands.accept_table import accept_table

@@ -28,8 +28,19 @@ def test_one_table_per_batch_with_the_break_even(llama_dir: Path, tiny_draft: Pa
     assert all(r["identical_to_target_greedy"] and r["prompts"] == 3 and r["k"] == 3 for r in reports)
     assert reports[0]["accept_length"] == reports[1]["accept_length"]  # same rounds, batched or not
     assert all(r["break_even_accept_length"] > 0 and r["expected_speedup"] > 0 for r in reports)
-    assert "greedy, batch 1, k=3" in result.stderr and "greedy, batch 2, k=3" in result.stderr
+    assert "greedy, batch 1, k=3" in result.stderr and "greedy, batch 2 (continuous), k=3" in result.stderr
+    assert reports[1]["schedule"] == "continuous" and "schedule" not in reports[0]
     assert result.stderr.count("vs break-even") == 2 and "identical to target greedy" in result.stderr
+
+
+def test_a_static_schedule_is_run_and_a_bad_one_refused(llama_dir: Path, tiny_draft: Path, tmp_path: Path) -> None:
+    args = ["eval-accept", "--draft", str(tiny_draft), "--target", str(llama_dir), "--prompts",
+            str(_prompts(tmp_path / "p.jsonl")), "--steps", "3", "--max-new", "8", "--batch", "2"]
+    result = runner.invoke(app, [*args, "--schedule", "static"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.strip())["schedule"] == "static" and "batch 2 (static)" in result.stderr
+    bad = runner.invoke(app, [*args, "--schedule", "round-robin"])
+    assert bad.exit_code == 1 and "schedule must be one of continuous, static" in bad.output
 
 
 def test_a_sampled_batch_is_refused_in_one_line(llama_dir: Path, tiny_draft: Path, tmp_path: Path) -> None:

@@ -98,9 +98,14 @@ def test_batched_round_graphs_equal_their_eager_runs(llama_dir: Path) -> None:
         counts = [RoundCounts() for _ in prompts]
         spec = rounds.decode(prompts[:4], 20, {2}, counts[:4]) + rounds.decode(prompts[4:], 20, {2}, counts[4:])
         alone = base.decode(prompts[:4], 20, {2}) + base.decode(prompts[4:], 20, {2})
-        outs[graph] = (spec, alone, [(c.rounds, c.accepted) for c in counts])
+        refilled = [RoundCounts() for _ in prompts]  # continuous: the fifth prompt takes the first free row
+        spec_refilled = rounds.decode(prompts, 20, {2}, refilled)
+        alone_refilled = base.decode(prompts, 20, {2})
+        outs[graph] = (spec, alone, [(c.rounds, c.accepted) for c in counts], spec_refilled, alone_refilled,
+                       [(c.rounds, c.accepted) for c in refilled])
     assert outs[True] == outs[False]
-    assert outs[True][0] == outs[True][1]
+    assert outs[True][0] == outs[True][1] == outs[True][3] == outs[True][4]
+    assert outs[True][2] == outs[True][5]
 
 
 def test_sampled_round_graph_equals_its_eager_run(llama_dir: Path) -> None:

@@ -30,17 +30,21 @@ def test_every_mode_is_measured_and_written(tmp_path: Path, llama_dir: Path, tin
                                 "--batches", "1", "2", "4", "--sweep", "1", "2", "--cost-repeats", "2"])
     written = json.loads(out.read_text())
     assert written == doc and written["device"] == "cpu"
-    runs = {(r["mode"], r["batch"], r["k"]): r for r in written["runs"]}
-    assert set(runs) == {("greedy", 1, 3), ("greedy", 2, 3), ("greedy", 4, 3), ("sampled", 1, 3),
-                         ("greedy", 1, 1), ("greedy", 1, 2)}
+    runs = {(r["mode"], r["batch"], r["k"], r.get("schedule")): r for r in written["runs"]}
+    assert set(runs) == {("greedy", 1, 3, None), ("greedy", 2, 3, "continuous"), ("greedy", 2, 3, "static"),
+                         ("greedy", 4, 3, "continuous"), ("greedy", 4, 3, "static"), ("sampled", 1, 3, None),
+                         ("greedy", 1, 1, None), ("greedy", 1, 2, None)}
     for key, r in runs.items():
-        assert r["prompts"] == 5
+        # Continuous batches run on 4 x B prompts where there are that many (six here), the rest on five.
+        assert r["prompts"] == (min(6, max(5, 4 * key[1])) if key[3] == "continuous" else 5)
         assert r["accept_length"] >= 1.0 and len(r["per_position_accept"]) == key[2]
         assert r["speculative_tok_s"] > 0 and r["baseline_tok_s"] > 0 and r["round_cost_target_steps"] > 0
         assert r["break_even_accept_length"] == r["round_cost_target_steps"]
         assert r["expected_speedup"] == pytest.approx(r["accept_length"] / r["round_cost_target_steps"], abs=2e-3)
-    assert all(runs[("greedy", b, 3)]["identical"] for b in (1, 2, 4))
-    assert "identical" not in runs[("sampled", 1, 3)] and runs[("sampled", 1, 3)]["temperature"] == 0.7
+    assert runs[("greedy", 1, 3, None)]["identical"]
+    assert all(runs[("greedy", b, 3, s)]["identical"] for b in (2, 4) for s in ("continuous", "static"))
+    sampled = runs[("sampled", 1, 3, None)]
+    assert "identical" not in sampled and sampled["temperature"] == 0.7 and sampled["round_cost_source"] == "replayed"
     assert written["recommended_k"]["k"] in {1, 2, 3}
     printed = capsys.readouterr().out
-    assert "break-even" in printed and "recommended k=" in printed and printed.count("\ngreedy ") >= 5
+    assert "break-even" in printed and "recommended k=" in printed and printed.count("\ngreedy") >= 7
