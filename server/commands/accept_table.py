@@ -29,3 +29,19 @@ def accept_table(report: Any) -> Any:
     else:
         table.add_row("output distribution", "exact rejection sampling (statistically tested, not per run)")
     return table
+
+
+def recommend_line(reports: list[Any]) -> str:
+    """'batch 1: run k=3 (1.39x measured; ...)': the measured best chain length of runs that differ only in k,
+    and the k the per-position acceptance and the measured round costs predict (empty when nothing was timed)."""
+    from training.break_even import recommend_k
+
+    timed = [r for r in reports if r.round_cost and r.speedup]
+    if len(timed) < 2:
+        return ""
+    best = max(timed, key=lambda r: r.speedup)
+    longest = max(timed, key=lambda r: r.k)  # its per-position rates cover every shorter chain
+    predicted = recommend_k(longest.position_rates, {r.k: r.round_cost for r in timed})
+    return (f"batch {best.batch}: run k={best.k} ({best.speedup:.2f}x measured, best of k="
+            f"{', '.join(str(r.k) for r in timed)}); from the acceptance per position and the measured round costs "
+            f"k={predicted['k']} expects {predicted['expected_speedup']:.2f}x")

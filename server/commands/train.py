@@ -203,7 +203,8 @@ def eval_accept(
     draft: Path | None = typer.Option(None, "--draft", help="Exported draft folder."),
     target: Path | None = typer.Option(None, "--target", help="Target folder (model + tokenizer; with --server "
                                        "only its config.json and tokenizer are read)."),
-    steps: int = typer.Option(5, "--steps", help="Draft chain length k."),
+    steps: list[int] = typer.Option([5], "--steps", min=1, help="Draft chain length k (repeat to compare, e.g. "
+                                    "--steps 3 --steps 5: the k to run is then recommended per batch)."),
     max_new: int = typer.Option(64, "--max-new", help="New tokens per prompt."),
     limit: int | None = typer.Option(None, "--limit", help="Use only the first N prompts."),
     server: str | None = typer.Option(None, "--server", help="Measure on this SGLang or vLLM server instead (vLLM: "
@@ -231,6 +232,8 @@ def eval_accept(
     batch; one table per batch prints it next to the AL, e.g.
     'AL 2.09 vs break-even 1.42 at k=5: 1.47x expected, 1.44x measured'.
     """
+    if server and len(steps) > 1:
+        _fail("--server measures the chain length the server runs: pass one --steps")
     rows = _read_prompt_rows(prompts)[:limit]
     if server:
         _eval_server(rows, server, baseline, draft, target, target_config, max_new, send_text)
@@ -260,15 +263,16 @@ def eval_accept(
         reports = []
         with Progress(*columns, console=err, transient=True) as bar:
             for b in batch:
-                task = bar.add_task(f"batch {b}", total=len(ids))
+                for k in steps:
+                    task = bar.add_task(f"batch {b}, k={k}", total=len(ids))
 
-                def advance(_: int, task: Any = task) -> None:
-                    bar.advance(task)
+                    def advance(_: int, task: Any = task) -> None:
+                        bar.advance(task)
 
-                reports.append(evaluate(
-                    model, draft_model, layers, ids, max_new=max_new, k=steps, temperature=temperature, seed=seed,
-                    eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set(),
-                    on_prompt=advance, batch=b, schedule=schedule))
+                    reports.append(evaluate(
+                        model, draft_model, layers, ids, max_new=max_new, k=k, temperature=temperature, seed=seed,
+                        eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set(),
+                        on_prompt=advance, batch=b, schedule=schedule))
     except _user_errors() as exc:
         _fail(str(exc), 1)
     from server.commands.accept_table import accept_table
@@ -279,6 +283,13 @@ def eval_accept(
         if report.break_even():
             err.print(report.break_even(), highlight=False)
         typer.echo(json.dumps(report.as_dict()))
+    if len(steps) > 1:
+        from server.commands.accept_table import recommend_line
+
+        for b in batch:
+            line = recommend_line([r for r in reports if r.batch == b])
+            if line:
+                typer.echo(line, err=True)
     if not all(r.identical for r in reports):
         _fail("speculative output differs from the target's greedy output: the verifier is broken", 1)
 

@@ -56,3 +56,23 @@ def test_help_explains_the_break_even() -> None:
     assert result.exit_code == 0
     text = " ".join(result.stdout.split())
     assert "breaks even at AL = c" in text and "--batch" in text
+
+
+def test_several_chain_lengths_are_run_and_the_k_to_run_recommended(llama_dir: Path, tiny_draft: Path,
+                                                                   tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval-accept", "--draft", str(tiny_draft), "--target", str(llama_dir),
+                                 "--prompts", str(_prompts(tmp_path / "p.jsonl")), "--steps", "2", "--steps", "4",
+                                 "--max-new", "8"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    reports = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    assert [r["k"] for r in reports] == [2, 4]
+    best = max(reports, key=lambda r: r["speedup"])
+    line = next(x for x in result.stderr.splitlines() if x.startswith("batch 1: run k="))
+    assert line.startswith(f"batch 1: run k={best['k']} ({best['speedup']:.2f}x measured, best of k=2, 4)")
+    assert "from the acceptance per position and the measured round costs k=" in line
+
+
+def test_several_chain_lengths_against_a_server_are_refused() -> None:
+    result = runner.invoke(app, ["eval-accept", "--prompts", "nothing.jsonl", "--server", "http://127.0.0.1:9",
+                                 "--steps", "2", "--steps", "4"])
+    assert result.exit_code != 0 and "pass one --steps" in result.output
