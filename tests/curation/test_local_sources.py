@@ -47,7 +47,7 @@ def _traffic_rows() -> list[dict[str, object]]:
          "status": 200},
         {"request": {"body": _body(f"Rotate AWS access key {SECRETS[3]} with boto3 and explain each call.")}},
         {"request": {"prompt": f"complete this: Authorization: Bearer {SECRETS[4]}"}},  # not a chat request
-        _body(f"   ", system=f"token holder {SECRETS[6]}"),  # empty user turn: dropped, drop file scrubbed
+        _body("   ", system=f"token holder {SECRETS[6]}"),  # empty user turn: dropped, drop file scrubbed
         _body(f"{EVAL_QUESTION} Reply with a number only. My mail: {SECRETS[5]}"),  # contaminated
         _body("Give me three tips for naming variables in a large Python codebase, with one example each."),
     ]
