@@ -35,6 +35,7 @@ class Pattern:
     group: str | None = None
     min_entropy: float | None = None
     needs_digit: bool = False
+    hints: tuple[str, ...] = ()  # lower-case substrings one of which must occur for the regex to be tried
 
     def accepts(self, value: str) -> bool:
         """True when a matched value passes this pattern's shape checks (entropy, a digit)."""
@@ -61,7 +62,7 @@ def patterns() -> tuple[Pattern, ...]:
     data = json.loads(_raw_patterns())
     return tuple(
         Pattern(p["kind"], re.compile(p["regex"]), p["placeholder"], p.get("group"), p.get("min_entropy"),
-                bool(p.get("needs_digit", False)))
+                bool(p.get("needs_digit", False)), tuple(p.get("hints", ())))
         for p in data["patterns"]
     )
 
@@ -73,7 +74,10 @@ def patterns_version() -> str:
 
 def scrub_text(text: str, counts: Counter[str] | None = None) -> str:
     """Return `text` with every PII match replaced by its placeholder; add the matches per kind to `counts`."""
+    lowered = text.lower()
     for pattern in patterns():
+        if pattern.hints and not any(h in lowered for h in pattern.hints):
+            continue
 
         def replace(match: re.Match[str], pattern: Pattern = pattern) -> str:
             span = match.group(pattern.group) if pattern.group else match.group(0)
