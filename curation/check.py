@@ -24,7 +24,8 @@ HubSize = Callable[[str, str | None], tuple[int, int]]  # (hub id, revision) -> 
 
 @dataclass(frozen=True)
 class Resolution:
-    """Where one manifest source or eval set resolves: `mirror`, `hub`, `local` or `missing`."""
+    """Where one manifest source or eval set resolves: `mirror`, `hub`, `local` (a Hub-like folder), `file` (a
+    target-written or traffic source beside the manifest) or `missing`."""
 
     name: str
     kind: str  # "source" or "eval"
@@ -56,7 +57,8 @@ def _resolve(
     except SourceLoadError as exc:
         return Resolution(name, kind, "missing", detail=str(exc))
     if plan.files:
-        return Resolution(name, kind, "mirror", len(plan.files), sum(f.stat().st_size for f in plan.files))
+        where = "file" if isinstance(spec, Source) and spec.local else "mirror"
+        return Resolution(name, kind, where, len(plan.files), sum(f.stat().st_size for f in plan.files))
     if ctx.hub_root is not None:
         return Resolution(name, kind, "local", detail=str(plan.hub_path))
     try:

@@ -3,15 +3,19 @@
 A manifest lists the approved training sources with everything needed to load exactly the same rows again
 (pinned revision, config, split, files for a local mirror, field mapping, format), the eval sets to
 decontaminate against, the per-category budget, and the target model/tokenizer the data is meant for.
-Unknown fields are rejected so a typo never silently changes a run.
+Unknown fields are rejected so a typo never silently changes a run. Besides datasets (`kind: "dataset"`, the
+default), a source may be a local file the team has: prompts the target wrote itself (`kind: "target-written"`,
+`datahunt write-prompts`) or the team's own chat traffic (`kind: "traffic"`, scrubbed of PII on load); its
+`path` is relative to the manifest file's folder and must stay inside it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -20,6 +24,9 @@ from curation.cleaning import CleaningConfig
 from curation.errors import CurationError
 
 SCHEMA_VERSION: Literal[1] = 1
+SourceKind = Literal["dataset", "target-written", "traffic"]
+LOCAL_KINDS: frozenset[str] = frozenset({"target-written", "traffic"})
+LOCAL_FORMATS = {"target-written": "openai_messages", "traffic": "traffic_request"}
 
 
 class ManifestError(CurationError, ValueError):
@@ -56,8 +63,11 @@ class Budget(_Strict):
 
 
 class Source(_Strict):
-    """One dataset (or one config/file set of it) to load."""
+    """One dataset (or one config/file set of it) to load, or one local file of target-written prompts or traffic."""
 
+    kind: SourceKind = Field(default="dataset", description="dataset, target-written (prompts) or traffic (requests).")
+    path: str | None = Field(
+        default=None, description="Local kinds: a JSONL/Parquet file or folder, relative to the manifest's folder.")
     hub_id: str
     revision: str | None = Field(default=None, description="Pinned commit sha on the Hub.")
     config: str | None = None
@@ -73,10 +83,41 @@ class Source(_Strict):
     max_rows: int | None = Field(default=None, gt=0)
     streaming: bool | None = Field(default=None, description="Stream rows; None streams files over 512 MiB.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _local_name(cls, data: Any) -> Any:
+        """A local source without a `hub_id` is named `<kind>/<file name>` (its key in reports)."""
+        if isinstance(data, dict) and data.get("kind") in LOCAL_KINDS and not data.get("hub_id") and data.get("path"):
+            stem = re.sub(r"[^A-Za-z0-9_]+", "_", Path(str(data["path"])).name.split(".")[0]).strip("_") or "data"
+            data = {**data, "hub_id": f"{data['kind']}/{stem}"}
+        return data
+
     @field_validator("hub_id")
     @classmethod
     def _valid_hub_id(cls, value: str) -> str:
         return parse_hub_id(value)
+
+    @model_validator(mode="after")
+    def _local_fields(self) -> Source:
+        if self.kind == "dataset":
+            if self.path is not None:
+                raise ValueError("`path` is for target-written and traffic sources; a dataset uses data_files")
+            return self
+        if not self.path:
+            raise ValueError(f"a {self.kind} source needs `path` (a file or folder beside the manifest)")
+        if self.data_files:
+            raise ValueError(f"a {self.kind} source reads `path`, not data_files")
+        expected = LOCAL_FORMATS[self.kind]
+        if self.kind == "traffic" and self.format not in (None, expected):
+            raise ValueError(f"a traffic source is read as {expected!r} (request bodies), not {self.format!r}")
+        if self.format is None:
+            self.format = expected
+        return self
+
+    @property
+    def local(self) -> bool:
+        """True for a target-written or traffic source (read from `path`, never from the Hub or the mirror)."""
+        return self.kind in LOCAL_KINDS
 
     @property
     def key(self) -> str:
@@ -112,10 +153,14 @@ class Manifest(_Strict):
 
     @model_validator(mode="after")
     def _unique_sources(self) -> Manifest:
-        keys = [s.key + "|" + ",".join(s.data_files) for s in self.sources]
+        keys = [s.key + "|" + ",".join(s.data_files) + "|" + (s.path or "") for s in self.sources]
         dupes = {k for k in keys if keys.count(k) > 1}
         if dupes:
             raise ValueError(f"duplicate sources: {sorted(dupes)}")
+        names = [s.key for s in self.sources if s.local]
+        clash = sorted({k for k in names if names.count(k) > 1})
+        if clash:
+            raise ValueError(f"local sources share the name {clash}: give each its own hub_id (owner/name)")
         return self
 
 

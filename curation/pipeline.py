@@ -86,9 +86,11 @@ def make_context(
     hub_probe: Callable[[], str | None] | None = None,
     *,
     settings: Settings,
+    sources_root: Path | None = None,
 ) -> LoadContext:
     """Return the run's load context: mirror, offline mode, caches under `out_dir`, token counter, Hub probe;
-    `settings` (the caller's) give the mirror default, offline mode, the cache folder and the Hub token."""
+    `settings` (the caller's) give the mirror default, offline mode, the cache folder and the Hub token;
+    `sources_root` is the manifest file's folder, where target-written and traffic sources are read."""
     mirror_dir = mirror_of(manifest, mirror, settings)
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
     entries: list[dict[str, Any]] = []
@@ -105,6 +107,7 @@ def make_context(
         token=settings.hf_token.get_secret_value() if settings.hf_token else None,
         hub_root=hub_root,
         hub_probe=hub_probe,
+        local_root=Path(sources_root) if sources_root is not None else None,
     )
     # A Hub tokenizer id while the Hub does not answer its probe: as offline, instead of download retries.
     hub_tokenizer = bool(tokenizer) and not Path(str(tokenizer)).is_dir()
@@ -191,16 +194,18 @@ def curate(
     hub_root: Path | None = None,
     hub_probe: Callable[[], str | None] | None = None,
     on_source: Callable[[int, int, str], None] | None = None,
+    sources_root: Path | None = None,
 ) -> CurateResult:
     """Curate the manifest's sources into `out_dir`; return the report (also written as report.json).
 
     `hub_probe` answers None when the Hub is reachable, else why not; it is asked once, and only when a
     source or eval set is missing from the mirror, which then fails at once instead of retrying the Hub.
     `on_source(done, total, key)` is called before each source is staged and once at the end (a progress bar).
+    `sources_root` (the manifest file's folder) is where target-written and traffic sources' paths lead.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = make_context(manifest, out_dir, mirror, hub_root, hub_probe, settings=settings)
+    ctx = make_context(manifest, out_dir, mirror, hub_root, hub_probe, settings=settings, sources_root=sources_root)
     seed = manifest.budget.seed if seed is None else seed
     plan = plan_run(manifest, ctx)
     staged: list[StagedSource] = []
@@ -333,6 +338,8 @@ def _report(
             decontaminated=0,
             selected=mixed.per_source.get(s.key, 0),
             slug=slug(source),
+            kind=source.kind,
+            scrubbed=dict(sorted(s.scrubbed.items())),
         )
     for row in [d for d, _ in dedup.exact] + [d for d, _, _ in dedup.near]:
         per_source[row.source_key].duplicates += 1

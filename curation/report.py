@@ -24,6 +24,8 @@ class SourceReport(BaseModel):
     decontaminated: int
     selected: int
     slug: str
+    kind: str = Field(default="dataset", description="dataset, target-written or traffic")
+    scrubbed: dict[str, int] = Field(default_factory=dict, description="traffic: PII replaced by placeholders, by kind")
 
 
 class CategoryReport(BaseModel):

@@ -23,9 +23,11 @@ from curation.adapters import adapt, resolve_format
 from curation.atomic_files import read_own, remove_file
 from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
 from curation.conversation import Drop, Row
-from curation.loading import INVALID_UTF8, SourceLoadError, iter_records, plan_load
+from curation.loading import INVALID_UTF8, LoadPlan, SourceLoadError, plan_load
+from curation.local_sources import local_files, prepare_record, source_records
 from curation.manifest import EvalSet, Source
 from curation.manifest_plan import SourcePlan
+from curation.pii import patterns_version
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes
 
 logger = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ class LoadContext:
     hub_root: Path | None = None
     mirror_entries: list[dict[str, Any]] = field(default_factory=list)
     hub_probe: Callable[[], str | None] | None = None  # None when the Hub answers, else why not; asked once
+    local_root: Path | None = None  # the manifest's folder: where target-written and traffic sources are read
     _hub_answer: list[str | None] = field(default_factory=list, repr=False)
 
     def hub_problem(self) -> str | None:
@@ -64,6 +67,8 @@ class LoadContext:
         answer), or None when it is in the mirror or the Hub may serve it."""
         if (files and self.mirror) or self.hub_root is not None or spec.hub_id is None:
             return None
+        if isinstance(spec, Source) and spec.local:
+            return None
         if self.offline:
             return "not in the mirror, and the run is offline"
         problem = self.hub_problem()
@@ -74,7 +79,10 @@ class LoadContext:
 
         `files` are the entry's data files as the run's `curation.manifest_plan` resolved them.
         Raises SourceLoadError at once for a dataset the mirror lacks while the Hub cannot be reached.
+        A target-written or traffic source is planned from its own `path` under the manifest's folder.
         """
+        if isinstance(spec, Source) and spec.local:
+            return LoadPlan(files=tuple(local_files(self.local_root, str(spec.path))))
         needs_hub = not (files and self.mirror) and self.hub_root is None and spec.hub_id is not None
         if needs_hub and not self.offline:
             problem = self.hub_problem()
@@ -105,6 +113,7 @@ class StagedSource:
     error: str | None = None
     stage_hash: str = ""
     reused: bool = False
+    scrubbed: dict[str, int] = field(default_factory=dict)  # traffic: PII replaced, by kind
 
 
 def slug(source: Source) -> str:
@@ -127,7 +136,15 @@ def _fingerprint(files: list[Path]) -> list[list[Any]]:
 def stage_hash(source: Source, names: list[str], ctx: LoadContext) -> str:
     """Return the key of a source's staging (`names`: its resolved data files): what it depends on, hashed."""
     files = [ctx.mirror / f for f in names] if ctx.mirror else []
-    payload = {
+    extra: dict[str, Any] = {}
+    if source.local:  # its own files, and for traffic the PII patterns it was scrubbed with
+        try:
+            files = local_files(ctx.local_root, str(source.path))
+        except SourceLoadError:
+            files = []
+        names = [str(f) for f in files]
+        extra = {"pii": patterns_version()} if source.kind == "traffic" else {}
+    payload = {**extra,
         "source": source.model_dump(mode="json"),
         "files": [names, _fingerprint(files)],
         "mirror": bool(ctx.mirror),
@@ -172,6 +189,7 @@ def _reuse(source: Source, order: int, ctx: LoadContext, key: str) -> StagedSour
         error=meta["error"],
         stage_hash=key,
         reused=True,
+        scrubbed=meta.get("scrubbed", {}),
     )
 
 
@@ -215,14 +233,17 @@ def _rows(planned: SourcePlan, ctx: LoadContext, staged: StagedSource, on_drop: 
     source, order = planned.source, planned.order
     plan = ctx.plan_for(source, files=planned.files, streaming=source.streaming)
     fmt: str | None = None
-    for index, record in enumerate(iter_records(plan, cache_dir=ctx.cache_dir, token=ctx.token)):
+    for index, raw in enumerate(source_records(source, plan, cache_dir=ctx.cache_dir, token=ctx.token)):
         if source.max_rows is not None and index >= source.max_rows:
             break
         staged.rows_in += 1
         row = Row(source.key, index, [], str(source.category), source.target_native, order)
-        if INVALID_UTF8 in record:
-            _count(staged, on_drop, row, Drop("invalid_utf8", str(record[INVALID_UTF8])))
+        if INVALID_UTF8 in raw:
+            _count(staged, on_drop, row, Drop("invalid_utf8", str(raw[INVALID_UTF8])))
             continue
+        record, scrubbed = prepare_record(source, raw)
+        for kind, n in scrubbed.items():
+            staged.scrubbed[kind] = staged.scrubbed.get(kind, 0) + n
         if fmt is None:
             fmt = resolve_format(record.keys(), source.format, source.field_mapping, source.key)
             staged.format = fmt
@@ -269,5 +290,6 @@ def _save(source: Source, ctx: LoadContext, staged: StagedSource, dropped: list[
         "drops": staged.drops,
         "format": staged.format,
         "error": staged.error,
+        "scrubbed": dict(sorted(staged.scrubbed.items())),
     }
     atomic_write_json(ctx.work_dir / f"{name}.json", meta, root=root)

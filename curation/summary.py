@@ -46,6 +46,21 @@ def _decontamination_lines(report: CurationReport) -> list[str]:
     return lines
 
 
+def _local_source_lines(report: CurationReport) -> list[str]:
+    """Return the section on target-written and traffic sources (none when the manifest has only datasets)."""
+    local = {key: src for key, src in report.per_source.items() if src.kind != "dataset"}
+    if not local:
+        return []
+    lines = ["", "## Target-written and traffic sources", "",
+             "| source | kind | rows in | selected | PII scrubbed |", "|---|---|---:|---:|---|"]
+    for key, src in local.items():
+        scrubbed = ", ".join(f"{kind} {n}" for kind, n in src.scrubbed.items()) or "–"
+        if src.kind != "traffic":
+            scrubbed = "not scrubbed (target-written)"
+        lines.append(f"| {key} | {src.kind} | {src.rows_in} | {src.selected} | {scrubbed} |")
+    return lines
+
+
 def render_summary(report: CurationReport, tokens_regen: list[int], tokens_native: list[int]) -> str:
     """Return summary.md's text."""
     lines = ["# Curation summary", ""]
@@ -92,6 +107,7 @@ def render_summary(report: CurationReport, tokens_regen: list[int], tokens_nativ
             f"| {key} | {src.rows_in} | {sum(src.drops.values())} | {src.duplicates} | "
             f"{src.decontaminated} | {src.selected} | {status} |"
         )
+    lines += _local_source_lines(report)
     lines += ["", *_decontamination_lines(report)]
     for title, counts in (("needs_regeneration (prompt)", tokens_regen), ("target_native", tokens_native)):
         lines += ["", f"## Token histogram: {title} ({report.token_counter})", "", "```"]

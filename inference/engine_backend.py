@@ -94,9 +94,20 @@ class LocalEngineBackend:
     async def generate_turn(self, client: Any, endpoint: str, history: list[dict[str, str]], sampling: Sampling
                             ) -> TurnResult:
         """Hand this turn to the engine thread and wait for its answer (client and endpoint are unused)."""
-        from inference.continuous import Request
+        return await self.generate_ids(client, endpoint, self.render_ids(history), sampling)
 
-        ids = self.render_ids(history)
+    async def generate_ids(self, client: Any, endpoint: str, ids: list[int], sampling: Sampling, *,
+                           stop: tuple[str, ...] = ()) -> TurnResult:
+        """Continue the raw prompt `ids` (no template applied) until an end-of-turn id (`stop_ids`, plus each
+        `stop` marker that is one token, when the engine has not started yet)."""
+        from inference.continuous import Request
+        from inference.local_backend import marker_ids
+
+        if self._thread is None:
+            self.stop_ids = self.stop_ids | marker_ids(self.tokenizer, stop)
+
+        if len(ids) > self.max_prompt_tokens:
+            raise RowError(f"prompt of {len(ids)} tokens exceeds the local backend's {self.max_prompt_tokens}")
         self._start(sampling)
         if sampling.max_tokens != self._max_tokens:
             raise RowError(f"this engine was sized for max_tokens={self._max_tokens}, not {sampling.max_tokens}")

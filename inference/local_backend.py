@@ -138,7 +138,15 @@ class LocalTransformersBackend:
     async def generate_turn(self, client: Any, endpoint: str, history: list[dict[str, str]], sampling: Sampling
                             ) -> TurnResult:
         """Queue this turn for the next batch and wait for its answer (client and endpoint are unused)."""
-        ids = self.render_ids(history)
+        return await self.generate_ids(client, endpoint, self.render_ids(history), sampling)
+
+    async def generate_ids(self, client: Any, endpoint: str, ids: list[int], sampling: Sampling, *,
+                           stop: tuple[str, ...] = ()) -> TurnResult:
+        """Continue the raw prompt `ids` (no template applied) until an end-of-turn id: the model's, plus each
+        `stop` marker that is one token of the vocabulary."""
+        self._stop_ids |= marker_ids(self.tokenizer, stop)
+        if len(ids) > self.max_prompt_tokens:
+            raise RowError(f"prompt of {len(ids)} tokens exceeds the local backend's {self.max_prompt_tokens}")
         if self._queue is None or self._task is None or self._task.done():
             self._queue = asyncio.Queue()
             self._task = asyncio.create_task(self._batcher(self._queue))
@@ -213,6 +221,12 @@ class LocalTransformersBackend:
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
             results.append((text, len(tokens) + (stop is not None), finish))
         return results
+
+
+def marker_ids(tokenizer: Any, markers: tuple[str, ...]) -> set[int]:
+    """Return the ids of the `markers` that are single tokens of the tokenizer's vocabulary."""
+    vocab = tokenizer.get_vocab()
+    return {int(vocab[m]) for m in markers if m in vocab}
 
 
 def _stop_ids(model: Any, tokenizer: Any) -> set[int]:

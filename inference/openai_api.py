@@ -1,5 +1,8 @@
 """The OpenAI-compatible backend: `POST /v1/chat/completions`, chat template applied by the server.
 
+Raw continuations (`generate_ids`, the prompt writer's) go to `POST /v1/completions` with the prompt as token
+ids, which SGLang, vLLM and llama.cpp's `llama-server` accept, so no server adds a second BOS to a rendered prefix.
+
 Works with SGLang, vLLM and llama.cpp's `llama-server`. Tokens come from `usage`; a reasoning model's
 thinking from `message.reasoning_content` (SGLang/vLLM with a reasoning parser) or from `<think>` markers
 left in the content. `--reasoning disable` sends `chat_template_kwargs.enable_thinking = false`.
@@ -15,6 +18,7 @@ import aiohttp
 from inference.generation import Reasoning, RowError, Sampling, TurnResult, post_json, split_thinking
 
 CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
 
 
 def api_base(endpoint: str) -> str:
@@ -56,6 +60,35 @@ class OpenAIChatBackend:
         body = await post_json(client, api_base(endpoint) + CHAT_PATH, self.payload(history, sampling))
         latency = time.monotonic() - started
         return parse_chat_completion(body, latency)
+
+
+    async def generate_ids(self, client: aiohttp.ClientSession, endpoint: str, ids: list[int], sampling: Sampling,
+                           *, stop: tuple[str, ...] = ()) -> TurnResult:
+        """Continue the raw prompt `ids` through `/v1/completions`, stopping at `stop` or the model's end of turn."""
+        body: dict[str, Any] = {"model": self.model or "default", "prompt": ids, "temperature": sampling.temperature,
+                                "top_p": sampling.top_p, "max_tokens": sampling.max_tokens, "stream": False}
+        if stop:
+            body["stop"] = list(stop)
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        started = time.monotonic()
+        answer = await post_json(client, api_base(endpoint) + COMPLETIONS_PATH, body)
+        return parse_completion(answer, time.monotonic() - started)
+
+
+def parse_completion(body: dict[str, Any], latency_s: float) -> TurnResult:
+    """Return the TurnResult of a `/v1/completions` answer (`choices[0].text`); raise RowError when malformed."""
+    try:
+        choice = body["choices"][0]
+        text = choice["text"]
+    except (KeyError, IndexError, TypeError):
+        raise RowError(f"malformed completion: no choices[0].text in {str(body)[:200]}") from None
+    if not isinstance(text, str):
+        raise RowError("malformed completion: choices[0].text is not text")
+    usage = body.get("usage") or {}
+    return TurnResult(content=text, reasoning=None, finish_reason=choice.get("finish_reason"),
+                      prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+                      latency_s=latency_s, model=body.get("model"))
 
 
 def parse_chat_completion(body: dict[str, Any], latency_s: float) -> TurnResult:

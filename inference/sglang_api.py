@@ -79,6 +79,23 @@ class SGLangNativeBackend:
         return result
 
 
+    async def generate_ids(self, client: aiohttp.ClientSession, endpoint: str, ids: list[int], sampling: Sampling,
+                           *, stop: tuple[str, ...] = ()) -> TurnResult:
+        """Continue the raw prompt `ids` (no template applied), stopping at `stop` or the model's end of turn."""
+        params: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "temperature": sampling.temperature,
+                                  "top_p": sampling.top_p}
+        if stop:
+            params["stop"] = list(stop)
+        if sampling.seed is not None:
+            params["sampling_seed"] = sampling.seed
+        started = time.monotonic()
+        body = await post_json(client, endpoint.rstrip("/") + GENERATE_PATH,
+                               {"input_ids": ids, "sampling_params": params, "stream": False})
+        result = parse_generate(body, time.monotonic() - started)
+        result.model = self.model
+        return result
+
+
 def parse_generate(body: dict[str, Any], latency_s: float) -> TurnResult:
     """Return the TurnResult of a `/generate` answer; raise RowError when malformed, RetryableError on abort."""
     text = body.get("text")

@@ -57,3 +57,10 @@ def render_prompt(name: str, **values: object) -> str:
     if missing or unused:
         raise PromptError(f"prompt {name!r}: missing values {sorted(missing)}, unused values {sorted(unused)}")
     return _ENV.from_string(load_prompt(name)).render(**values)
+
+
+def seed_topics(category: str) -> list[str]:
+    """Return the seed topic lines of a category (`seed_topics/<category>.md`, the `- …` items under `## Topics`)."""
+    text = load_prompt(f"seed_topics/{category}")
+    section = text.split("## Topics", 1)[1] if "## Topics" in text else ""
+    return [line[2:].strip() for line in section.splitlines() if line.startswith("- ") and line[2:].strip()]

@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.curate",
     "server.commands.target",
     "server.commands.regen",
+    "server.commands.write_prompts",
     "server.commands.serve",
     "server.commands.train",
     "server.commands.engines",

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from curation.adapters import agents, chat, code
+from curation.adapters import agents, chat, code, traffic
 from curation.conversation import Drop, Message
 from curation.errors import CurationError
 
@@ -36,6 +36,7 @@ ADAPTERS: dict[str, Adapter] = {
     "toolbench_answer": agents.toolbench_answer,
     "toolbench_query": agents.toolbench_query,
     "bfcl": agents.bfcl,
+    "traffic_request": traffic.traffic_request,  # chosen by a manifest `kind: traffic` source, never detected
 }
 
 # (adapter, columns that must all be present), checked in order: the more specific shapes first.

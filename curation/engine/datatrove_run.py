@@ -186,12 +186,13 @@ def curate_datatrove(
     hub_root: Path | None = None,
     workers: int | None = None,
     progress: Progress | None = None,
+    sources_root: Path | None = None,
 ) -> CurateResult:
     """Curate the manifest into `out_dir` with datatrove; the same outputs and report as `curation.pipeline.curate`."""
     say = progress or (lambda line: logger.info("%s", line))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = make_context(manifest, out_dir, mirror, hub_root, settings=settings)
+    ctx = make_context(manifest, out_dir, mirror, hub_root, settings=settings, sources_root=sources_root)
     seed = manifest.budget.seed if seed is None else seed
     workers = workers or os.cpu_count() or 1
     load = plan_run(manifest, ctx)
@@ -249,6 +250,7 @@ def _finish(plan: EnginePlan, out_dir: Path, near: Any, available: dict[str, int
             "duplicates": duplicates[order],
             "decontaminated": contaminated[order],
             "selected": chosen,
+            "scrubbed": sum((Counter(m.get("scrubbed", {})) for m in metas), Counter()),
         })
     counts = {
         "rows_out": len(tokens["original"]),

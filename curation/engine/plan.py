@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from curation.loading import SourceLoadError
+from curation.local_sources import local_files
 from curation.manifest import Manifest, Source
 from curation.manifest_plan import ManifestPlan, SourcePlan
 from curation.staging import LoadContext
@@ -88,6 +90,11 @@ class EnginePlan:
 
 def source_size(planned: SourcePlan, ctx: LoadContext) -> int:
     """Return the bytes of a source's local files (0 when it is read from the Hub or its files are missing)."""
+    if planned.source.local:
+        try:
+            return sum(f.stat().st_size for f in local_files(ctx.local_root, str(planned.source.path)))
+        except SourceLoadError:
+            return 0
     if ctx.mirror is None:
         return 0
     return sum((ctx.mirror / n).stat().st_size for n in planned.files if (ctx.mirror / n).is_file())

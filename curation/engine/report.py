@@ -68,6 +68,8 @@ def build_report(
             decontaminated=s["decontaminated"],
             selected=s["selected"],
             slug=slug(source),
+            kind=source.kind,
+            scrubbed=dict(sorted(s.get("scrubbed", {}).items())),
         )
     categories = category_reports(mix)
     rows_in = sum(s["rows_in"] for s in sources)

@@ -27,7 +27,8 @@ from curation.conversation import Drop, Row, assistant_chars, prompt_text
 from curation.dedup import BANDS, band_keys, shingles, signatures
 from curation.engine.keys import BAND, EXACT, append, hash_words, make_ref
 from curation.engine.plan import EnginePlan, Shard
-from curation.loading import INVALID_UTF8, iter_records
+from curation.loading import INVALID_UTF8
+from curation.local_sources import prepare_record, source_records
 from curation.shards import atomic_write_json
 from curation.staging import sample_id
 from curation.textkeys import content_hash, normalise, word_hashes
@@ -130,7 +131,7 @@ def stage_shard(plan: EnginePlan, shard: Shard) -> dict[str, Any]:
     source = plan.source(shard)
     ctx = plan.ctx
     meta: dict[str, Any] = {"rows_in": 0, "read": 0, "drops": Counter(), "format": None, "error": None,
-                            "failed_row": None, "kept": 0}
+                            "failed_row": None, "kept": 0, "scrubbed": Counter()}
     dropped_path = plan.path("dropped", shard.name + ".jsonl")
     writer = _Writer(plan, shard)
     with dropped_path.open("w", encoding="utf-8", errors="surrogatepass") as dropped:
@@ -153,6 +154,7 @@ def stage_shard(plan: EnginePlan, shard: Shard) -> dict[str, Any]:
     writer.close(failed=meta["error"] is not None)
     meta["kept"] = writer.kept
     meta["drops"] = dict(sorted(meta["drops"].items()))
+    meta["scrubbed"] = dict(sorted(meta["scrubbed"].items()))
     atomic_write_json(plan.path("meta", shard.name + ".json"), meta)
     return meta
 
@@ -162,7 +164,7 @@ def _rows(plan: EnginePlan, shard: Shard, meta: dict[str, Any], on_drop: Any) ->
     ctx = plan.ctx
     load = ctx.plan_for(source, files=plan.files(shard), streaming=source.streaming)
     fmt: str | None = None
-    for index, record in enumerate(iter_records(load, cache_dir=ctx.cache_dir, token=ctx.token)):
+    for index, raw in enumerate(source_records(source, load, cache_dir=ctx.cache_dir, token=ctx.token)):
         if source.max_rows is not None and index >= source.max_rows:
             break
         mine = index % shard.parts == shard.part
@@ -170,10 +172,15 @@ def _rows(plan: EnginePlan, shard: Shard, meta: dict[str, Any], on_drop: Any) ->
         if mine:
             meta["rows_in"] += 1
         row = Row(source.key, index, [], str(source.category), source.target_native, shard.order)
-        if INVALID_UTF8 in record:
+        if INVALID_UTF8 in raw:
             if mine:
-                on_drop(row, Drop("invalid_utf8", str(record[INVALID_UTF8])))
+                on_drop(row, Drop("invalid_utf8", str(raw[INVALID_UTF8])))
             continue
+        if fmt is not None and not mine:
+            continue
+        record, scrubbed = prepare_record(source, raw)  # traffic: scrubbed before any step sees it
+        if mine:
+            meta["scrubbed"].update(scrubbed)
         if fmt is None:
             fmt = resolve_format(record.keys(), source.format, source.field_mapping, source.key)
             meta["format"] = fmt

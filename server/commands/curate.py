@@ -115,12 +115,13 @@ def curate(
         if engine == "local":
             with _load_bar() as on_source:
                 result = run_curation(
-                    loaded, out, settings=get_settings(), seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem, on_source=on_source
+                    loaded, out, settings=get_settings(), seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem, on_source=on_source,
+                    sources_root=manifest.resolve().parent,
                 )
         else:
             result = curate_on(
                 engine, loaded, out, settings=get_settings(), seed=seed, jsonl=jsonl, mirror=mirror, workers=workers,
-                progress=lambda line: typer.echo(f"[{engine}] {line}", err=True),
+                progress=lambda line: typer.echo(f"[{engine}] {line}", err=True), sources_root=manifest.resolve().parent,
             )
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
     except (CurationError, OSError) as exc:
@@ -205,7 +206,9 @@ def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> Non
     except (CurationError, OSError) as exc:
         _fail(str(exc))
         return
-    found = check_manifest(loaded, make_context(loaded, out, mirror, None, hub_problem, settings=get_settings()))
+    ctx = make_context(loaded, out, mirror, None, hub_problem, settings=get_settings(),
+                       sources_root=manifest.resolve().parent)
+    found = check_manifest(loaded, ctx)
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(r) for r in found], indent=1))
     else:

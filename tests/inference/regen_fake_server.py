@@ -11,6 +11,9 @@ so `prompt_tokens` and the decoded prompt show a doubled BOS), and with `counter
 speculative counters off all but every N-th answer (0: off every answer), as SGLang does on answers that
 verified nothing. `info` overrides server-info fields (another draft path, deterministic inference). Every
 POST body is logged in `bodies`, every path counted in `requests`.
+`/v1/completions` answers a raw prompt (token ids decoded with `tokenizer`) in the `text_completion` shape of
+`openai/completions.json` (modelled on llama.cpp's answer, not recorded live); a prompt ending in an open user
+turn (`<|user|>` after the last `<|end|>`, what the prompt writer sends) gets a user-style message, on `/generate` too.
 `stop()` closes the listener and aborts every open connection, like a server that dies. `write_samples` writes
 curated input rows for the tests.
 """
@@ -195,6 +198,8 @@ class FakeServer:
             return True
         if path == "/v1/chat/completions":
             data = self._chat(body)
+        elif path == "/v1/completions":
+            data = self._completion(body)
         elif path == "/generate":
             data = self._generate(body, prompt)
         else:
@@ -254,12 +259,31 @@ class FakeServer:
                          "completion_tokens": words, "total_tokens": words}
         return data
 
+    @staticmethod
+    def user_turn_for(prompt: str) -> str | None:
+        """The message the fake writes when `prompt` ends inside an open user turn, else None."""
+        opened, closed = prompt.rfind("<|user|>"), prompt.rfind("<|end|>")
+        if opened < 0 or opened < closed:
+            return None
+        return f"Please help me with this task: {prompt[opened + len('<|user|>'):].strip()} thanks"
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        ids = body["prompt"]
+        prompt = str(self.tokenizer.decode(ids, skip_special_tokens=False)) if self.tokenizer else json.dumps(ids)
+        data = copy.deepcopy(_recorded("openai/completions.json"))
+        text = self.user_turn_for(prompt) or self.answer_for(prompt)
+        data["choices"][0]["text"] = text
+        data["model"] = self.model
+        data["usage"] = {"prompt_tokens": len(ids), "completion_tokens": len(text.split()),
+                         "total_tokens": len(ids) + len(text.split())}
+        return data
+
     def _generate(self, body: dict[str, Any], prompt: str) -> dict[str, Any]:
         users = re.findall(r"<\|user\|>(.*?)<\|end\|>", prompt, re.DOTALL)
         question = users[-1] if users else prompt
         data = copy.deepcopy(_recorded("sglang/generate.json"))
         think = f"<think>{self.reasoning}</think>\n" if self.reasoning and "NOTHINK" not in prompt else ""
-        data["text"] = think + self.answer_for(question)
+        data["text"] = think + (self.user_turn_for(prompt) or self.answer_for(question))
         meta = data["meta_info"]
         meta["completion_tokens"] = len(data["text"].split())
         if self.prompt_ids:
