@@ -123,6 +123,24 @@ def test_review_controls_stay_in_the_window(chromium: Any, server_url: tuple[str
         page.close()
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_dataset_page_fits_the_window(chromium: Any, server_url: tuple[str, Engine], width: int) -> None:
+    from playwright.sync_api import expect
+
+    page = chromium.new_page(viewport={"width": width, "height": HEIGHT})
+    try:
+        page.goto(f"{server_url[0]}/datasets/{hub_id(1)}")
+        expect(page.locator("#verdicts tbody tr").first).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width  # long reasons wrap
+        expect(page.locator("#entry button.approve")).to_be_in_viewport()
+        history = page.locator("#verdict-history")
+        expect(history.locator("table")).to_be_hidden()  # earlier campaigns folded away
+        history.locator("summary").click()
+        expect(history.locator("table")).to_be_visible()
+    finally:
+        page.close()
+
+
 def test_bulk_approve_changes_the_counts_without_a_reload(chromium: Any, server_url: tuple[str, Engine]) -> None:
     from playwright.sync_api import expect
 
