@@ -162,6 +162,8 @@ _HUB_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 HUB_ID_PATTERN = re.compile(rf"^{_HUB_PART}/{_HUB_PART}$")
 # The rules for one part (owner or name) as one regular expression Python and JSON Schema both read.
 HUB_PART_SCHEMA_PATTERN = rf"^(?!.*--)(?!.*\.\.)(?!.*\n){_HUB_PART}$"
+# A whole `owner/name` id by the same rules, for ids sent in a request body.
+HUB_ID_SCHEMA_PATTERN = rf"^(?!.*--)(?!.*\.\.)(?!.*\n){_HUB_PART}/{_HUB_PART}$"
 
 
 class MalformedHubIdError(ValueError):

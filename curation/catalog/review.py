@@ -3,7 +3,8 @@
 PostgreSQL serialises reviews of one entry with `SELECT … FOR UPDATE`; SQLite with the write lock a session
 takes at `BEGIN IMMEDIATE`. On top, the write is conditional on the entry's version, and a review that lost a
 race (or met a busy SQLite database in a transaction it owns) is rolled back and retried. Every call writes
-exactly one audit row; repeating a decision keeps the entry as it is. Callers use `curation.catalog.store`.
+exactly one audit row; repeating a decision keeps the entry as it is. `review_entries` decides many entries in
+one transaction, all or none. Callers use `curation.catalog.store`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from collections.abc import Sequence
 
 from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
@@ -70,6 +72,45 @@ def review_entry(
             logger.debug("review of %s lost a race (attempt %d), retrying", hub_id, attempt)
             time.sleep(0.01 * attempt)
     raise ConcurrentUpdateError(f"{hub_id!r} kept changing during {REVIEW_ATTEMPTS} review attempts; retry it")
+
+
+BULK_NAMED = 5  # ids an error about many entries names before "and N more"
+
+
+def review_entries(
+    session: Session, *, hub_ids: Sequence[str], approve: bool, reviewer: str, note: str | None = None,
+    override: bool = False,
+) -> list[CatalogEntry]:
+    """Approve or reject every entry of `hub_ids` as `reviewer` in the session's transaction; return them in
+    Hub-id order.
+
+    All or none: before anything changes, an unknown id raises EntryNotFoundError and (approving, without
+    `override`) any entry the verifier rejected raises OverrideRequiredError, each naming every such id. Then
+    each entry is reviewed as `review_entry` would, one audit row each; taking the row locks in Hub-id order
+    keeps two concurrent bulk reviews from deadlocking on PostgreSQL.
+    """
+    checked(reviewer, "reviewer")
+    checked_optional(note, "note")
+    unique = sorted({checked(h, "Hub id").strip() for h in hub_ids})
+    if session.get_bind().dialect.name == "sqlite" and not session.in_transaction():
+        session.connection(execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"})  # read and write under one lock
+    found = {e.hub_id: e for e in session.exec(select(CatalogEntry).where(col(CatalogEntry.hub_id).in_(unique)))}
+    missing = [h for h in unique if h not in found]
+    if missing:
+        raise EntryNotFoundError(f"no catalog entry for {_named(missing)}; nothing was reviewed")
+    if approve and not override:
+        overruled = [h for h in unique if found[h].verifier_decision == Decision.REJECT.value
+                     and found[h].status != EntryStatus.APPROVED.value]
+        if overruled:
+            raise OverrideRequiredError(
+                f"the verifier rejected {_named(overruled)}; approving them needs override; nothing was reviewed")
+    return [review_entry(session, hub_id=h, approve=approve, reviewer=reviewer, note=note, override=override)
+            for h in unique]
+
+
+def _named(hub_ids: list[str]) -> str:
+    more = len(hub_ids) - BULK_NAMED
+    return ", ".join(repr(h) for h in hub_ids[:BULK_NAMED]) + (f" and {more} more" if more > 0 else "")
 
 
 def _review_once(

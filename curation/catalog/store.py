@@ -68,7 +68,7 @@ from curation.catalog.leases import (
 )
 from curation.catalog.licensing import adopt_licenses
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
-from curation.catalog.review import find_entry, review_entry
+from curation.catalog.review import find_entry, review_entries, review_entry
 from curation.catalog.storable import checked
 from curation.licenses import license_from_metadata
 
@@ -108,10 +108,12 @@ __all__ = [
     "open_session",
     "release_lease",
     "renew_lease",
+    "review_entries",
     "review_entry",
     "run_transaction",
     "set_campaign_status",
     "start_run",
+    "status_counts",
     "upgrade_database",
     "upsert_entries",
     "upsert_entry",
@@ -252,6 +254,14 @@ def benchmark_entries(session: Session) -> list[CatalogEntry]:
     rejected, by Hub id: the manifest offers them as decontamination `eval_sets`."""
     stmt = select(CatalogEntry).where(CatalogEntry.status != EntryStatus.REJECTED.value).order_by(col(CatalogEntry.hub_id))
     return [e for e in session.exec(stmt).all() if any(r.get("code") == ReasonCode.BENCHMARK for r in e.reasons)]
+
+
+def status_counts(session: Session) -> dict[str, int]:
+    """Return how many entries the catalog holds in each review status (every status, zeros included)."""
+    counts = dict.fromkeys((s.value for s in EntryStatus), 0)
+    rows = session.exec(select(CatalogEntry.status, func.count()).group_by(col(CatalogEntry.status))).all()
+    counts.update({status: int(n) for status, n in rows})
+    return counts
 
 
 def catalog_summary(session: Session, *, campaign_id: str | None = None) -> dict[str, Any]:

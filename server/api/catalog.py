@@ -4,6 +4,8 @@ Hub ids keep their slash in paths (`/catalog/owner/name/approve`): owner and nam
 documented with the Hub's pattern, and every id is validated with `core.types.parse_hub_id` (422 naming a
 malformed one). Reviews go through `store.review_entry`, which audits every call and is safe under concurrent
 calls; approving what the verifier rejected answers 409 unless the body says `override: true`.
+`POST /catalog/approve` and `/catalog/reject` decide many entries at once (the review page's bulk buttons),
+all or none, one audit row per entry; `GET /catalog/counts` gives the counts per review status the page shows.
 """
 
 from __future__ import annotations
@@ -12,12 +14,21 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 from sqlalchemy import Engine
+from sqlmodel import Session
 
 from core.types import HUB_PART_SCHEMA_PATTERN, Category, EntryStatus, MalformedHubIdError, parse_hub_id
 from curation.catalog import store
 from server.api.deps import EngineDep, SettingsDep, require_read_token, require_token
 from server.api.preview import sample_preview
-from server.api.schemas import EntryDetail, EntryOut, EntryPage, ReviewRequest
+from server.api.schemas import (
+    BulkReviewed,
+    BulkReviewRequest,
+    EntryDetail,
+    EntryOut,
+    EntryPage,
+    ReviewRequest,
+    StatusCounts,
+)
 
 router = APIRouter(prefix="/catalog", tags=["catalog"])
 NO_NUL = r"^[^\x00]*$"  # documents the store's refusal (a 422 naming the field): it cannot search a NUL
@@ -69,6 +80,48 @@ def list_catalog(
         )
         items = [EntryOut.model_validate(e) for e in entries]
     return EntryPage(items=items, total=total, limit=limit, offset=offset)
+
+
+def counts_out(counts: dict[str, int]) -> StatusCounts:
+    """Return the per-status counts with their total, as the API answers them."""
+    return StatusCounts(total=sum(counts.values()), by_status=counts)
+
+
+@router.get("/counts", dependencies=[Depends(require_read_token)])
+def catalog_counts(engine: EngineDep) -> StatusCounts:
+    """Return how many entries are pending review, approved and rejected (the review page's live counts)."""
+    with store.open_session(engine, readonly=True) as session:
+        return counts_out(store.status_counts(session))
+
+
+def _bulk_review(engine: Engine, body: BulkReviewRequest, *, approve: bool) -> BulkReviewed:
+    hub_ids = []
+    for hub_id in body.hub_ids:
+        if valid_hub_id(hub_id) != hub_id:
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"malformed Hub dataset id {hub_id!r}: "
+                                "expected 'owner/name' without surrounding spaces")
+        hub_ids.append(hub_id)
+
+    def work(session: Session) -> BulkReviewed:
+        entries = store.review_entries(session, hub_ids=hub_ids, approve=approve, reviewer=body.reviewer.strip(),
+                                       note=body.note, override=body.override)
+        return BulkReviewed(entries=[EntryOut.model_validate(e) for e in entries],
+                            counts=counts_out(store.status_counts(session)))
+
+    return store.run_transaction(engine, work, what="bulk review")
+
+
+@router.post("/approve", dependencies=[Depends(require_token)])
+def approve_entries(body: BulkReviewRequest, engine: EngineDep) -> BulkReviewed:
+    """Approve many entries at once: all of them, one audit row each, or none (404 naming unknown ids, 409
+    naming those the verifier rejected unless `override: true`)."""
+    return _bulk_review(engine, body, approve=True)
+
+
+@router.post("/reject", dependencies=[Depends(require_token)])
+def reject_entries(body: BulkReviewRequest, engine: EngineDep) -> BulkReviewed:
+    """Reject many entries at once: all of them, one audit row each, or none (404 naming unknown ids)."""
+    return _bulk_review(engine, body, approve=False)
 
 
 def _review(engine: Engine, hub_id: str, body: ReviewRequest, *, approve: bool) -> EntryOut:

@@ -1,9 +1,10 @@
 """One dataset's review page: evidence, the verifier's verdict per category, the audit trail, a mirror preview.
 
 `GET /datasets/{owner}/{name}` renders for a person what `GET /catalog/{owner}/{name}` returns as JSON: the
-entry and its review buttons (the same `static/review.js` sends them), every search hit that found it, each
-verdict with the category whose subagent proposed it, every status change, and the first rows of its local
-mirror copy as a table, one column per field.
+entry and its review buttons (the same `static/review.js` sends them), the latest verdict of each category whose
+subagent proposed it and the search hits of that find, every status change, and the first rows of its local
+mirror copy as a table, one column per field. What earlier campaigns (or re-runs) said and found is there too,
+folded away as history (`server.api.verdict_view.split_current`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from server.api.catalog import valid_hub_id
 from server.api.deps import EngineDep, SettingsDep, require_read_token
 from server.api.pages import size_text
 from server.api.preview import sample_preview
+from server.api.verdict_view import split_current
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
@@ -50,9 +52,29 @@ def preview_table(rows: list[Any]) -> dict[str, Any]:
 def _verdicts(history: dict[str, Any]) -> list[dict[str, Any]]:
     category_of = {c.id: c.category for c in history["candidates"]}
     return [
-        {"at": v.created_at, "campaign": v.campaign_id, "decision": v.decision, "reasons": v.reasons,
+        {"at": v.created_at, "campaign": v.campaign_id, "decision": v.decision, "reasons": _distinct(v.reasons),
          "category": category_of.get(v.candidate_id, "—")}
         for v in history["verdicts"]
+    ]
+
+
+def _distinct(reasons: list[Any]) -> list[Any]:
+    seen: set[tuple[str, str, bool]] = set()
+    out = []
+    for r in reasons:
+        key = (str(r.get("code")), str(r.get("detail") or ""), bool(r.get("blocking")))
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def _evidence(history: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per search hit, each with its category and campaign; each find's hits together, oldest first."""
+    return [
+        {**item, "category": c.category, "campaign": c.campaign_id, "find": c.id}
+        for c in history["candidates"]
+        for item in c.evidence
     ]
 
 
@@ -63,16 +85,18 @@ def dataset_page(hub_id: str, request: Request, engine: EngineDep, settings: Set
     with store.open_session(engine) as session:
         history = store.entry_history(session, hub_id=valid)
         entry = history["entry"]
-        evidence = [
-            {**item, "category": c.category, "campaign": c.campaign_id}
-            for c in history["candidates"]
-            for item in c.evidence
-        ]
+        verdicts, older_verdicts = split_current(_verdicts(history))
+        finds, _ = split_current([{"category": c.category, "id": c.id} for c in history["candidates"]])
+        current_finds = {f["id"] for f in finds}
+        evidence = _evidence(history)
         context = {
             "e": entry,
             "size": size_text(entry.dataset_metadata),
-            "evidence": evidence,
-            "verdicts": _verdicts(history),
+            "evidence": [ev for ev in evidence if ev["find"] in current_finds],
+            "older_evidence": [ev for ev in evidence if ev["find"] not in current_finds],
+            "verdicts": verdicts,
+            "older_verdicts": older_verdicts,
+            "campaigns_before": sorted({str(v["campaign"]) for v in older_verdicts}),
             "audit": history["audit"],
             "needs_override": entry.verifier_decision == "reject",
         }

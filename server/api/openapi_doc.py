@@ -35,20 +35,21 @@ _REASONS = {
     "400": "The Host header is not an allowed host, or the body could not be read.",
     "401": "The bearer token is missing or wrong.",
     "403": "Mutations are disabled: the server has no DATAHUNT_API_TOKEN.",
-    "404": "No campaign, category, run or entry with that id.",
+    "404": "No campaign, category, run or entry with that id (for a bulk review: with an id of the body).",
     "409": "Refused in the current state: an override is needed, the campaign is busy, or the path is taken.",
     "413": "The request body is over the size limit.",
     "422": "A parameter or the body is not valid: FastAPI's error list, or one sentence.",
     "503": "The catalog database is unavailable.",
 }
 _CONFLICTS = ("/approve", "/reject", "/rerun", "/manifest/export")
+_NAMES_IN_BODY = {"/catalog/approve", "/catalog/reject"}  # bulk reviews: a 404 names the unknown ids of the body
 
 
 def _statuses(path: str, method: str, *, token: bool, body: bool) -> list[str]:
     codes = ["400", "422", "503"]
     if token:
         codes += ["401", "403"]
-    if "{" in path:
+    if "{" in path or path in _NAMES_IN_BODY:
         codes.append("404")
     if method == "post" and path.endswith(_CONFLICTS):
         codes.append("409")

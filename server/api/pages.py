@@ -1,8 +1,10 @@
 """The review page: the catalog as a filterable table grouped by category, campaign status, export.
 
-Server-rendered with Jinja2; filters and the campaign picker are plain GET forms so the page works without
-JavaScript, and a small script (`static/review.js`) sends approve/reject/re-run/export calls with the API
-token, which the page asks for once and keeps in the tab's sessionStorage. Each dataset has its own page
+Server-rendered with Jinja2; filters, pages (`page`, `size`) and the campaign picker are plain GET forms so the
+page works without JavaScript, and a small script (`static/review.js`) sends approve/reject (one row, or the
+rows ticked, in one bulk call)/re-run/export calls with the API token, which the page asks for once and keeps
+in the tab's sessionStorage, and keeps the counts per review status current after each decision. Each row
+shows every distinct verifier reason once, under the categories that gave it (`server.api.verdict_view`). Each dataset has its own page
 (`server.api.dataset_page`); a badge marks the datasets a local mirror holds. When reads require the token, a visitor without a
 session gets the login page instead (401), whose script (`static/login.js`) posts the token to `/session` once.
 """
@@ -22,12 +24,15 @@ from curation.catalog.models import CatalogEntry
 from server.api.campaigns import ManagerDep, campaign_out
 from server.api.deps import EngineDep, SettingsDep, read_authorised
 from server.api.preview import mirrored_ids
+from server.api.verdict_view import reason_groups, split_current
 from server.manifest_builder import best_category
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
 
-PAGE_SIZE = 100
+PAGE_SIZE = 50
+PAGE_SIZES = (25, 50, 100, 200)  # offered by the page; any size from 1 to MAX_PAGE_SIZE is served
+MAX_PAGE_SIZE = 500
 EVIDENCE_SHOWN = 3
 CAMPAIGNS_LISTED = 20  # in the campaign picker, newest first
 
@@ -41,10 +46,9 @@ def size_text(metadata: dict[str, Any]) -> str:
 
 def _row(session: Any, entry: CatalogEntry) -> dict[str, Any]:
     history = store.entry_history(session, hub_id=entry.hub_id)
-    evidence: list[dict[str, Any]] = []
-    for candidate in history.get("candidates", []):
-        items = candidate.get("evidence", []) if isinstance(candidate, dict) else candidate.evidence
-        evidence.extend(items)
+    # The search hits of each category's latest find: what a later campaign found again is not listed twice.
+    current, _ = split_current([{"category": c.category, "evidence": c.evidence} for c in history["candidates"]])
+    evidence = [item for candidate in current for item in candidate["evidence"]]
     category = best_category(entry)
     return {
         "entry": entry,
@@ -53,6 +57,7 @@ def _row(session: Any, entry: CatalogEntry) -> dict[str, Any]:
         "evidence": evidence[:EVIDENCE_SHOWN],
         "evidence_more": max(0, len(evidence) - EVIDENCE_SHOWN),
         "needs_override": entry.verifier_decision == "reject",
+        "reason_groups": reason_groups(entry.reasons, entry.categories),
     }
 
 
@@ -81,6 +86,7 @@ def review_page(
     license: Annotated[str | None, Query(max_length=128)] = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
     page: Annotated[int, Query(ge=1, le=10**6)] = 1,
+    size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = PAGE_SIZE,
     campaign_id: Annotated[str | None, Query(alias="campaign", max_length=64)] = None,
 ) -> HTMLResponse:
     """Render the review page for the filters in the query string (an unknown filter is a 400 saying so), or
@@ -99,8 +105,8 @@ def review_page(
                 category=category.value if category else None,
                 license=license or None,
                 text=q or None,
-                limit=PAGE_SIZE,
-                offset=(page - 1) * PAGE_SIZE,
+                limit=size,
+                offset=(page - 1) * size,
             )
             for entry in entries:
                 row = _row(session, entry)
@@ -108,7 +114,7 @@ def review_page(
         recent = store.list_campaigns(session, limit=CAMPAIGNS_LISTED)
         chosen = campaign_id or (recent[0].id if recent else None)
         campaign = campaign_out(session, chosen, manager) if chosen else None
-        summary = store.catalog_summary(session)
+        counts = store.status_counts(session)
     ordered = sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
     filters = {"status": status.value if status else "", "category": category.value if category else "",
                "license": license or "", "q": q or ""}
@@ -116,13 +122,16 @@ def review_page(
         "groups": ordered,
         "total": total,
         "page": page,
-        "pages": max(1, -(-total // PAGE_SIZE)),
+        "pages": max(1, -(-total // size)),
+        "size": size,
+        "sizes": sorted({*PAGE_SIZES, size}),
+        "first": (page - 1) * size + 1,
         "filters": filters,
         "categories": [c.value for c in Category],
         "statuses": [s.value for s in EntryStatus],
         "campaign": campaign,
         "campaigns": [{"id": c.id, "status": c.status, "created": c.created_at} for c in recent],
-        "summary": summary,
+        "counts": counts,
         "mirrored": mirrored_ids(settings.mirror),
         "error": error,
     }

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
 
-from core.types import CampaignStatus, Category, Reason, RunStatus
+from core.types import HUB_ID_SCHEMA_PATTERN, CampaignStatus, Category, Reason, RunStatus
 
 # Relative, portable and unable to climb: no part starts with '.', so neither '..' nor hidden names; each part
 # fits a file system's 255-byte name limit, temporary names included.
@@ -136,6 +136,30 @@ class ReviewRequest(_Request):
                           json_schema_extra={"pattern": r"^[^\x00]*\S[^\x00]*$"})
     note: str | None = Field(default=None, max_length=4000, json_schema_extra={"pattern": r"^[^\x00]*$"})
     override: StrictBool = False  # JSON true/false only: "true" or 1 is a 422, not a silent override
+
+
+BULK_REVIEW_MAX = 500  # entries one bulk review may decide: the largest page the catalog lists
+
+
+class BulkReviewRequest(ReviewRequest):
+    """One decision for many entries: all of them change, or (an unknown id, an override needed) none."""
+
+    hub_ids: list[Annotated[str, Field(max_length=256, json_schema_extra={"pattern": HUB_ID_SCHEMA_PATTERN})]] = Field(
+        min_length=1, max_length=BULK_REVIEW_MAX, description="Hub ids (`owner/name`); a repeated id counts once.")
+
+
+class StatusCounts(BaseModel):
+    """How many catalog entries are in each review status, and in all."""
+
+    total: int
+    by_status: dict[str, int] = Field(description="Every review status, zeros included.")
+
+
+class BulkReviewed(BaseModel):
+    """The entries a bulk review decided, in Hub-id order, and the catalog's counts after it."""
+
+    entries: list[EntryOut]
+    counts: StatusCounts
 
 
 class ManifestOptions(_Request):

@@ -1,4 +1,5 @@
-// datahunt review page: approve/reject, re-run, start campaign and export through the JSON API.
+// datahunt review page: approve/reject (one row, or the ticked rows in one bulk call), re-run, start campaign and
+// export through the JSON API; the counts per review status follow each decision without a reload.
 // The API token and reviewer name are asked once and kept in this tab's sessionStorage only.
 "use strict";
 
@@ -71,16 +72,84 @@ async function review(button, approve) {
   const body = { reviewer: auth.reviewer, note: $(".note", row).value || null, override: !!(overrideBox && overrideBox.checked) };
   try {
     const entry = await call("POST", `catalog/${hubId}/${approve ? "approve" : "reject"}`, body);
-    const cell = $(".entry-status", row);
-    cell.textContent = entry.status;
-    cell.className = `status status-${entry.status} entry-status`;
+    showStatus(row, entry.status);
     // An approved set whose licence is non-commercial, restricted or unknown: say so now, not at publish time.
     const risk = $(".license-risk", row);
     const warning = approve && risk ? `; warning: license ${risk.textContent.trim()}, publish will ask for --accept-license-risk` : "";
     flash(`${hubId}: ${entry.status} by ${entry.reviewer}${warning}`, "ok");
   } catch (err) {
-    flash(`${hubId}: ${err.message}`, "error");
+    return flash(`${hubId}: ${err.message}`, "error");
   }
+  if ($("#counts")) {
+    try {
+      showCounts(await call("GET", "catalog/counts"));
+    } catch (err) {
+      flash(`counts: ${err.message}`, "error");
+    }
+  }
+}
+
+function showStatus(row, status) {
+  const cell = $(".entry-status", row);
+  cell.textContent = status;
+  cell.className = `status status-${status} entry-status`;
+}
+
+// `counts` as the API answers it: {total, by_status: {pending_review: n, approved: n, rejected: n}}.
+function showCounts(counts) {
+  Object.entries(counts.by_status).forEach(([status, n]) => {
+    const number = $(`#counts [data-status="${status}"] b`);
+    if (number) number.textContent = String(n);
+  });
+}
+
+function picked() {
+  return $$("input.pick:checked").map((box) => box.dataset.hubId);
+}
+
+function showPicked() {
+  const n = picked().length;
+  $("#picked").textContent = `${n} selected`;
+  $("#bulk-approve").disabled = $("#bulk-reject").disabled = n === 0;
+  const boxes = $$("input.pick");
+  $("#pick-page").checked = boxes.length > 0 && n === boxes.length;
+}
+
+// One call decides every ticked row (all or none); the rows and the counts show the answer.
+async function reviewPicked(approve) {
+  const hubIds = picked();
+  const auth = ensureAuth();
+  if (!auth) return flash("an API token and your name are needed for this", "error");
+  const body = { hub_ids: hubIds, reviewer: auth.reviewer, note: $("#bulk-note").value || null,
+                 override: $("#bulk-override").checked };
+  try {
+    const result = await call("POST", `catalog/${approve ? "approve" : "reject"}`, body);
+    result.entries.forEach((entry) => {
+      const row = $(`tr.entry[data-hub-id="${CSS.escape(entry.hub_id)}"]`);
+      if (row) showStatus(row, entry.status);
+    });
+    showCounts(result.counts);
+    $$("input.pick:checked").forEach((box) => { box.checked = false; });
+    showPicked();
+    flash(`${result.entries.length} entries ${approve ? "approved" : "rejected"} by ${auth.reviewer}`, "ok");
+  } catch (err) {
+    flash(`${approve ? "approve" : "reject"} ${hubIds.length} selected: ${err.message}`, "error");
+  }
+}
+
+// Clamped reasons get a "show all" button only where something is hidden.
+function offerMore() {
+  $$("td.verifier").forEach((cell) => {
+    const clamp = $(".clamp", cell);
+    const button = $("button.more", cell);
+    if (!clamp || !button) return;
+    const clipped = clamp.scrollHeight > clamp.clientHeight + 1 || $$("li", clamp).some((li) => li.scrollWidth > li.clientWidth + 1);
+    button.hidden = !clipped;
+    button.addEventListener("click", () => {
+      const open = cell.classList.toggle("open");
+      button.textContent = open ? "show less" : "show all";
+    });
+  });
 }
 
 const FINAL = ["succeeded", "partial", "failed", "interrupted"];
@@ -165,6 +234,18 @@ document.addEventListener("DOMContentLoaded", () => {
   $$("button.approve").forEach((b) => b.addEventListener("click", () => review(b, true)));
   $$("button.reject").forEach((b) => b.addEventListener("click", () => review(b, false)));
   $$("button.rerun").forEach((b) => b.addEventListener("click", () => rerun(b)));
+  if ($("#bulk")) {
+    $$("input.pick").forEach((box) => box.addEventListener("change", showPicked));
+    $("#pick-page").addEventListener("change", () => {
+      const all = $("#pick-page").checked;
+      $$("input.pick").forEach((box) => { box.checked = all; });
+      showPicked();
+    });
+    $("#bulk-approve").addEventListener("click", () => reviewPicked(true));
+    $("#bulk-reject").addEventListener("click", () => reviewPicked(false));
+    showPicked();
+    offerMore();
+  }
   // The dataset page has no campaign or export section.
   if ($("#start-campaign")) $("#start-campaign").addEventListener("click", startCampaign);
   if ($("#logout")) $("#logout").addEventListener("click", logout);

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from review_catalog import hub_id, seed_large
 from sqlalchemy import Engine
 from test_api_catalog import AUTH, make_settings, seed  # pytest puts this test folder on the path
 
@@ -130,3 +131,51 @@ def test_licences_from_the_mirror_index_and_their_risk_are_shown(engine: Engine,
     assert "CC BY-NC 4.0" in detail and "non-commercial</span>" in detail and "(from the mirror index)" in detail
     history = client.get("/catalog/acme/tiny-chat").json()
     assert any(a["action"] == "license_set" for a in history["audit"])
+
+
+def _row(page: str, hub_id: str) -> str:
+    text = page[page.index(f'<tr class="entry" data-hub-id="{hub_id}"'):]
+    return text[: text.index("</tr>")]
+
+
+def test_each_reason_shows_once_under_the_categories_that_gave_it(engine: Engine, client: TestClient) -> None:
+    """Five categories each gave the same two reasons, twice: the row says each once, labelled "all 5
+    categories"; a reason only one category gave is labelled with that category."""
+    seed_large(engine, count=12)
+    row = _row(client.get("/").text, hub_id(1))
+    assert row.count("license_unknown: no license stated") == 1 and row.count("size_unknown:") == 1
+    assert row.count("all 5 categories") == 1
+    for category in ("math", "general_chat", "tool_use", "bug_fixing"):  # dataset 1 is on topic for code_review
+        assert f'<span class="cats">{category}</span>' in row and f"relevance to {category} is low" in row
+    assert "relevance to code_review" not in row
+    assert '<b class="verdict-accept">accept</b>' in row and "· 7 reasons" in row  # 3 shared by all, 4 of one category each
+
+
+def test_pages_have_a_size_and_say_what_they_show(engine: Engine, client: TestClient) -> None:
+    seed_large(engine, count=23)
+    second = client.get("/", params={"size": 10, "page": 2}).text
+    assert second.count('<tr class="entry"') == 10 and "(23 matching; 11–20 shown)" in second
+    assert f'data-hub-id="{hub_id(10)}"' in second and f'data-hub-id="{hub_id(9)}"' not in second
+    assert 'href="?status=&amp;category=&amp;license=&amp;q=&amp;size=10&amp;page=3" rel="next"' in second
+    assert 'rel="prev"' in second and "page 2 of 3" in second
+    assert client.get("/", params={"size": 10, "page": 3}).text.count('<tr class="entry"') == 3
+    assert client.get("/").text.count('<tr class="entry"') == 23  # the default page holds them all
+    assert client.get("/", params={"size": 0}).status_code == 422
+    assert client.get("/", params={"size": 501}).status_code == 422
+    counts = second[second.index('id="counts"'):second.index("</p>", second.index('id="counts"'))]
+    assert '<b>23</b> pending review' in counts and "<b>0</b> approved" in counts
+
+
+def test_a_dataset_page_shows_the_latest_verdicts_and_keeps_history_apart(engine: Engine, client: TestClient) -> None:
+    seed_large(engine, count=3)
+    page = client.get(f"/datasets/{hub_id(1)}").text
+    verdicts = page[page.index('id="verdicts"'):page.index('id="verdict-history"')]
+    history = page[page.index('id="verdict-history"'):page.index('id="evidence"')]
+    assert verdicts.count("<tr><td>") == 5 and verdicts.count("<code>c-latest</code>") == 5
+    assert "c-older" not in verdicts
+    assert "History: 5 earlier verdicts (campaign c-older)" in history and history.count("<code>c-older</code>") == 5
+    # A verdict that said the same thing twice says it once.
+    assert verdicts.count("license_unknown: no license stated") == 5
+    evidence = page[page.index('id="evidence"'):page.index('id="evidence-history"')]
+    assert "(20 search hits of the latest finds)" in evidence and "c-older" not in evidence
+    assert "History: 20 search hits of earlier finds" in page

@@ -1,0 +1,60 @@
+"""How the verifier's reasons and verdicts read on the review pages: each reason once, labelled with the
+categories that gave it; the current verdict per category apart from the history.
+
+A dataset found by five categories carries five verdicts, and often the same reason in each ("no license
+stated"); a dataset found again by a later campaign carries the earlier verdicts too. The list shows each
+distinct reason once, grouped under the categories that gave it, and a dataset's page shows the latest verdict
+of each category, with the older ones (earlier campaigns, re-runs) kept apart as history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from core.types import Category
+
+UNTAGGED = "—"  # a reason stored without the category that gave it (older catalogs)
+_ORDER = {c.value: i for i, c in enumerate(Category)}
+
+
+def _category_key(name: str) -> tuple[int, str]:
+    return _ORDER.get(name, len(_ORDER)), name
+
+
+def reason_groups(reasons: Iterable[Mapping[str, Any]], categories: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Return the distinct reasons grouped by the categories that gave them, blocking groups first:
+    `[{"categories": [...], "label": "math, tool_use" | "all 3 categories", "blocking": bool,
+    "reasons": [{"code", "detail", "blocking"}, ...]}]`.
+
+    A reason is the same when its code, detail and blocking flag are; `categories` (the entry's) lets a
+    reason every one of them gave read "all N categories".
+    """
+    given: dict[tuple[str, str, bool], set[str]] = {}
+    for reason in reasons:
+        key = (str(reason.get("code", "?")), str(reason.get("detail") or ""), bool(reason.get("blocking")))
+        given.setdefault(key, set()).add(str(reason.get("category") or UNTAGGED))
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for (code, detail, blocking), cats in given.items():
+        names = tuple(sorted(cats, key=_category_key))
+        groups.setdefault(names, []).append({"code": code, "detail": detail, "blocking": blocking})
+    everyone = set(categories)
+    out: list[dict[str, Any]] = []
+    for names, items in groups.items():
+        items.sort(key=lambda r: (not r["blocking"], r["code"], r["detail"]))
+        label = f"all {len(names)} categories" if len(names) > 1 and set(names) == everyone else ", ".join(names)
+        out.append({"categories": list(names), "label": label, "blocking": any(r["blocking"] for r in items),
+                    "reasons": items})
+    out.sort(key=lambda g: (not g["blocking"], -len(g["categories"]), [_category_key(c) for c in g["categories"]]))
+    return out
+
+
+def split_current(rows: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """Split rows oldest first, each with a `category`, into `(the latest row of each category, in category
+    order; every older row, newest first)`: what decides the entry now, and its history."""
+    latest: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        latest[str(row["category"])] = row
+    current = [latest[c] for c in sorted(latest, key=_category_key)]
+    kept = {id(r) for r in current}
+    return current, [r for r in reversed(rows) if id(r) not in kept]
