@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.regen",
     "server.commands.serve",
     "server.commands.train",
+    "server.commands.curve",
     "server.commands.engines",
     "server.commands.capture",
     "server.commands.publish",
