@@ -89,6 +89,9 @@ def test_two_scales_and_the_control_end_to_end_and_a_rerun_trains_nothing(
     assert again.stderr.count("already measured, skipped") == 4 and "training\n" not in again.stderr
     assert {p.name: (out / "runs" / p.name / "train_log.jsonl").read_text() for p in doc.points} == logs
     assert CurveDoc.model_validate_json((out / "curve.json").read_text()).points == doc.points
+    # Other settings in the same folder would mix two plans in one curve: refused, nothing touched.
+    other = CliRunner().invoke(app, [*command[: -len(TOY)], "--epochs", "2", *TOY[2:]])
+    assert "holds a curve made with other settings (epochs)" in _one_error_line(other)
 
 
 def test_a_curve_killed_between_points_resumes_at_the_next_without_retraining(

@@ -133,9 +133,12 @@ def start(settings: CurveSettings, data: CurveData, evaluator: Evaluator) -> Cur
         return fresh
     old = CurveSettings.model_validate(before.settings).fingerprint()
     changed = sorted(k for k, v in settings.fingerprint().items() if old.get(k) != v)
-    if changed or before.plan != plan:
-        raise CurveError(f"{settings.out} holds a curve made with other settings ({', '.join(changed) or 'plan'}): "
-                         "run it with the same settings to resume, or use another --out")
+    if changed:
+        raise CurveError(f"{settings.out} holds a curve made with other settings ({', '.join(changed)}): run it "
+                         "with the same settings to resume, or use another --out")
+    if before.plan != plan:
+        raise CurveError(f"{settings.out} holds a curve of other points ({', '.join(p.name for p in before.plan)}) "
+                         f"than the data gives now ({', '.join(p.name for p in plan)}): use another --out")
     before.settings = fresh.settings  # the target AL may differ: the fit follows the new one
     return before
 
