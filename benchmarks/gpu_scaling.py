@@ -348,13 +348,11 @@ def train_config(args: argparse.Namespace, data: Path, field: str, out: Path, **
 
 
 def train_stats(result: Any) -> dict[str, Any]:
+    """The product curve's training stats of a point, and this GPU's peak memory."""
+    from training.curve.runner import training_stats
     from training.progress import peak_memory_gib
 
-    return {"steps": result.steps, "final_loss": round(result.loss, 4),
-            "step_accuracies": [round(a, 3) for a in result.step_accuracies],
-            "vocab_coverage": round(result.vocab_coverage, 4), "train_wall_s": round(result.wall_s, 1),
-            "train_tokens": result.tokens, "train_tokens_per_s": round(result.tokens_per_s, 1),
-            "peak_memory_gib": peak_memory_gib()}
+    return {**training_stats(result), "peak_memory_gib": peak_memory_gib()}
 
 
 def mfu(tokens_per_s: float, target_params: float, draft_flops_per_token: float) -> float:
@@ -403,7 +401,8 @@ def bench_train(args: argparse.Namespace) -> None:
 # --- report (CPU) --------------------------------------------------------------------------------------------
 def report(args: argparse.Namespace) -> None:
     """scaling.json, the Markdown table, the plot, the forecast, from the raw results."""
-    from training.forecast import forecast_from_results, plot_forecast, plot_scaling
+    from training.curve.report import fit_runs
+    from training.forecast import plot_forecast, plot_scaling
 
     raw = json.loads(Path(args.raw).read_text())
     out = Path(args.out)
@@ -419,7 +418,7 @@ def report(args: argparse.Namespace) -> None:
            "regeneration": raw.get("regen"), "bench_regen": raw.get("bench_regen"),
            "bench_train": raw.get("bench_train"), "head_init": raw.get("head_init"),
            "ablation_head_init": raw.get("ablation_head_init"), "not_measured": raw.get("not_measured"), "runs": runs}
-    doc["forecast"] = forecast_from_results(doc, target_accept=args.target_accept)
+    doc["forecast"] = fit_runs(runs, args.target_accept)  # the product curve's fit (training.forecast's)
     (out / "scaling.json").write_text(json.dumps(doc, indent=1) + "\n")
     plot_scaling(doc, out / "scaling.png")
     plot_forecast(doc, out / "scaling_forecast.png")

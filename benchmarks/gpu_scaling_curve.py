@@ -16,6 +16,17 @@ from typing import Any
 
 from gpu_scaling import Results, _device, _jsonl, _write_jsonl, eval_items, train_config, train_stats
 
+from training.curve.evaluate import score
+from training.curve.plan import (
+    CurveData,
+    PlannedPoint,
+    answer_order,
+    distinct_prompts,
+    point_rows,
+    write_point_data,
+)
+from training.curve.report import run_row
+
 
 def curve(args: argparse.Namespace) -> None:
     results = Results(args)
@@ -24,12 +35,8 @@ def curve(args: argparse.Namespace) -> None:
     prompts = _jsonl(work / "prompts.jsonl")
     regen = {r["id"]: r for r in _jsonl(work / "regen" / "regenerated.jsonl")}
     ordered = [p for p in prompts if p["id"] in regen]
-    # Regenerated rows in curve order: every prompt's first answer, then every second answer (<id>#s1), ...
-    answer_ids = [p["id"] for p in ordered]
-    k = 1
-    while more := [f"{p['id']}#s{k}" for p in ordered if f"{p['id']}#s{k}" in regen]:
-        answer_ids += more
-        k += 1
+    # Regenerated rows in curve order (the product's): every prompt's first answer, then every second answer, ...
+    answer_ids = answer_order([p["id"] for p in ordered], set(regen))
     if "overfit" not in results.data and not args.overfit_last:
         results.data["overfit"] = overfit_gate(args, work)
         results.save()
@@ -128,11 +135,15 @@ def overfit_gate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     result = train(cfg)
     pairs = [(_user_prompt(r), [t for t in r["conversations"] if t["role"] == "assistant"][0]["content"])
              for r in rows]
-    counts = replay_on(args, result.export_dir, pairs, k=args.k)
+    measured = _score(replay_on(args, result.export_dir, pairs, k=args.k), len(pairs))
     return {"samples": len(rows), "epochs": args.overfit_epochs, "lr": args.overfit_lr, "head_init": cfg.head_init,
-            **train_stats(result),
-            "accept_length": round(counts.tokens / max(1, counts.rounds), 4),
-            "per_position_accept": [round(a / n, 4) if n else 0.0 for a, n in zip(counts.accepted, counts.attempted, strict=True)]}
+            **train_stats(result), "accept_length": measured.accept_length,
+            "per_position_accept": measured.per_position_accept}
+
+
+def _score(counts: Any, prompts: int) -> Any:
+    """Replay's pooled round counts as the product curve scores a set."""
+    return score(counts.tokens, counts.rounds, counts.attempted, counts.accepted, prompts)
 
 
 def _user_prompt(row: dict[str, Any]) -> str:
@@ -196,16 +207,19 @@ def estimate_train_s(args: argparse.Namespace, results: Any, samples: int, regen
 def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerated: bool,
                    rows: list[Any], regen: dict[str, dict[str, Any]], head: str) -> list[dict[str, Any]]:
     """Train one draft on `rows` (ids of regenerated answers, or prompt rows for the datasets' own answers),
-    evaluate it per eval set."""
+    evaluate it per eval set by replay. The rows, their file and the run rows are the product curve's
+    (`training.curve`); replay against the engine's greedy answers is this benchmark's evaluator."""
     from training.trainer import train
 
     name = run_name(samples, regenerated, head)
-    data = work / f"{name}.jsonl"
-    if regenerated:
-        _write_jsonl(data, [{"id": rid, "conversations": regen[rid]["conversations"]} for rid in rows])
-    else:
-        _write_jsonl(data, [{"id": r["id"], "conversations": r["original_messages"]} for r in rows])
-    result = train(train_config(args, data, "conversations", work / "runs" / name, head_init=head))
+    point = PlannedPoint(name=name, samples=samples, control=not regenerated)
+    prompts = [] if regenerated else [r["id"] for r in rows]
+    data = CurveData(answers=list(rows) if regenerated else [], prompts=prompts,
+                     rows={rid: regen[rid]["conversations"] for rid in rows} if regenerated else {},
+                     originals={r["id"]: r["original_messages"] for r in rows} if not regenerated else {})
+    picked = point_rows(point, data)
+    file = write_point_data(picked, work / f"{name}.jsonl")
+    result = train(train_config(args, file, "conversations", work / "runs" / name, head_init=head))
     info = train_stats(result)
     evals = eval_items(args)
     greedy = {r["id"]: r for r in _jsonl(work / "eval_greedy" / "regenerated.jsonl")}
@@ -214,13 +228,9 @@ def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerat
         items = [e for e in evals if e["set"] == set_name and e["id"] in greedy]
         pairs = [(e["prompt"], [t for t in greedy[e["id"]]["conversations"] if t["role"] == "assistant"][0]["content"])
                  for e in items]
-        counts = replay_on(args, result.export_dir, pairs, k=args.k)
-        run = {"data_scale": round(samples / args.base, 3), "samples": samples, "eval_set": set_name,
-               "regenerated": regenerated, "prompts": len(pairs), "method": "greedy replay", "head_init": head,
-               "distinct_training_prompts": len({str(r if regenerated else r["id"]).split("#s")[0] for r in rows}),
-               "accept_length": round(counts.tokens / max(1, counts.rounds), 4),
-               "per_position_accept": [round(a / n, 4) if n else 0.0 for a, n in zip(counts.accepted, counts.attempted, strict=True)],
-               "rounds": counts.rounds, "tokens": counts.tokens, **info}
+        measured = _score(replay_on(args, result.export_dir, pairs, k=args.k), len(pairs))
+        run = run_row(samples, regenerated, set_name, measured, distinct_prompts(picked), info,
+                      data_scale=round(samples / args.base, 3), method="greedy replay", head_init=head)
         out.append(run)
         print(json.dumps({k: run[k] for k in ("samples", "regenerated", "eval_set", "accept_length")}))
     return out

@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.write_prompts",
     "server.commands.serve",
     "server.commands.train",
+    "server.commands.curve",
     "server.commands.engines",
     "server.commands.capture",
     "server.commands.publish",

@@ -8,6 +8,7 @@
     ├── LaunchError       flags that contradict each other or the draft (launch)
     ├── ServerEvalError   a server that cannot be measured (server_eval)
     ├── ForecastError     results that cannot be fitted (forecast)
+    ├── CurveError        a scaling curve that cannot be made as asked (curve.plan)
     ├── CacheError        an offline cache that is missing, incomplete, or another target's (offline_cache)
     ├── CaptureError      capture arguments that cannot be used (capture)
     └── TrainingStopped   a run stopped by a signal after a checkpointed step (interrupt)

@@ -1,0 +1,104 @@
+"""What a curve says: the runs in the forecast's schema, the fit and the data a target AL needs, curve.md, plots.
+
+The fit is `training.forecast`'s, unchanged: AL(n) = a - b * n^(-c) through the mean acceptance length over the
+eval sets at each size of the regenerated arm (the control is plotted, never fitted), a bootstrap band over the
+sets, and n = (b / (a - AL))^(1/c) for the target AL. It needs three sizes at least; with fewer the curve says
+so and gives the points alone.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from training.curve.evaluate import SetScore
+from training.forecast import ForecastError, forecast, plot_forecast, plot_scaling
+
+PLOT = "curve.png"
+FORECAST_PLOT = "curve_forecast.png"
+
+
+def run_row(samples: int, regenerated: bool, eval_set: str, result: SetScore, distinct: int,
+            stats: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """One (draft, eval set) row as `training.forecast` and the scaling report read it."""
+    return {"samples": samples, "eval_set": eval_set, "regenerated": regenerated, "prompts": result.prompts,
+            "distinct_training_prompts": distinct, "accept_length": result.accept_length,
+            "per_position_accept": result.per_position_accept, "rounds": result.rounds, "tokens": result.tokens,
+            **extra, **stats}
+
+
+def fit_runs(runs: list[dict[str, Any]], target_al: float) -> dict[str, Any]:
+    """The forecast of the runs, or {"error": why it cannot be made}."""
+    try:
+        return forecast(runs, target_accept=target_al)
+    except ForecastError as exc:
+        return {"error": str(exc)}
+
+
+def write_plots(runs: list[dict[str, Any]], fit: dict[str, Any] | None, out: Path, title: str) -> list[Path]:
+    """AL per set against rows (control dashed) and, once fitted, the fit with its band and the target AL."""
+    if not runs:
+        return []
+    doc = {"target": title, "runs": runs, "forecast": fit}
+    paths = [plot_scaling(doc, out / PLOT)]
+    if fit and "error" not in fit:
+        paths.append(plot_forecast(doc, out / FORECAST_PLOT))
+    return paths
+
+
+def answer_lines(fit: dict[str, Any] | None, target_al: float, rows_available: int) -> list[str]:
+    """The fit and the data the target AL needs, in words."""
+    if not fit:
+        return ["fit: not yet (no point measured)"]
+    if "error" in fit:
+        return [f"fit: not made: {fit['error']}; the points above are the measurement"]
+    f = fit["fit"]
+    lines = [f"fit: AL(n) = {f['a']:.3f} - {f['b']:.3f} * n^-{f['c']:.2f} over {len(fit['points'])} data sizes "
+             f"(mean over the sets {', '.join(fit['eval_sets'])}; ceiling {fit['ceiling']:.2f})"]
+    if not fit["saturation_identified"]:
+        lines.append("note: the points do not show saturation (the exponent sits at the fit's edge): the data "
+                     "needed below extrapolates growth in log(data); more sizes would pin the ceiling down")
+    if fit.get("steepening"):
+        lines.append("note: the top step gains more AL per doubling than the step before, which a saturating "
+                     "curve cannot follow: the data needed below is likely overstated")
+    need, band = fit["samples_needed"], fit["samples_needed_band_10_90"]
+    if need is None:
+        lines.append(f"AL {target_al} lies above the fitted ceiling {fit['ceiling']:.2f}: more data of this kind "
+                     "alone does not reach it")
+    else:
+        lo = "?" if not band or band[0] is None else f"{band[0]:,}"
+        hi = "unreachable" if not band or band[1] is None else f"{band[1]:,}"
+        lines.append(f"AL {target_al} needs about {need:,} rows ({need / max(1, rows_available):.1f}x the "
+                     f"{rows_available:,} rows of this set; bootstrap 10-90%: {lo} to {hi})")
+    return lines
+
+
+def markdown(doc: Any) -> str:
+    """curve.md: what was trained under which rule, the table of points, the control's gap, the answer."""
+    sets = sorted({s for p in doc.points for s in p.sets})
+    lines = [f"# Data-scaling curve: {doc.settings['target']}", "",
+             f"- data: {doc.settings['data']} ({doc.rows_available:,} rows, {doc.prompts_available:,} prompts)",
+             f"- steps rule: {doc.steps_rule}", f"- evaluation: {doc.evaluator}",
+             f"- status: {'complete' if doc.complete else 'in progress'} ({len(doc.points)} of {len(doc.plan)} "
+             "points)"]
+    lines += [f"- not measured: {s}" for s in doc.skipped]
+    lines += ["", "| arm | rows | share | prompts | steps | final loss | " + " | ".join(f"AL {s}" for s in sets)
+              + " | mean AL |", "|---" * (7 + len(sets)) + "|"]
+    for p in sorted(doc.points, key=lambda p: (p.control, p.samples)):
+        cells = [f"{p.sets[s].accept_length:.3f}" if s in p.sets else "-" for s in sets]
+        lines.append(f"| {'control' if p.control else 'regenerated'} | {p.samples:,} | {p.fraction:.3f} | "
+                     f"{p.distinct_prompts:,} | {p.stats['steps']} | {p.stats['final_loss']:.4f} | "
+                     + " | ".join(cells) + f" | {p.mean_accept_length:.3f} |")
+    gaps = control_gaps(doc.points)
+    if gaps:
+        lines += ["", "Regenerated minus control (mean AL): " + ", ".join(f"{n:,} rows {g:+.3f}" for n, g in gaps)]
+    lines += ["", *answer_lines(doc.fit, doc.settings["target_al"], doc.rows_available)]
+    return "\n".join(lines) + "\n"
+
+
+def control_gaps(points: list[Any]) -> list[tuple[int, float]]:
+    """(rows, regenerated mean AL - control mean AL) at each size both arms measured."""
+    regen = {p.samples: p.mean_accept_length for p in points if not p.control}
+    return [(p.samples, regen[p.samples] - p.mean_accept_length) for p in sorted(points, key=lambda p: p.samples)
+            if p.control and p.samples in regen and math.isfinite(p.mean_accept_length)]
