@@ -42,9 +42,11 @@ from curation.catalog.candidates import (
 )
 from curation.catalog.database import (
     compact_database,
+    is_outage,
     is_retryable,
     make_engine,
     open_session,
+    outage_reason,
     run_transaction,
     upgrade_database,
 )
@@ -99,6 +101,7 @@ __all__ = [
     "get_campaign",
     "get_entry",
     "get_run",
+    "is_outage",
     "is_retryable",
     "lease_holder",
     "list_campaigns",
@@ -108,6 +111,7 @@ __all__ = [
     "new_owner",
     "open_review_session",
     "open_session",
+    "outage_reason",
     "release_lease",
     "renew_lease",
     "review_entry",
