@@ -56,8 +56,9 @@ def issue_cookie(settings: Settings, engine: Engine, *, now: datetime | None = N
     configured API token)."""
     key = configured_token(settings)
     assert key is not None, "sessions need DATAHUNT_API_TOKEN"
-    with store.open_session(engine) as session:
-        secret = store.open_review_session(session, ttl_s=lifetime_s, now=now)
+    # Run again if PostgreSQL picks this login as a deadlock victim (two logins pruning the same expired rows).
+    secret = store.run_transaction(engine, lambda session: store.open_review_session(session, ttl_s=lifetime_s,
+                                                                                      now=now), what="a login")
     return f"{secret}.{_signature(key, secret)}"
 
 

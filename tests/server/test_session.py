@@ -5,6 +5,7 @@ PostgreSQL)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,10 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import Engine
+from sqlmodel import select
 
 from core.settings import Settings
 from curation.catalog import store
-from curation.catalog.models import utcnow
+from curation.catalog.models import ReviewSession, utcnow
 from server.api.session_cookie import COOKIE, issue_cookie, revoke_cookie, valid_cookie
 from server.app import create_app
 
@@ -139,3 +141,14 @@ def test_no_token_configured_means_no_login(catalog: Engine, tmp_path: Path) -> 
     with TestClient(create_app(settings, engine=catalog, resume_unfinished=False)) as client:
         assert client.post("/session", json={"token": "anything"}).status_code == 403
         assert client.get("/catalog").status_code == 403
+
+
+def test_concurrent_logins_all_open_a_session_and_prune_the_expired_ones(catalog: Engine, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    expired = [issue_cookie(settings, catalog, now=utcnow() - timedelta(hours=13)) for _ in range(20)]
+    with ThreadPoolExecutor(8) as pool:
+        cookies = list(pool.map(lambda _: issue_cookie(settings, catalog), range(16)))
+    assert len(set(cookies)) == 16 and all(valid_cookie(settings, catalog, c) for c in cookies)
+    assert not any(valid_cookie(settings, catalog, c) for c in expired)
+    with store.open_session(catalog, readonly=True) as session:
+        assert len(session.exec(select(ReviewSession)).all()) == 16  # the expired rows were deleted
