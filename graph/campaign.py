@@ -163,7 +163,10 @@ async def _drive_held(
                 output = await graph.ainvoke(start, config, context=context, durability="sync")
             await forget_thread(saver, thread_id)
     except Exception as exc:
-        logger.exception("campaign %s: the graph failed", campaign_id)
+        if store.is_outage(exc):  # the catalog database went down or filled up; the caller reports it, once
+            logger.info("campaign %s: the catalog database failed: %s", campaign_id, store.outage_reason(exc))
+        else:
+            logger.exception("campaign %s: the graph failed", campaign_id)
         error = f"graph failed: {type(exc).__name__}: {exc}"
         with store.open_session(engine) as session:
             store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.FAILED, error=error)

@@ -6,6 +6,8 @@ name (the rules are in `core/atomic_files.py`).
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
 from core.atomic_files import OutputFiles
 from training.errors import TrainingError
 
@@ -16,6 +18,26 @@ class OutputWriteError(TrainingError, OSError):
 
 class UnsafePathError(TrainingError, ValueError):
     """A file cannot be written there without following a link or leaving its folder (the message says why)."""
+
+
+class WriteErrorKeeper:
+    """A file for writers that hide the operating system's error: `torch.save` turns a write that failed for a
+    full disk or a file-size limit into "unexpected pos N vs M". Writes pass through; the first OSError is kept
+    in `error` (and raised on as usual), so the caller can name the real cause."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as exc:
+            self.error = self.error or exc
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
 
 
 _FILES = OutputFiles(UnsafePathError)

@@ -19,7 +19,7 @@ import random
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import torch
 import torch.distributed as dist
@@ -27,7 +27,7 @@ from torch import Tensor
 
 from inference.attention_kernels import without_cudnn
 from inference.static_llama import StaticLlama, UnsupportedTarget
-from training.atomic_files import OutputWriteError, UnsafePathError, staged_file
+from training.atomic_files import OutputWriteError, UnsafePathError, WriteErrorKeeper, staged_file
 from training.config import ConfigError, TrainConfig, save_config
 from training.data import TokenizedRow, check_template, load_conversations, tokenize_rows
 from training.draft_model import DraftConfig, Eagle3Draft
@@ -485,7 +485,13 @@ def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, schedu
     try:
         save_config(cfg, folder, root=cfg.out)
         with staged_file(folder / "state.pt", root=cfg.out) as handle:
-            torch.save(state, handle)
+            kept = WriteErrorKeeper(handle)
+            try:
+                torch.save(state, cast(BinaryIO, kept))  # a file as far as torch.save goes: write, flush
+            except RuntimeError:  # torch hides a failed write behind "unexpected pos": name the OS's reason
+                if kept.error is None:
+                    raise
+                raise kept.error from None
     except (OSError, RuntimeError) as exc:  # torch wraps a failed write in RuntimeError
         if isinstance(exc, UnsafePathError):
             raise

@@ -5,13 +5,16 @@ runs in WAL mode with foreign keys on and a busy timeout, and transactions are b
 `BEGIN IMMEDIATE` when a writer asks for it) so savepoints and write locks behave as on a server database.
 Migrations ship as package data and Alembic is configured in code, so an installed datahunt can upgrade.
 `run_transaction` runs a unit of work again when PostgreSQL aborted it as a deadlock victim or a serialization
-failure: those transactions were rolled back whole, so running them again is safe.
+failure: those transactions were rolled back whole, so running them again is safe. `is_outage` tells the
+database itself failing (down, dropped, full, damaged) apart from a statement it refused, for callers that
+answer the one with a 503 or one line and leave the other a bug.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +26,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import DatabaseError as SADatabaseError
 from sqlmodel import Session, SQLModel
 
 from curation.catalog import models  # noqa: F401  (importing it registers the catalog's tables)
@@ -160,6 +164,25 @@ def is_retryable(exc: BaseException) -> bool:
     if not isinstance(exc, DBAPIError):
         return False
     return getattr(exc.orig, "sqlstate", None) in RETRYABLE_SQLSTATES
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True when `exc` is the database failing rather than refusing one of our statements: the server down or
+    refusing connections, the database dropped, a full disk, a damaged SQLite file. Besides SQLAlchemy's
+    `OperationalError` (or a bare `DatabaseError`: "file is not a database") this takes the drivers' own errors,
+    which the LangGraph checkpointer raises unwrapped. A constraint or bad SQL is not an outage."""
+    import psycopg
+
+    if isinstance(exc, OperationalError | sqlite3.OperationalError | psycopg.OperationalError):
+        return True
+    return type(exc) in (SADatabaseError, sqlite3.DatabaseError)
+
+
+def outage_reason(exc: BaseException) -> str:
+    """Return the first line of what the database driver said about `exc` (at most 200 characters)."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = str(cause).strip().splitlines()
+    return (lines[0] if lines else type(cause).__name__)[:200]
 
 
 def run_transaction(

@@ -1,4 +1,5 @@
-"""SQLModel tables of the catalog: campaigns, subagent runs, candidates, verdicts, catalog entries, audit, leases.
+"""SQLModel tables of the catalog: campaigns, subagent runs, candidates, verdicts, catalog entries, audit, leases,
+review-page sessions.
 
 Lists and nested objects are JSON columns so SQLite and PostgreSQL store them alike. Every status change of a
 campaign, run or entry writes an `AuditEvent` row (the store does it; nothing writes status directly).
@@ -185,3 +186,18 @@ class Lease(SQLModel, table=True):
     acquired_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     heartbeat_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     expires_at: datetime = Field(sa_type=UTCDateTime, index=True)
+
+
+class ReviewSession(SQLModel, table=True):
+    """A review-page login: live from `created_at` until `expires_at`, or until its logout (`revoked_at`).
+
+    Only the SHA-256 of the secret the cookie carries is stored, so reading this table opens no session.
+    Every replica checks the same rows, so a logout on one is a logout on all.
+    """
+
+    __tablename__ = "review_session"
+
+    id: str = Field(primary_key=True, max_length=64)  # hex SHA-256 of the cookie's secret
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime, index=True)
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

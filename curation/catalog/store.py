@@ -3,8 +3,8 @@
 Graph nodes, API routes and the CLI never write tables themselves; they call these functions, which validate
 statuses against `core.types`, write one `AuditEvent` row for every status change, and raise a `CatalogError`
 subclass for a bad id or a refused review. Campaign and run bookkeeping lives in `campaigns.py`, candidates and
-verdicts in `candidates.py`, human review in `review.py`, the database plumbing in `database.py`; all are
-re-exported here so callers import one module.
+verdicts in `candidates.py`, human review in `review.py`, review-page logins in `sessions.py`, the database
+plumbing in `database.py`; all are re-exported here so callers import one module.
 """
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ from curation.catalog.candidates import (
 )
 from curation.catalog.database import (
     compact_database,
+    is_outage,
     is_retryable,
     make_engine,
     open_session,
+    outage_reason,
     run_transaction,
     upgrade_database,
 )
@@ -69,6 +71,7 @@ from curation.catalog.leases import (
 from curation.catalog.licensing import adopt_licenses
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
 from curation.catalog.review import find_entry, review_entries, review_entry
+from curation.catalog.sessions import open_review_session, review_session_live, revoke_review_session
 from curation.catalog.storable import checked
 from curation.licenses import license_from_metadata
 
@@ -98,6 +101,7 @@ __all__ = [
     "get_campaign",
     "get_entry",
     "get_run",
+    "is_outage",
     "is_retryable",
     "lease_holder",
     "list_campaigns",
@@ -105,11 +109,15 @@ __all__ = [
     "list_runs",
     "make_engine",
     "new_owner",
+    "open_review_session",
     "open_session",
+    "outage_reason",
     "release_lease",
     "renew_lease",
     "review_entries",
     "review_entry",
+    "review_session_live",
+    "revoke_review_session",
     "run_transaction",
     "set_campaign_status",
     "start_run",

@@ -54,8 +54,11 @@ def require_token(
 
 
 def read_allowed(settings: Settings, request: Request) -> bool:
-    """True when reads are open, or the request carries a valid session cookie (the bearer is checked apart)."""
-    return not settings.api_read_requires_token or valid_cookie(settings, request.cookies.get(COOKIE))
+    """True when reads are open, or the request carries the cookie of a live session (the bearer is checked
+    apart); the session is looked up in the catalog, so a logout on any replica counts."""
+    if not settings.api_read_requires_token:
+        return True
+    return valid_cookie(settings, get_engine(request), request.cookies.get(COOKIE))
 
 
 def read_authorised(settings: Settings, request: Request) -> bool:

@@ -4,9 +4,10 @@ With `DATAHUNT_API_READ_REQUIRES_TOKEN=1` a browser cannot send a bearer header 
 `EventSource`, so `POST /session` takes the API token once and sets `datahunt_session`: `HttpOnly` (page
 scripts never see it), `SameSite=Strict` (no other site's page can make the browser send it), `Path=/`, and
 `Secure` when the request came over TLS. The cookie authorises reads (pages, API reads, the event stream) until
-it expires; writes still need the bearer token, so a cookie alone can never approve, export or launch. The
-cookie is stateless (`server.api.session_cookie`), so every replica accepts it, and changing the token ends
-every session. `POST /session/logout` clears it.
+it expires (12 h, kept by the server); writes still need the bearer token, so a cookie alone can never approve,
+export or launch. The session lives in the catalog database (`server.api.session_cookie`), so every replica
+accepts it, and `POST /session/logout` ends it on all of them: a copy of the cookie taken before the logout is
+refused afterwards. Changing the token ends every session.
 """
 
 from __future__ import annotations
@@ -16,8 +17,15 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.api.deps import SettingsDep
-from server.api.session_cookie import COOKIE, SESSION_S, configured_token, issue_cookie, token_matches
+from server.api.deps import EngineDep, SettingsDep
+from server.api.session_cookie import (
+    COOKIE,
+    SESSION_S,
+    configured_token,
+    issue_cookie,
+    revoke_cookie,
+    token_matches,
+)
 
 router = APIRouter(prefix="/session", tags=["session"])
 
@@ -36,21 +44,24 @@ class SessionOut(BaseModel):
 
 
 @router.post("", responses={401: {"description": "Wrong token"}, 403: {"description": "No token configured"}})
-def login(body: Login, request: Request, response: Response, settings: SettingsDep) -> SessionOut:
-    """Check the API token once and set the read session cookie."""
+def login(
+    body: Login, request: Request, response: Response, settings: SettingsDep, engine: EngineDep
+) -> SessionOut:
+    """Check the API token once, open a session in the catalog and set its cookie."""
     if configured_token(settings) is None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "logins disabled: set DATAHUNT_API_TOKEN on the server")
     if not token_matches(settings, body.token):
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "wrong token")
     response.set_cookie(
-        COOKIE, issue_cookie(settings), max_age=SESSION_S, path="/", httponly=True, samesite="strict",
+        COOKIE, issue_cookie(settings, engine), max_age=SESSION_S, path="/", httponly=True, samesite="strict",
         secure=request.url.scheme == "https",
     )
     return SessionOut(expires_in_s=SESSION_S)
 
 
 @router.post("/logout")
-def logout(request: Request, response: Response) -> SessionOut:
-    """Clear the session cookie."""
+def logout(request: Request, response: Response, settings: SettingsDep, engine: EngineDep) -> SessionOut:
+    """End the session on the server (every replica refuses its cookie from now on) and clear the cookie."""
+    revoke_cookie(settings, engine, request.cookies.get(COOKIE))
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return SessionOut(expires_in_s=0)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -82,20 +84,32 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def open_catalog() -> Any:
-    """Return an engine on the configured catalog, migrated to the latest schema."""
-    from sqlalchemy.exc import DatabaseError
-
-    from core.settings import get_settings
+@contextmanager
+def catalog_failures(board: ProgressBoard | None = None) -> Iterator[None]:
+    """Turn the catalog failing (a CatalogError, or the database down, full or damaged) into one error line and
+    exit 1 instead of a traceback; when `board` has seen a campaign start, the line says how to resume it."""
     from curation.catalog import store
 
     try:
-        engine = store.make_engine(get_settings().resolved_database_url)
-        store.upgrade_database(engine)
+        yield
     except store.CatalogError as exc:  # the database is down, or its folder cannot be made
         raise fail(str(exc)) from None
-    except DatabaseError as exc:  # a damaged SQLite file, a full disk
-        raise fail(f"cannot use the catalog database: {str(exc.orig or exc).splitlines()[0]}") from None
+    except Exception as exc:
+        if not store.is_outage(exc):
+            raise
+        campaign_id = board.campaign_id if board is not None else None
+        hint = f"; once it is back, `datahunt campaign resume {campaign_id}` continues" if campaign_id else ""
+        raise fail(f"cannot use the catalog database: {store.outage_reason(exc)}{hint}") from None
+
+
+def open_catalog() -> Any:
+    """Return an engine on the configured catalog, migrated to the latest schema."""
+    from core.settings import get_settings
+    from curation.catalog import store
+
+    with catalog_failures():
+        engine = store.make_engine(get_settings().resolved_database_url)
+        store.upgrade_database(engine)
     return engine
 
 
@@ -165,21 +179,23 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
     settings = get_settings()
     engine = open_catalog()
     try:
-        if as_json:
-            asyncio.run(coroutine_factory(engine, settings, board.on_event))
-        else:
-            with Live(get_renderable=board.render, refresh_per_second=4, transient=True):
+        with catalog_failures(board):  # the database went down or filled up under the campaign
+            if as_json:
                 asyncio.run(coroutine_factory(engine, settings, board.on_event))
+            else:
+                with Live(get_renderable=board.render, refresh_per_second=4, transient=True):
+                    asyncio.run(coroutine_factory(engine, settings, board.on_event))
     except KeyboardInterrupt:
         if board.campaign_id:
-            with store.open_session(engine) as session:
+            with catalog_failures(), store.open_session(engine) as session:
                 store.set_campaign_status(session, campaign_id=board.campaign_id, status=CampaignStatus.INTERRUPTED,
                                           error="interrupted by the user", actor="cli")
             raise fail(f"interrupted; resume with `datahunt campaign resume {board.campaign_id}`") from None
         raise fail("interrupted") from None
-    except (CampaignError, store.CatalogError) as exc:
+    except CampaignError as exc:
         raise fail(str(exc)) from None
-    adopt_mirror_licenses(engine)
+    with catalog_failures():
+        adopt_mirror_licenses(engine)
     return board
 
 
@@ -277,16 +293,15 @@ def status_command(
     from curation.catalog import store
 
     engine = open_catalog()
-    try:
-        with store.open_session(engine) as session:
-            campaign = store.get_campaign(session, campaign_id=campaign_id).model_dump(mode="json")
-            runs = [r.model_dump(mode="json") for r in store.list_runs(session, campaign_id=campaign_id)]
-    except store.CampaignNotFoundError as exc:
-        from core.settings import get_settings
+    with catalog_failures():
+        try:
+            with store.open_session(engine) as session:
+                campaign = store.get_campaign(session, campaign_id=campaign_id).model_dump(mode="json")
+                runs = [r.model_dump(mode="json") for r in store.list_runs(session, campaign_id=campaign_id)]
+        except store.CampaignNotFoundError as exc:
+            from core.settings import get_settings
 
-        raise fail(f"{exc} in the catalog {get_settings().catalog_label}") from None
-    except store.CatalogError as exc:
-        raise fail(str(exc)) from None
+            raise fail(f"{exc} in the catalog {get_settings().catalog_label}") from None
     if as_json:
         typer.echo(json.dumps({"campaign": campaign, "runs": runs}, indent=2))
         return
@@ -319,7 +334,7 @@ def list_command(
     from curation.catalog import store
 
     engine = open_catalog()
-    with store.open_session(engine) as session:
+    with catalog_failures(), store.open_session(engine) as session:
         campaigns = [c.model_dump(mode="json") for c in store.list_campaigns(session, limit=limit)]
     if not campaigns:
         from server.commands.catalog import say_empty_catalog
@@ -357,11 +372,9 @@ def prune_command(
     engine = open_catalog()
     path = Path(engine.url.database or "") if engine.dialect.name == "sqlite" else None
     before = path.stat().st_size if path is not None and path.is_file() else None
-    try:
+    with catalog_failures():
         result = asyncio.run(prune_checkpoints(engine=engine, settings=settings))
         compacted = store.compact_database(engine) if result.deleted else False
-    except store.CatalogError as exc:
-        raise fail(str(exc)) from None
     after = path.stat().st_size if path is not None and path.is_file() else None
     out = {"deleted_threads": len(result.deleted), "kept_unfinished": result.unfinished, "kept_busy": result.busy,
            "compacted": compacted, "bytes_before": before, "bytes_after": after}

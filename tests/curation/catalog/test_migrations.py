@@ -17,7 +17,8 @@ from curation.catalog.database import alembic_config, catalog_tables_only
 from curation.catalog.store import make_engine, upgrade_database
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-TABLES = {"campaign", "subagentrun", "candidate", "verdict", "catalogentry", "auditevent", "lease", "alembic_version"}
+TABLES = {"campaign", "subagentrun", "candidate", "verdict", "catalogentry", "auditevent", "lease", "review_session",
+          "alembic_version"}
 
 
 def _current_revision(engine: Engine) -> str | None:
