@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from agents.errors import AgentError
 from agents.models import Candidate
 from core.types import Reason, ReasonCode
 from prompts import load_prompt
@@ -38,7 +39,7 @@ _PARAMETER = re.compile(r"^- (?P<name>[a-z_]+): (?P<value>[0-9.]+)$")
 PENALTY_REASON = "an evaluation benchmark: ranked below training data"
 
 
-class BenchmarkRuleError(ValueError):
+class BenchmarkRuleError(AgentError, ValueError):
     """The benchmark rule's data file is missing a section or holds a malformed line or pattern."""
 
 

@@ -33,7 +33,7 @@ from curation.catalog.campaigns import (
     start_run,
 )
 from curation.catalog.candidates import (
-    VerifiedCandidate,
+    CandidateAndVerdict,
     add_candidate,
     add_verdict,
     add_verified_candidates,
@@ -75,6 +75,7 @@ from curation.licenses import license_from_metadata
 __all__ = [
     "CAMPAIGN_STATUSES",
     "CampaignNotFoundError",
+    "CandidateAndVerdict",
     "CatalogError",
     "ConcurrentUpdateError",
     "DatabaseError",
@@ -82,7 +83,6 @@ __all__ = [
     "InvalidValueError",
     "OverrideRequiredError",
     "RunNotFoundError",
-    "VerifiedCandidate",
     "acquire_lease",
     "add_candidate",
     "add_verdict",
