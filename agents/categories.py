@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, Field
 
+from agents.errors import AgentError
 from core.types import Category
 from prompts import PromptError, load_prompt
 
@@ -32,7 +33,7 @@ _REQUIRED = ("description", "good_dataset", "exemplars", "seed_queries", "keywor
 _LIST_FIELDS = {"exemplars", "seed_queries", "keywords", "hub_task_filters", "domain_terms", "specialised_terms"}
 
 
-class CategoryDefinitionError(ValueError):
+class CategoryDefinitionError(AgentError, ValueError):
     """A category definition file is missing or does not follow the expected sections."""
 
 

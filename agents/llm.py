@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field, SecretStr
 
 from agents.categories import CategoryDefinition
+from agents.errors import AgentError
 from agents.models import Candidate
 from core.settings import Settings
 from prompts import render_prompt
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 MAX_DESCRIPTION_CHARS = 300
 
 
-class LLMError(RuntimeError):
+class LLMError(AgentError, RuntimeError):
     """The LLM could not be reached or gave an unusable answer."""
 
 

@@ -6,9 +6,9 @@ the category's anchors (description and exemplars, `agents/semantic.py`), which 
 `SEMANTIC_FLOOR` (unrelated text sits below it) up to a full keyword's worth at `SEMANTIC_FULL`, so an
 issue-to-patch set is bug fixing even when it never says "bug". Being found by several queries or backends
 adds a little, but never lifts a candidate with no evidence at all. The sum is squashed into [0, 1] with a
-one-line reason. An evaluation-only benchmark or a raw corpus (`agents/dataset_kind.py`) keeps
-`BENCHMARK_DISCOUNT` of its relevance: it is still delivered (the verifier offers a benchmark as an eval set and
-flags a corpus) but ranks below training data; a set whose rows need images, video or audio keeps
+one-line reason. An evaluation-only benchmark keeps the benchmark rule's `relevance_discount` of its relevance
+(`agents/benchmark_rule.py`), a raw corpus (`agents/dataset_kind.py`) `RAW_CORPUS_DISCOUNT`: each is still
+delivered (the verifier offers a benchmark as an eval set and flags a corpus) but ranks below training data; a set whose rows need images, video or audio keeps
 `MULTIMODAL_DISCOUNT`. Keyword evidence is contrastive too: when another category's keywords fit the candidate
 better than this one's (a code-review set that also mentions summaries), its relevance keeps
 exp(-`KEYWORD_CONTRAST` × the difference × how weak its own keyword evidence is), so look-alikes from a
@@ -23,8 +23,9 @@ import math
 import re
 from functools import lru_cache
 
+from agents.benchmark_rule import PENALTY_REASON, benchmark_rule
 from agents.categories import CategoryDefinition
-from agents.dataset_kind import is_eval_only, multimodal_evidence, raw_corpus_evidence
+from agents.dataset_kind import multimodal_evidence, raw_corpus_evidence
 from agents.models import Candidate
 from agents.search.terms import light_stem, split_terms
 
@@ -40,7 +41,9 @@ EVIDENCE_CAP = 5
 SEMANTIC_FLOOR = 0.25  # cosine to the nearest anchor below which the meaning adds nothing
 SEMANTIC_FULL = 0.55  # cosine at which the meaning counts SEMANTIC_WEIGHT
 SEMANTIC_WEIGHT = 1.2
-BENCHMARK_DISCOUNT = 0.8
+# A raw corpus ranks as low as an eval-only benchmark (the benchmark rule's `relevance_discount`): both are
+# delivered for the reviewer but hold no conversations to train on.
+RAW_CORPUS_DISCOUNT = 0.8
 # A set whose rows need images, video or audio: a text target's draft cannot learn from them, so it ranks below
 # every text set with comparable evidence (dev half: 0.6 and 0.8 recall alike, 0.6 a little more precisely).
 MULTIMODAL_DISCOUNT = 0.6
@@ -196,9 +199,9 @@ def score_candidate(
     if raw > 0:
         raw += EVIDENCE_WEIGHT * min(len(sources) - 1, EVIDENCE_CAP) if sources else 0.0
     relevance = 1.0 - math.exp(-raw)
-    benchmark = raw > 0 and is_eval_only(candidate)
+    benchmark = raw > 0 and benchmark_rule().judge(candidate).eval_only
     corpus = raw > 0 and not benchmark and raw_corpus_evidence(candidate) is not None
-    relevance *= BENCHMARK_DISCOUNT if benchmark or corpus else 1.0
+    relevance *= benchmark_rule().relevance_discount if benchmark else RAW_CORPUS_DISCOUNT if corpus else 1.0
     media = raw > 0 and multimodal_evidence(candidate) is not None
     relevance *= MULTIMODAL_DISCOUNT if media else 1.0
     outside = raw > 0 and not in_domain(candidate, definition)
@@ -226,7 +229,7 @@ def score_candidate(
         parts.append(f"reads like the category (similarity {similarity:.2f})")
     parts.append(f"found by {len(sources)} search(es)")
     if benchmark:
-        parts.append("an evaluation benchmark: ranked below training data")
+        parts.append(PENALTY_REASON)
     if corpus:
         parts.append("a raw corpus: ranked below conversation and instruction data")
     if media:

@@ -20,12 +20,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from agents.errors import AgentError
 from prompts import load_prompt
 
 _LINE = re.compile(r"^- (?P<repo>[\w.-]+/[\w.-]+): (?P<label>.+)$")
 
 
-class SourceListError(ValueError):
+class SourceListError(AgentError, ValueError):
     """A source list is missing its `## …` section or holds a malformed line."""
 
 

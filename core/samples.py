@@ -2,31 +2,58 @@
 
 Curation writes `CuratedSample` rows (Parquet shards, `samples.jsonl`); regeneration reads them and writes
 `RegeneratedSample` rows (`regenerated.jsonl`, SpecForge's ShareGPT shape plus `meta`); training reads
-either. `ROLE_ALIASES` is the one table of ShareGPT-style role names (`human`, `gpt`, …) mapped to the three
-roles every stage uses.
+either. A `Message` is one `{"role", "content"}` turn: a TypedDict, so curation's steps pass turns around as
+plain dicts while the row models validate them (role one of `ROLES`, no other key). `ROLE_ALIASES` is the one
+table of speaker names other datasets use (`human`, `gpt`, `bard`, …) for the three roles, and `read_turn` the
+one reading of a turn in either shape (`{role, content}` or ShareGPT's `{from, value}`) that every stage's
+reader uses.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing_extensions on Python 3.11
 
 Role = Literal["system", "user", "assistant"]
-ROLES: frozenset[str] = frozenset({"system", "user", "assistant"})
-ROLE_ALIASES: dict[str, str] = {"human": "user", "gpt": "assistant", "model": "assistant", "bot": "assistant"}
+ROLES: frozenset[str] = frozenset(get_args(Role))
+ROLE_ALIASES: dict[str, Role] = {
+    "human": "user",
+    "gpt": "assistant", "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant",
+    "bot": "assistant",
+}
 
 
 def canonical_role(name: object) -> str:
-    """Return the role `name` stands for (`gpt` → `assistant`); an unknown name is returned as it is."""
+    """Return the role `name` stands for, case aside (`gpt` → `assistant`, `User` → `user`); an unknown name is
+    returned as it is, for the caller to refuse."""
     text = str(name)
-    return ROLE_ALIASES.get(text, text)
+    key = text.strip().lower()
+    return key if key in ROLES else ROLE_ALIASES.get(key, text)
 
 
-class Message(BaseModel):
+def turn_speaker(turn: Mapping[str, Any]) -> str:
+    """Return who speaks in `turn` as written: its `role`, else ShareGPT's `from` (empty when neither says)."""
+    speaker = turn.get("role")
+    if speaker in (None, ""):
+        speaker = turn.get("from")
+    return "" if speaker is None else str(speaker)
+
+
+def read_turn(turn: Mapping[str, Any]) -> tuple[str, Any]:
+    """Return `(role, content)` of a turn in either shape: the speaker mapped by `canonical_role` and the
+    `content`, else ShareGPT's `value` (None when neither is there; the caller decides what text that is)."""
+    content = turn.get("content")
+    if content is None:
+        content = turn.get("value")
+    return canonical_role(turn_speaker(turn)), content
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Message(TypedDict):
     """One turn of a conversation."""
-
-    model_config = ConfigDict(extra="forbid")
 
     role: Role
     content: str

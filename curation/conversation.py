@@ -1,6 +1,7 @@
 """The one conversation shape every adapter produces, and the drop record every step may return instead.
 
-A conversation is a list of `{"role", "content"}` dicts with roles `system`, `user`, `assistant` only:
+A conversation is a list of `core.samples.Message` turns (`{"role", "content"}` dicts; the one contract,
+imported here for the adapters) with roles `system`, `user`, `assistant` only:
 tool calls are rendered into the assistant turn as `<tool_call>{json}</tool_call>` text and tool results
 become user turns wrapped in `<tool_response>…</tool_response>`, so every row satisfies SpecForge's rule
 (optional system first, then user/assistant alternating from user) and any chat template renders it.
@@ -11,16 +12,10 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, cast
 
-ROLES = ("system", "user", "assistant")
-
-
-class Message(TypedDict):
-    """One turn: `role` is system, user or assistant; `content` is text."""
-
-    role: str
-    content: str
+from core.samples import ROLES, Role
+from core.samples import Message as Message  # the one turn contract, re-exported for the adapters
 
 
 @dataclass(frozen=True)
@@ -50,8 +45,9 @@ class Row:
 
 
 def message(role: str, content: object) -> Message:
-    """Return a message with `content` coerced to text (None becomes the empty string)."""
-    return {"role": role, "content": "" if content is None else str(content)}
+    """Return a message with `content` coerced to text (None becomes the empty string). An adapter may pass a
+    role a dataset names but datahunt does not know: the role check (`role_order_problem`) drops that row."""
+    return {"role": cast(Role, role), "content": "" if content is None else str(content)}
 
 
 def render_tool_call(name: str, arguments: object) -> str:

@@ -14,7 +14,8 @@ from typing import Any
 
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from curation.licenses import hub_license, license_risk, risky_sources
+from core.licenses import hub_license, license_risk
+from curation.licenses import risky_sources
 
 __all__ = ["CardFacts", "card_license", "hub_license", "render_card", "size_category"]
 

@@ -1,58 +1,18 @@
-"""Dataset licences: where a licence is read from, its Hub id, and whether publishing under it is a risk.
+"""Dataset licences: where a licence is read from, and which sources are a risk to publish.
 
 A dataset's licence can be stated in three places: the local mirror's index (`MIRROR.json`, the licence of the
 very files curation loads), the Hub's card data or its `license:` tags, and the metadata a search backend
-recorded. `license_from_metadata` reads the last two, `mirror_licenses` the first; `license_risk` sorts any of
-them into `ok`, `non_commercial`, `restricted` or `unknown`, the classes the catalog, approval and `publish`
-warn about. Free text (`CC BY-NC 4.0 (DATA_LICENSE); code Apache-2.0`) is matched to a Hub id by its first
-clause; text that names no licence datahunt knows is `unknown`: a human must read it.
+recorded. `license_from_metadata` reads the last two, `mirror_licenses` the first; what a licence means (`ok`,
+`non_commercial`, `restricted`, `unknown`) is the one licence rule in `core/licenses.py`, which the verifier
+asks too, so a verdict and a publish warning never disagree.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
-LicenseRisk = Literal["ok", "non_commercial", "restricted", "unknown"]
-
-# Hub license ids a free-text license is matched against (the common ones datasets use).
-HUB_LICENSES = {
-    "apache-2.0", "mit", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0", "cc-by-sa-4.0", "cc-by-nc-4.0",
-    "cc-by-nc-sa-4.0", "cc-by-nd-4.0", "cc-by-nc-nd-4.0", "cc-by-3.0", "cc-by-sa-3.0", "cc-by-nc-3.0",
-    "cc-by-nc-sa-3.0", "odc-by", "odbl", "pddl", "gpl-3.0", "lgpl-3.0", "agpl-3.0", "openrail", "llama3.1", "gemma",
-    "other",
-}
-NON_COMMERCIAL = re.compile(r"(^|-)nc(-|$)")
-# Raw text that says non-commercial whatever else it says ("… CC BY-NC 4.0 data", "research use only").
-_NON_COMMERCIAL_TEXT = re.compile(r"\bby-nc\b|\bnon-?commercial\b|\bresearch[- ](use[- ])?only\b", re.IGNORECASE)
-_RESTRICTED = {"other", "cc-by-nd-4.0", "cc-by-nc-nd-4.0", "cc-by-nd-3.0", "cc-by-nc-nd-3.0"}
-_UNKNOWN_WORDS = {"", "unknown", "none", "n/a", "not stated"}
-RISKY: frozenset[LicenseRisk] = frozenset({"non_commercial", "restricted", "unknown"})
-
-
-def hub_license(text: str | None) -> str | None:
-    """Return the Hub license id a free-text license names (`CC BY-NC 4.0 (…)` → `cc-by-nc-4.0`), or None."""
-    if not text:
-        return None
-    head = re.split(r"[;(]", text, maxsplit=1)[0].strip().lower()
-    key = re.sub(r"[\s_]+", "-", head).replace("license", "").strip("-")
-    key = {"apache-2": "apache-2.0", "apache": "apache-2.0", "cc0": "cc0-1.0", "bsd-3": "bsd-3-clause"}.get(key, key)
-    return key if key in HUB_LICENSES else None
-
-
-def license_risk(text: str | None) -> LicenseRisk:
-    """Return how risky publishing data under `text` is: `non_commercial` (it or a clause of it says so),
-    `restricted` (no derivatives, `other`), `unknown` (none, or no licence datahunt recognises), else `ok`."""
-    raw = (text or "").strip()
-    if raw.lower() in _UNKNOWN_WORDS:
-        return "unknown"
-    hub_id = hub_license(raw)
-    if _NON_COMMERCIAL_TEXT.search(raw) or NON_COMMERCIAL.search(hub_id or ""):
-        return "non_commercial"
-    if hub_id in _RESTRICTED:
-        return "restricted"
-    return "ok" if hub_id else "unknown"
+from core.licenses import RISKY, LicenseRisk, license_risk
 
 
 def _first_text(value: Any) -> str | None:

@@ -270,7 +270,8 @@ def _finish(
     mixed = mix(clean, manifest.budget, seed=seed, row_id=row_ids)
     # Split and write.
     samples = [
-        build_sample(r, sources[r.source_key], row_ids[r.key], ctx.params.counter) for r in mixed.selected
+        build_sample(r, sources[r.source_key], row_ids[r.key], ctx.params.counter).model_dump()
+        for r in mixed.selected
     ]
     shard_paths = write_shards(samples, out_dir / "data", root=out_dir)
     outputs = [p.relative_to(out_dir).as_posix() for p in shard_paths]

@@ -1,5 +1,7 @@
 """Writing the curated set: Parquet shards in the curated-sample schema, optional JSONL, and JSON side files.
 
+The shards' Arrow schema is derived from the row contract (`core.samples.CuratedSample`), field by field.
+
 Every file is written to a fresh temporary name and renamed into place (`curation.atomic_files`), so a crash
 never leaves a half shard, never touches shards already complete, and a planted link is never followed. Shards hold SHARD_ROWS rows in output order; nothing written holds
 a timestamp, so the same input gives byte-identical files.
@@ -10,43 +12,52 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel
+from typing_extensions import is_typeddict
 
+from core.samples import CuratedSample
 from curation.atomic_files import remove_file, remove_temporaries, staged_file, write_file
 
 SHARD_ROWS = 10_000
 
-_MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("category", pa.string()),
-        ("messages", _MESSAGES),
-        ("needs_regeneration", pa.bool_()),
-        ("target_native", pa.bool_()),
-        (
-            "source",
-            pa.struct(
-                [
-                    ("dataset", pa.string()),
-                    ("config", pa.string()),
-                    ("split", pa.string()),
-                    ("revision", pa.string()),
-                    ("row", pa.int64()),
-                ]
-            ),
-        ),
-        ("content_hash", pa.string()),
-        ("token_count", pa.int64()),
-        ("original_messages", _MESSAGES),
-        ("original_token_count", pa.int64()),
-        ("input_ids", pa.list_(pa.int32())),
-        ("loss_mask", pa.list_(pa.int8())),
-    ]
-)
+# Token ids fit int32 and a loss mask holds 0/1: the model says `list[int]`, the shards store them narrower.
+NARROW_FIELDS: dict[str, pa.DataType] = {"input_ids": pa.list_(pa.int32()), "loss_mask": pa.list_(pa.int8())}
+
+
+def arrow_type(annotation: Any) -> pa.DataType:
+    """Return the Arrow type of a row-contract annotation: str/Literal, bool, int, `X | None` (nullable, as every
+    Arrow field is), `list[X]`, a pydantic model or a TypedDict (a struct of its fields, in order)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, UnionType):
+        (inner,) = [a for a in args if a is not type(None)]
+        return arrow_type(inner)
+    if origin is Literal and all(isinstance(a, str) for a in args):
+        return pa.string()
+    if origin is list:
+        return pa.list_(arrow_type(args[0]))
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return pa.struct([(name, arrow_type(f.annotation)) for name, f in annotation.model_fields.items()])
+    if is_typeddict(annotation):
+        return pa.struct([(name, arrow_type(hint)) for name, hint in get_type_hints(annotation).items()])
+    simple = {str: pa.string(), bool: pa.bool_(), int: pa.int64()}
+    if annotation in simple:
+        return simple[annotation]
+    raise TypeError(f"no Arrow type for {annotation!r}")
+
+
+def model_schema(model: type[BaseModel], narrow: dict[str, pa.DataType] | None = None) -> pa.Schema:
+    """Return the Arrow schema of `model`'s rows: one field per model field, in order (`narrow` overrides)."""
+    narrow = narrow or {}
+    return pa.schema([(name, narrow.get(name) or arrow_type(f.annotation)) for name, f in model.model_fields.items()])
+
+
+# The curated-sample shards: derived from the one contract, so a field added to it is a column, never forgotten.
+SCHEMA = model_schema(CuratedSample, NARROW_FIELDS)
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, root: Path | None = None) -> None:

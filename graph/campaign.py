@@ -41,6 +41,7 @@ from curation.catalog import store
 from graph.builder import build_graph
 from graph.checkpoint import open_checkpointer
 from graph.context import CampaignContext, SubagentRunner
+from graph.errors import GraphError
 from graph.events import CampaignEvent, EventCallback, emit
 from graph.lease import HeldLease, LeaseHeldElsewhere, LeaseLost
 from graph.persist import campaign_outcome
@@ -50,7 +51,7 @@ from graph.state import CampaignState
 logger = logging.getLogger(__name__)
 
 
-class CampaignError(Exception):
+class CampaignError(GraphError):
     """A campaign request that cannot be carried out (the message says why)."""
 
 
@@ -67,7 +68,8 @@ class CategoryNotInCampaignError(CampaignError):
 
 
 class CampaignBusyError(CampaignError):
-    """Another process (a replica, a CLI run) is running, resuming or re-running the campaign now."""
+    """Someone is running, resuming or re-running the campaign now: another process (a replica, a CLI run)
+    holding its lease, or in the service another task of the same process (the one busy error for both)."""
 
 
 class CampaignLeaseLostError(CampaignError):

@@ -19,6 +19,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from sqlalchemy.engine import URL, make_url
 
+from graph.errors import GraphError
+
 # pg_advisory_lock key serialising checkpointer table setup: two campaigns starting together on a fresh
 # database would otherwise both run LangGraph's migrations and one would fail on `checkpoint_migrations`.
 _SETUP_LOCK_KEY = 0x6461746168756E74  # "datahunt"
@@ -33,7 +35,7 @@ def state_serializer() -> JsonPlusSerializer:
     return JsonPlusSerializer(allowed_msgpack_modules=STATE_TYPES)
 
 
-class UnsupportedDatabaseError(ValueError):
+class UnsupportedDatabaseError(GraphError, ValueError):
     """The catalog URL names a database the checkpointer cannot use."""
 
 

@@ -22,15 +22,16 @@ from collections.abc import AsyncIterator
 from sqlalchemy import Engine
 
 from curation.catalog import store
+from graph.errors import GraphError
 
 logger = logging.getLogger(__name__)
 
 
-class LeaseHeldElsewhere(Exception):
+class LeaseHeldElsewhere(GraphError):
     """Another process holds the campaign's lease: it is running, resuming or re-running it now."""
 
 
-class LeaseLost(Exception):
+class LeaseLost(GraphError):
     """The lease expired while this process ran the campaign, and another process took it over."""
 
 

@@ -6,8 +6,9 @@ candidate's id, description and metadata (tags, task categories, languages, colu
 sections that name it).
 
 * **benchmark** — an evaluation set must never become training data: training a draft on the prompts it is
-  evaluated on inflates the very acceptance numbers datahunt reports. The evidence (`agents/dataset_kind.py`)
-  is a known evaluation family in the id (HumanEval, MBPP, MATH-500, GSM8K, SWE-bench Verified/Lite,
+  evaluated on inflates the very acceptance numbers datahunt reports. The one benchmark rule
+  (`agents/benchmark_rule.py`, its patterns in `prompts/rules/benchmark.md`) decides and words the reason; its
+  evidence is a known evaluation family in the id (HumanEval, MBPP, MATH-500, GSM8K, SWE-bench Verified/Lite,
   MT-Bench, IFEval, GPQA, AIME, …), a `benchmark`/`evaluation` tag, a listing under evaluation/benchmark
   sections or lm-eval tasks, or a description that calls it a benchmark. An eval-only set is blocked (a reviewer needs `--override` to train
   on it) and offered as a decontamination set for the manifest's `eval_sets`. A family with a real training
@@ -32,7 +33,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from agents.dataset_kind import benchmark_evidence, is_eval_only, multimodal_evidence, raw_corpus_evidence
+from agents.benchmark_rule import benchmark_rule
+from agents.dataset_kind import multimodal_evidence, raw_corpus_evidence
 from agents.models import Candidate
 from core.types import Reason, ReasonCode
 
@@ -49,18 +51,8 @@ def _reason(code: ReasonCode, detail: str, *, blocking: bool) -> Reason:
 
 def check_benchmark(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     """Block an evaluation-only set (offered as an eval set instead); flag a benchmark with a training split."""
-    evidence, training, _ = benchmark_evidence(candidate)
-    if not evidence:
-        return []
-    why = "; ".join(evidence)
-    if is_eval_only(candidate):
-        detail = f"evaluation benchmark ({why}): not training data, offered as an eval set for decontamination"
-        return [_reason(ReasonCode.BENCHMARK, detail, blocking=True)]
-    detail = (
-        f"benchmark-related ({why}) but {training[0]}: train on its train split only, "
-        "its test split is offered as an eval set"
-    )
-    return [_reason(ReasonCode.BENCHMARK, detail, blocking=False)]
+    found = benchmark_rule().judge(candidate).reason()
+    return [] if found is None else [found]
 
 
 # ---- raw corpora ---------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from langgraph.runtime import Runtime
 from agents.models import Candidate, DatasetMetadata, Deliverable
 from agents.scoring import OFF_TOPIC_BELOW
 from agents.search.base import SearchBackend
+from core.licenses import is_stated, license_risk
 from core.types import Category, Decision, Reason, ReasonCode, RunStatus, is_hub_id
 from graph.context import CampaignContext
 from graph.state import BranchResult, CampaignState, VerifiedCandidate, VerifiedRun
@@ -44,11 +45,6 @@ TEXT_FIELD_HINTS = (
     "question", "answer", "code", "diff", "patch", "commit", "completion", "chosen", "solution", "problem",
     "query", "dialog", "chat", "trajectory", "review", "comment", "body", "title", "explanation", "turns",
 )
-# License identifiers (lower case) that forbid or leave doubtful training a model we ship.
-RESTRICTIVE_LICENSES = {"other", "cc-by-nd-4.0", "cc-by-nc-nd-4.0", "cc-by-nc-nd-3.0", "cc-by-nd-3.0", "research-only"}
-RESTRICTIVE_MARKERS = ("-nd", "noderiv", "no-deriv", "research", "academic")
-NON_COMMERCIAL_MARKERS = ("-nc", "noncommercial", "non-commercial")
-UNKNOWN_LICENSES = {"", "unknown", "none", "n/a"}
 
 
 def reason(code: ReasonCode, detail: str, *, blocking: bool) -> Reason:
@@ -100,14 +96,17 @@ def check_gated(candidate: Candidate, context: VerifyContext) -> list[Reason]:
 
 
 def check_license(candidate: Candidate, context: VerifyContext) -> list[Reason]:
-    """Reject restrictive licenses, flag non-commercial and unknown ones."""
+    """Reject a restricted license, flag a non-commercial or unknown one (`core/licenses.py`: the one rule)."""
     raw = candidate.metadata.license
-    name = (raw or "").strip().lower()
-    if name in UNKNOWN_LICENSES:
+    risk = license_risk(raw)
+    if risk == "unknown" and not is_stated(raw):
         return [reason(ReasonCode.LICENSE_UNKNOWN, "license unknown: check the dataset card", blocking=False)]
-    if name in RESTRICTIVE_LICENSES or any(marker in name for marker in RESTRICTIVE_MARKERS):
+    if risk == "unknown":
+        detail = f"license {raw!r} is none datahunt recognises: read its terms"
+        return [reason(ReasonCode.LICENSE_UNKNOWN, detail, blocking=False)]
+    if risk == "restricted":
         return [reason(ReasonCode.LICENSE_RESTRICTED, f"license {raw!r} restricts training or derivatives", blocking=True)]
-    if any(marker in name for marker in NON_COMMERCIAL_MARKERS):
+    if risk == "non_commercial":
         return [reason(ReasonCode.LICENSE_NON_COMMERCIAL, f"license {raw!r} is non-commercial", blocking=False)]
     return []
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.jsonl import JsonlError, iter_jsonl
-from core.samples import ROLES, canonical_role
+from core.samples import ROLES, read_turn
 from inference.errors import InferenceError
 
 logger = logging.getLogger(__name__)
@@ -86,11 +86,11 @@ def content_id(messages: list[dict[str, Any]]) -> str:
 
 
 def normalise_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Return the messages with ShareGPT role aliases mapped (`human`→user, `gpt`→assistant) and text content."""
+    """Return the messages as `{role, content}` turns read by the one turn reader (`core.samples.read_turn`:
+    ShareGPT's `from`/`value` and role aliases such as `human`→user, `gpt`→assistant) with text content."""
     out = []
     for message in messages:
-        role = canonical_role(message.get("role") or message.get("from") or "")
-        content = message.get("content", message.get("value"))
+        role, content = read_turn(message)
         out.append({"role": role, "content": "" if content is None else str(content)})
     return out
 

@@ -3,7 +3,8 @@
 Prompts live beside this module as `<agent>/<node>.md` Jinja templates with named placeholders
 (`{{ category }}`). `render_prompt` fails on a missing placeholder value and on a value the template never
 uses, so a prompt and its caller cannot drift apart silently. Category definitions
-(`categories/<name>.md`) are data read by the agents, not templates.
+(`categories/<name>.md`) and rules (`rules/<name>.md`: the benchmark rule's patterns and penalties) are data
+read by the agents, not templates.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ def _root() -> resources.abc.Traversable:
 
 
 def prompt_names() -> list[str]:
-    """Return every template name (`agent/node`, without `.md`), excluding category definitions."""
+    """Return every template name (`agent/node`, without `.md`), excluding category definitions and rules."""
     names: list[str] = []
     for folder in _root().iterdir():
-        if not folder.is_dir() or folder.name in {"categories", "__pycache__"}:
+        if not folder.is_dir() or folder.name in {"categories", "rules", "__pycache__"}:
             continue
         names.extend(f"{folder.name}/{f.name[:-3]}" for f in folder.iterdir() if f.name.endswith(".md"))
     return sorted(names)
@@ -37,7 +38,7 @@ def prompt_names() -> list[str]:
 
 @lru_cache(maxsize=128)
 def load_prompt(name: str) -> str:
-    """Return the raw text of prompt `name` (`agent/node` or `categories/<category>`)."""
+    """Return the raw text of prompt `name` (`agent/node`, `categories/<category>` or `rules/<rule>`)."""
     path = _root().joinpath(*f"{name}.md".split("/"))
     if not path.is_file():
         raise PromptError(f"no prompt named {name!r}")

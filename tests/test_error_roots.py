@@ -1,4 +1,5 @@
-"""Every error a stage raises on purpose descends from that stage's root (CurationError, InferenceError, TrainingError).
+"""Every error a stage raises on purpose descends from that stage's root (AgentError, GraphError, CurationError,
+InferenceError, TrainingError).
 
 Read from the source by AST: a class in a stage package whose bases include a builtin exception must also
 have the stage's root among its ancestors, so the CLI can catch one name per stage. Private helpers (`_Name`) are exempt.
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = {"curation": "CurationError", "inference": "InferenceError", "training": "TrainingError"}
+STAGES = {"agents": "AgentError", "graph": "GraphError", "curation": "CurationError", "inference": "InferenceError",
+          "training": "TrainingError"}
 BUILTIN_ERRORS = {
     name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
 }
@@ -51,9 +53,17 @@ def test_the_guard_sees_an_unrooted_error(tmp_path: Path) -> None:
 
 
 def test_the_roots_keep_the_old_builtin_bases() -> None:
+    from agents.categories import CategoryDefinitionError
+    from agents.errors import AgentError
+    from agents.llm import LLMError
+    from agents.search.base import BackendUnavailableError, SearchError
     from curation.catalog.errors import CatalogError
     from curation.errors import CurationError
     from curation.manifest import ManifestError
+    from graph.campaign import CampaignBusyError, CampaignError
+    from graph.checkpoint import UnsupportedDatabaseError
+    from graph.errors import GraphError
+    from graph.lease import LeaseLost
     from inference.errors import InferenceError
     from inference.journal import JournalError
     from inference.records import InputError
@@ -65,3 +75,28 @@ def test_the_roots_keep_the_old_builtin_bases() -> None:
     assert issubclass(InputError, InferenceError) and issubclass(InputError, ValueError)
     assert issubclass(JournalError, InferenceError) and issubclass(JournalError, RuntimeError)
     assert issubclass(ConfigError, TrainingError) and issubclass(ConfigError, ValueError)
+    assert issubclass(CategoryDefinitionError, AgentError) and issubclass(CategoryDefinitionError, ValueError)
+    assert issubclass(LLMError, AgentError) and issubclass(LLMError, RuntimeError)
+    assert issubclass(BackendUnavailableError, SearchError) and issubclass(SearchError, AgentError)
+    assert issubclass(CampaignBusyError, CampaignError) and issubclass(CampaignError, GraphError)
+    assert issubclass(UnsupportedDatabaseError, GraphError) and issubclass(UnsupportedDatabaseError, ValueError)
+    assert issubclass(LeaseLost, GraphError)
+
+
+def test_one_name_means_one_thing() -> None:
+    """`CampaignBusyError` was a RuntimeError in the service and a CampaignError in the graph, and
+    `VerifiedCandidate` a TypedDict in the graph and a tuple in the catalog: each public error or contract name
+    is now defined once across the stages."""
+    seen: dict[str, list[str]] = {}
+    for package in (*STAGES, "core", "server"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            names = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
+            names += [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                      if isinstance(t, ast.Name) and t.id[:1].isupper() and not t.id.isupper()]
+            for name in names:
+                seen.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    twice = {name: where for name, where in seen.items() if len(where) > 1 and not name.startswith("_")}
+    assert "CampaignBusyError" not in twice and "VerifiedCandidate" not in twice and "Message" not in twice
+    # each stage binds the one atomic writer (core/atomic_files.py) to an UnsafePathError of its own root, by design
+    assert {name for name in twice if name.endswith("Error")} == {"UnsafePathError"}, twice

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.jsonl import JsonlError, iter_jsonl
-from core.samples import ROLES, canonical_role
+from core.samples import ROLES, read_turn
 from training.errors import TrainingError
 
 
@@ -39,9 +39,7 @@ def _turns(raw: Any, where: str) -> list[dict[str, str]]:
     for turn in raw:
         if not isinstance(turn, dict):
             raise DataError(f"{where}: a turn is not an object")
-        role = turn.get("role", turn.get("from"))
-        content = turn.get("content", turn.get("value"))
-        role = canonical_role(role)
+        role, content = read_turn(turn)  # `{role, content}` or ShareGPT's `{from, value}`, aliases mapped
         if role not in ROLES or not isinstance(content, str) or not content:
             raise DataError(f"{where}: turn with role {role!r} needs a non-empty string content")
         turns.append({"role": role, "content": content})

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from agents.errors import AgentError
 from agents.models import BackendName, DatasetMetadata, SearchHit
 
 
-class SearchError(Exception):
+class SearchError(AgentError):
     """A backend could not answer a query."""
 
 

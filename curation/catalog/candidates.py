@@ -24,8 +24,9 @@ from curation.catalog.storable import storable
 
 _DECISIONS = {d.value for d in Decision}
 
-# One verified candidate as the persist node hands it over: the candidate as delivered, decision, reasons.
-VerifiedCandidate = tuple[dict[str, Any], str, Sequence[Reason]]
+# One candidate and its verdict as the persist node hands them over: the candidate as delivered, decision, reasons
+# (the graph's `graph.state.VerifiedCandidate`, unpacked; named apart so one name means one thing).
+CandidateAndVerdict = tuple[dict[str, Any], str, Sequence[Reason]]
 
 
 def add_candidate(session: Session, *, campaign_id: str, run_id: int, category: str, candidate: dict[str, Any]) -> CandidateRecord:
@@ -71,7 +72,7 @@ def add_verdict(
 
 
 def add_verified_candidates(
-    session: Session, *, campaign_id: str, run_id: int, category: str, verified: Sequence[VerifiedCandidate]
+    session: Session, *, campaign_id: str, run_id: int, category: str, verified: Sequence[CandidateAndVerdict]
 ) -> list[CandidateRecord]:
     """Store a run's candidates and the verdict on each, as `add_candidate` then `add_verdict` per candidate
     would (same rows, same ids), in one insert per table; return the candidate rows in the order given."""

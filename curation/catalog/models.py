@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import JSON, Column, DateTime, Dialect, Text, TypeDecorator, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from core.licenses import license_risk
 from core.types import CampaignStatus, Reason, ReasonCode, RunStatus
-from curation.licenses import license_risk
 
 
 def utcnow() -> datetime:

@@ -33,7 +33,7 @@ from curation.catalog.campaigns import (
     start_run,
 )
 from curation.catalog.candidates import (
-    VerifiedCandidate,
+    CandidateAndVerdict,
     add_candidate,
     add_verdict,
     add_verified_candidates,
@@ -78,6 +78,7 @@ from curation.licenses import license_from_metadata
 __all__ = [
     "CAMPAIGN_STATUSES",
     "CampaignNotFoundError",
+    "CandidateAndVerdict",
     "CatalogError",
     "ConcurrentUpdateError",
     "DatabaseError",
@@ -85,7 +86,6 @@ __all__ = [
     "InvalidValueError",
     "OverrideRequiredError",
     "RunNotFoundError",
-    "VerifiedCandidate",
     "acquire_lease",
     "add_candidate",
     "add_verdict",

@@ -49,7 +49,7 @@ def write_shard(plan: EnginePlan, shard: Shard, threshold: bytes | None) -> int:
             continue
         row = Row(source.key, row_index, messages, str(source.category), source.target_native, shard.order,
                   extra={"token_count": tokens, "prompt_tokens": prompt_tokens})
-        samples.append(build_sample(row, source, sample_id(source, row_index), plan.ctx.params.counter))
+        samples.append(build_sample(row, source, sample_id(source, row_index), plan.ctx.params.counter).model_dump())
         if len(samples) >= 4_096:
             writer.write_table(pa.Table.from_pylist(samples, schema=SCHEMA))
             count += len(samples)

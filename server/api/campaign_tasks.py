@@ -42,10 +42,6 @@ FINISH_POLL_S = 0.05
 START_WAIT_S = 10.0  # how long a re-run's answer waits for its task to take the lease or be refused it
 
 
-class CampaignBusyError(RuntimeError):
-    """A campaign already has a task running in this process."""
-
-
 class CampaignManager:
     """Owns the campaign tasks of one server process and the queues that stream their events."""
 
@@ -110,7 +106,7 @@ class CampaignManager:
         self._loop = asyncio.get_running_loop()
         if self.is_active(campaign_id):
             coro.close()
-            raise CampaignBusyError(f"campaign {campaign_id} is already running in this server")
+            raise campaign_graph.CampaignBusyError(f"campaign {campaign_id} is already running in this server")
         self._started.discard(campaign_id)
         self._refused.pop(campaign_id, None)
         task = asyncio.create_task(self._guarded(campaign_id, coro, what=what), name=f"{what}:{campaign_id}")
@@ -195,7 +191,7 @@ class CampaignManager:
                 self._status_is_final, campaign_id)
             if not finishing or asyncio.get_running_loop().time() >= deadline:
                 if active:
-                    raise CampaignBusyError(f"campaign {campaign_id} is already running in this server")
+                    raise campaign_graph.CampaignBusyError(f"campaign {campaign_id} is already running in this server")
                 return holder
             if active and task is not None:
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
@@ -243,7 +239,7 @@ class CampaignManager:
         """
         holder = await self._busy_unless_finishing(campaign_id)
         if holder is not None:
-            raise CampaignBusyError(f"campaign {campaign_id} is being worked on by another process ({holder})")
+            raise campaign_graph.CampaignBusyError(f"campaign {campaign_id} is being worked on by another process ({holder})")
         coro = campaign_graph.rerun_category(
             engine=self.engine, settings=self.settings, campaign_id=campaign_id, category=category,
             on_event=self.publish, **self.overrides,
@@ -265,7 +261,7 @@ class CampaignManager:
             await asyncio.sleep(FINISH_POLL_S)
         refused = self._refused.pop(campaign_id, None)
         if refused is not None:
-            raise CampaignBusyError(str(refused))
+            raise campaign_graph.CampaignBusyError(str(refused))
 
     async def resume_unfinished(self) -> list[str]:
         """Resume every campaign a previous process left pending/running; return their ids."""

@@ -20,7 +20,8 @@ from sqlalchemy import Engine
 
 from core.types import FINAL_CAMPAIGN_STATUSES, CampaignStatus, UnknownCategoryError, parse_category
 from curation.catalog import store
-from server.api.campaign_tasks import CampaignBusyError, CampaignManager
+from graph.campaign import CampaignBusyError
+from server.api.campaign_tasks import CampaignManager
 from server.api.deps import EngineDep, get_engine, require_read_token, require_token
 from server.api.schemas import CampaignAccepted, CampaignCreate, CampaignOut, RunOut
 

@@ -316,7 +316,7 @@ def mirror_license_index() -> dict[str, str]:
 
 def _warn_license(entry: Any) -> None:
     """Say on stderr when an approved entry's licence is non-commercial, restricted or unknown."""
-    from curation.licenses import license_risk
+    from core.licenses import license_risk
 
     risk = license_risk(entry.license)
     if risk != "ok":

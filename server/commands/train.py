@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import typer
 
 from core.jsonl import JsonlError, read_jsonl
+from core.samples import read_turn
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -192,10 +193,11 @@ def _read_prompt_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def _prompt_turns(row: dict[str, Any]) -> list[dict[str, str]]:
-    """The conversation up to its first assistant turn (held-out rows keep only what the user said)."""
-    turns = row.get("conversations") or row.get("messages") or []
-    first = next((i for i, t in enumerate(turns) if t.get("role", t.get("from")) in {"assistant", "gpt"}), len(turns))
-    return [{"role": t.get("role", "user"), "content": t.get("content", "")} for t in turns[:first]]
+    """The conversation up to its first assistant turn (held-out rows keep only what the user said), each turn
+    read by the one turn reader (`core.samples.read_turn`: `{role, content}` or ShareGPT's `{from, value}`)."""
+    turns = [read_turn(t) for t in row.get("conversations") or row.get("messages") or []]
+    first = next((i for i, (role, _) in enumerate(turns) if role == "assistant"), len(turns))
+    return [{"role": role, "content": "" if content is None else str(content)} for role, content in turns[:first]]
 
 
 def eval_accept(

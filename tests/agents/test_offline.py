@@ -212,7 +212,9 @@ def test_records_listed_only_as_benchmarks_rank_below_training_sets() -> None:
 def test_an_eval_listing_of_a_family_with_a_training_split_costs_nothing() -> None:
     """lm-eval lists CodeXGLUE's per-language code-to-text copies as tasks (their test splits); the family ships
     train splits too, so those records rank as plainly as an unlisted copy, and the verifier only flags them."""
-    from agents.dataset_kind import is_eval_only, training_split_family
+    from agents.benchmark_rule import benchmark_rule
+
+    training_split_family = benchmark_rule().training_split_family
 
     index = OfflineIndex(
         [
@@ -231,7 +233,7 @@ def test_an_eval_listing_of_a_family_with_a_training_split_costs_nothing() -> No
     assert training_split_family("someone/chat") is None
     listed = Candidate(hub_id="CM/codexglue_code2text_go", categories=[Category.CODE_EXPLANATION],
                        metadata=DatasetMetadata(sections=["lm-eval task: code_x_glue"]))
-    assert not is_eval_only(listed)
+    assert not benchmark_rule().judge(listed).eval_only
 
 
 SEMANTIC_RECORDS = [

@@ -292,7 +292,10 @@ def test_a_word_the_name_negates_is_no_keyword_evidence() -> None:
 def test_only_gsm8k_itself_carries_the_families_training_split() -> None:
     """GSM8K has a train split; a re-labelled test set and a tiny eval subset named after it have none, so they
     are evaluation only (they were accepted with a "train on its train split" flag) unless they say training."""
-    from agents.dataset_kind import is_eval_only
+    from agents.benchmark_rule import benchmark_rule
+
+    def is_eval_only(c: Candidate) -> bool:
+        return benchmark_rule().judge(c).eval_only
 
     assert not is_eval_only(candidate("openai/gsm8k", "Grade school math word problems"))
     assert is_eval_only(candidate("madrylab/gsm8k-platinum", "GSM8k Platinum: a revised test set"))
@@ -303,16 +306,20 @@ def test_only_gsm8k_itself_carries_the_families_training_split() -> None:
 def test_a_set_merely_named_math_is_no_member_of_the_math_benchmark_family() -> None:
     """camel-ai/math (CAMEL's synthetic problems) was flagged "MATH has a training split: its test split is offered
     as an eval set"; the MATH benchmark's own copies keep the family."""
-    from agents.dataset_kind import benchmark_evidence, training_split_family
+    from agents.benchmark_rule import benchmark_rule
 
-    assert benchmark_evidence(candidate("camel-ai/math", "camel: camel-ai/chemistry | camel-ai | 760620"))[0] == []
+    training_split_family = benchmark_rule().training_split_family
+    assert benchmark_rule().judge(candidate("camel-ai/math", "camel: camel-ai/chemistry | camel-ai | 760620")).evidence == ()
     assert training_split_family("camel-ai/math") is None
     assert training_split_family("EleutherAI/hendrycks_math") == "MATH"
     assert training_split_family("DigitalLearningGmbH/MATH-lighteval") == "MATH"
 
 
 def test_a_record_that_says_evaluation_only_is_a_benchmark_even_when_a_list_files_it_under_training() -> None:
-    from agents.dataset_kind import is_eval_only
+    from agents.benchmark_rule import benchmark_rule
+
+    def is_eval_only(c: Candidate) -> bool:
+        return benchmark_rule().judge(c).eval_only
 
     sections = ["Awesome Datasets for LLM Training > General Open Access Datasets", "Evaluation Datasets > Long Text"]
     longbench = candidate("THUDM/LongBench", "LongBench: Evaluation Only | A benchmark for long context.",

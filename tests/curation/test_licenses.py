@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curation.licenses import license_from_metadata, license_risk, mirror_licenses
+from core.licenses import license_risk
+from curation.licenses import license_from_metadata, mirror_licenses
 from curation.mirror import read_mirror_index
 
 MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
@@ -17,6 +18,10 @@ def test_risk_classes_of_real_licence_texts() -> None:
     assert license_risk("Apache-2.0 (LLaMA-Factory repository license)") == "ok" and license_risk("MIT") == "ok"
     assert license_risk("other") == "restricted" and license_risk("cc-by-nd-4.0") == "restricted"
     assert license_risk(None) == license_risk("unknown") == license_risk("Please follow OpenAI terms") == "unknown"
+    # no derivatives is the stronger restriction: a licence that is both is restricted (it read non-commercial)
+    assert license_risk("cc-by-nc-nd-4.0") == license_risk("CC BY-NC-ND 4.0") == "restricted"
+    assert license_risk("research purposes only") == license_risk("academic use only") == "non_commercial"
+    assert license_risk("Academic Free License v3.0") == "unknown"  # a permissive licence datahunt does not list
 
 
 def test_metadata_field_then_tags_then_card_data() -> None:

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from agents.dataset_kind import is_eval_only
+from agents.benchmark_rule import benchmark_rule
 from agents.models import Candidate, DatasetMetadata
 from agents.search.offline import OfflineIndex
 from core.settings import get_settings
@@ -41,7 +41,7 @@ def test_offline_campaign_blocks_benchmarks_and_counts_like_the_catalog(engine: 
         verdict = verdicts[record.id]
         candidate = Candidate(hub_id=record.hub_id, description=record.description, categories=[record.category],
                               metadata=DatasetMetadata.model_validate(record.dataset_metadata))
-        if is_eval_only(candidate) or record.hub_id in KNOWN_EVAL_SETS | DERIVED_EVAL_SETS:
+        if benchmark_rule().judge(candidate).eval_only or record.hub_id in KNOWN_EVAL_SETS | DERIVED_EVAL_SETS:
             seen_eval_sets.add(record.hub_id)
             assert verdict.decision == Decision.REJECT, f"{record.hub_id} offered for training in {record.category}"
             assert ReasonCode.BENCHMARK in {r["code"] for r in verdict.reasons if r["blocking"]}

@@ -150,7 +150,7 @@ def test_a_run_whose_batch_fails_validation_stores_nothing_of_it(engine: Engine)
         assert run_id is not None
     good = Candidate(hub_id="org/fine", categories=[Category.MATH]).model_dump(mode="json")
     bad = Candidate(hub_id="org/odd", categories=[Category.MATH]).model_dump(mode="json")
-    verified: list[store.VerifiedCandidate] = [(good, "accept", []), (bad, "maybe", [])]  # the second decision is not a Decision
+    verified: list[store.CandidateAndVerdict] = [(good, "accept", []), (bad, "maybe", [])]  # the second decision is not a Decision
     with pytest.raises(store.InvalidValueError, match="unknown decision 'maybe'"), store.open_session(engine) as session:
         store.add_verified_candidates(session, campaign_id=campaign.id, run_id=run_id, category="math", verified=verified)
     with store.open_session(engine) as session:

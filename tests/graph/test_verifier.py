@@ -59,12 +59,37 @@ def test_a_snapshot_record_with_unknowns_is_accepted_with_flags() -> None:
     ("CC-BY-NC-SA-4.0", [("license_non_commercial", False)]),
     ("cc-by-nc-nd-4.0", [("license_restricted", True)]),
     ("other", [("license_restricted", True)]),
-    ("research-only", [("license_restricted", True)]),
+    ("CC BY-NC-ND 4.0", [("license_restricted", True)]),
+    # research-only restricts use as CC BY-NC does: a flag, as `publish` and the catalog have always said
+    ("research-only", [("license_non_commercial", False)]),
+    ("Research use only", [("license_non_commercial", False)]),
     (None, [("license_unknown", False)]),
     ("unknown", [("license_unknown", False)]),
+    ("not stated", [("license_unknown", False)]),
+    # stated, but none datahunt knows: the catalog's licence risk says unknown, so the verdict flags it too
+    ("c-uda", [("license_unknown", False)]),
 ])
 def test_license_check(license: str | None, expected: list[tuple[str, bool]]) -> None:
     assert codes(check_license(candidate(license=license), VerifyContext())) == expected
+
+
+@pytest.mark.parametrize("license", [
+    None, "not stated", "apache-2.0", "MIT", "cc-by-nc-4.0", "CC BY-NC 4.0 (DATA_LICENSE); code Apache-2.0",
+    "cc-by-nc-nd-4.0", "cc-by-nd-4.0", "other", "research-only", "academic use only", "Academic Free License v3.0",
+    "fair-noncommercial-research-license", "NVIDIA Open Model License", "c-uda", "no derivatives allowed",
+])
+def test_the_verdict_and_the_catalogs_licence_risk_are_one_rule(license: str | None) -> None:
+    """The verifier's licence reason and the class the catalog, approval and `publish` show are the same rule
+    (`core/licenses.py`): they disagreed on research-only (restricted vs non-commercial), on `cc-by-nc-nd`
+    (restricted vs non-commercial) and on unrecognised text (nothing vs unknown)."""
+    from curation.catalog.models import CatalogEntry
+    from curation.licenses import risky_sources
+
+    expected = {"ok": [], "unknown": [("license_unknown", False)], "restricted": [("license_restricted", True)],
+                "non_commercial": [("license_non_commercial", False)]}
+    risk = CatalogEntry(hub_id="a/b", license=license).license_risk()
+    assert codes(check_license(candidate(license=license), VerifyContext())) == expected[risk]
+    assert [r[2] for r in risky_sources([{"hub_id": "a/b", "license": license}])] == ([] if risk == "ok" else [risk])
 
 
 def test_gated_manual_rejects_by_policy_and_auto_flags() -> None:
