@@ -79,3 +79,18 @@ def test_the_cli_refuses_a_new_lr_in_one_line_and_a_finished_run_says_where_its_
     assert bad.exit_code == 1
     assert "is a folder with no regenerated.jsonl or samples.jsonl" in bad.output
     assert "does not exist" not in bad.output
+
+
+def test_a_cpu_run_for_a_bfloat16_target_exports_bfloat16_and_the_launch_line_says_so(
+        tmp_path: Path, llama_dir: Path, regenerated_data: dict[str, Path]) -> None:
+    target = tmp_path / "bf16_target"
+    shutil.copytree(llama_dir, target)
+    config = json.loads((target / "config.json").read_text())
+    config["dtype"] = "bfloat16"
+    config.pop("torch_dtype", None)
+    (target / "config.json").write_text(json.dumps(config))
+    result = train(make_config({**_base(tmp_path, target, regenerated_data["heldout"]), "max_steps": 1,
+                                 "aux_layer_ids": [1, 2, 3]}))
+    assert json.loads((result.export_dir / "config.json").read_text())["torch_dtype"] == "bfloat16"
+    line = CliRunner().invoke(app, ["sglang-command", "--target", str(target), "--draft", str(result.export_dir)])
+    assert line.exit_code == 0 and "--dtype bfloat16" in line.output.splitlines()[-1], line.output
