@@ -35,7 +35,15 @@ from inference.generation import (
     strip_thinking,
 )
 from inference.journal import Journal
-from inference.records import InputError, InputRow, PromptError, expand_samples, load_rows, user_turns
+from inference.records import (
+    InputError,
+    InputRow,
+    PromptError,
+    expand_samples,
+    load_rows,
+    stratified,
+    user_turns,
+)
 from inference.status import STATUS_FILE, StatusTracker, register_run, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -65,6 +73,7 @@ class RunConfig:
     reprobe_interval_s: float = 2.0
     dead_after_s: float = 600.0
     limit: int | None = None
+    sample: int | None = None  # a stratified trial: this many rows spread over the categories (records.stratified)
     model: str | None = None
     allow_new_sampling: bool = False  # resume a run whose earlier rows used other sampling settings
     samples: int = 1  # answers per prompt to regenerate (expand_samples)
@@ -289,6 +298,8 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
     rows, duplicates = load_rows(config.input_path)
     if config.limit is not None:
         rows = rows[: config.limit]
+    if config.sample is not None:
+        rows = stratified(rows, config.sample)
     rows = expand_samples(rows, config.samples)
     if not rows:
         raise InputError(f"{config.input_path} holds no rows to regenerate")

@@ -260,6 +260,9 @@ def run_command(
         engine=engine, settings=settings, categories=chosen, offline=True if offline else None, campaign_id=campaign_id,
         on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)
+    if not as_json:
+        Console().print("next: review with `datahunt serve` (or `datahunt catalog list`, `catalog approve ID`), then "
+                        "`datahunt manifest export`", highlight=False, soft_wrap=True)
 
 
 @campaign_app.command("resume")

@@ -150,6 +150,9 @@ def curate(
     if result.reused:
         console.print(f"reused {len(result.reused)} step(s) whose inputs had not changed")
     failed = report.failed_sources
+    if not failed or allow_partial:
+        console.print(f"next: datahunt regen --input {out} --server URL --out RUN (or --api local --model "
+                      "TARGET_DIR)", highlight=False, soft_wrap=True)
     if failed and not allow_partial:
         typer.echo(
             f"error: {len(failed)} of {len(report.per_source)} source(s) failed: {', '.join(failed)}; "
