@@ -242,7 +242,9 @@ class _Run:
             await asyncio.sleep(self.config.status_interval_s)
 
     def write_status(self) -> None:
-        write_json_atomic(self.config.out_dir / STATUS_FILE, self.tracker.snapshot(self.pool.snapshot()))
+        in_flight = getattr(self.backend, "in_flight_tokens", None)  # an in-process engine knows its partial answers
+        write_json_atomic(self.config.out_dir / STATUS_FILE, self.tracker.snapshot(
+            self.pool.snapshot(), in_flight_tokens=in_flight() if in_flight else 0))
 
 
 def _turn_meta(result: TurnResult, server: str, attempts: int) -> dict[str, Any]:
