@@ -362,6 +362,9 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
         except AllEndpointsDown as exc:
             tracker.state, tracker.error = "failed", str(exc)
             raise
+        except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C: a stop asked for, not an error to show
+            tracker.state, tracker.error = "interrupted", "stopped by the user; run the same command again to resume"
+            raise
         except BaseException as exc:
             tracker.state, tracker.error = "interrupted", f"{type(exc).__name__}: {exc}"
             raise

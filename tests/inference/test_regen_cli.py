@@ -275,3 +275,30 @@ def test_sample_spreads_a_trial_run_over_the_categories(tmp_path: Path, fake_ser
     assert categories("spread") == ["code_review"] * 2 + ["math"] * 2 + ["tool_use"] * 2
     both = runner.invoke(app, [*base, "--out", str(tmp_path / "x"), "--sample", "6", "--limit", "3"])
     assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_ctrl_c_of_regen_says_interrupted_and_no_cancelled_error_line(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    server = FakeServer(delay_s=0.5).start()
+    try:
+        write_samples(tmp_path / "in.jsonl", 40)
+        run = subprocess.Popen([sys.executable, "-c", "from server.cli import app; app()", "regen", "--input",
+                                str(tmp_path / "in.jsonl"), "--server", server.url, "--out", str(tmp_path / "run"),
+                                "--concurrency", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "run" / "status.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run.send_signal(signal.SIGINT)
+        _out, err = run.communicate(timeout=60)
+    finally:
+        server.stop()
+    assert run.returncode == 130 and "CancelledError" not in err and "Traceback" not in err, err
+    assert "interrupted; run the same command again to resume" in err
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "interrupted" and "CancelledError" not in (status["error"] or "")
+    shown = runner.invoke(app, ["monitor", str(tmp_path / "run"), "--once"])
+    assert "CancelledError" not in shown.output and "stopped by the user" in shown.output
