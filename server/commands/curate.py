@@ -28,7 +28,8 @@ def _fail(message: str) -> None:
 @manifest_app.command("from-mirror")
 def from_mirror(
     mirror_dir: Annotated[Path, typer.Argument(help="Mirror folder holding MIRROR.json.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Manifest file to write.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Manifest file to write: any path, relative to the "
+                                      "current folder (`manifest export --out` is read inside the data directory).")],
     target: Annotated[
         str | None, typer.Option("--target", help="Target model (Hub id or local path).")
     ] = None,
