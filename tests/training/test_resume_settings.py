@@ -40,7 +40,7 @@ def test_a_shape_change_cannot_be_forced_and_run_length_may_change(
         tmp_path: Path, llama_dir: Path, regenerated_data: dict[str, Path]) -> None:
     base = _base(tmp_path, llama_dir, regenerated_data["train"])
     train(make_config(base))
-    with pytest.raises(ResumeMismatchError, match="draft_vocab_size 150 → 120.*another --out"):
+    with pytest.raises(ResumeMismatchError, match=r"draft_vocab_size 150 → 120.*another --out"):
         train(make_config({**base, "max_steps": 4, "draft_vocab_size": 120, "force_resume": True}))
     longer = train(make_config({**base, "max_steps": 3, "log_every": 1, "save_every": 5}))
     assert longer.steps == 3 and not longer.changed
