@@ -103,4 +103,4 @@ class HeldLease:
                     await asyncio.shield(asyncio.to_thread(self._release))
                 except SQLAlchemyError as exc:  # the catalog locked or gone: the lease runs out by itself
                     logger.warning("campaign %s: could not release its lease (%s); it expires within %.0f s",
-                                   self.campaign_id, str(exc.orig or exc).splitlines()[0], self.ttl_s)
+                                   self.campaign_id, str(getattr(exc, "orig", None) or exc).splitlines()[0], self.ttl_s)

@@ -208,9 +208,9 @@ def stratified(rows: list[InputRow], n: int) -> list[InputRow]:
     chosen: list[int] = []
     while queues and len(chosen) < n:
         for queue in list(queues):
-            index = next(queue, None)
-            if index is None:
+            found = next(queue, None)
+            if found is None:
                 queues.remove(queue)
             elif len(chosen) < n:
-                chosen.append(index)
+                chosen.append(found)
     return [rows[i] for i in sorted(chosen)]
