@@ -147,7 +147,7 @@ def test_a_float32_draft_for_a_bfloat16_target_is_never_launched_in_float32(tmp_
         done = runner.invoke(app, [command, "--target", str(target), "--draft", str(draft)])
         assert done.exit_code == 0, done.output
         line = done.output.strip().splitlines()[-1]
-        assert "--dtype bfloat16" in line and "float32" not in line, (command, line)
+        assert "--dtype bfloat16" in line and "--dtype float32" not in line, (command, line)
         assert "the draft is float32 and is cast to it" in done.output
         hub = runner.invoke(app, [command, "--target", "org/model", "--draft", str(draft)])
         if command == "sglang-command":  # without the target's config: no --dtype rather than float32
