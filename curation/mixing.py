@@ -103,7 +103,8 @@ def mix_warnings(per_category: dict[str, CategoryMix], wanted: set[str], shared:
             if m.selected / total > DOMINANT_SHARE and category not in shared:
                 lines.append(
                     f"{category} is {m.selected / total:.0%} of the mix ({m.selected:,} of {total:,} rows): "
-                    f"give it a budget share (--share {category}=0.2) to balance the set"
+                    f"give it a budget share to balance the set (`datahunt manifest export --budget-total N "
+                    f"--share {category}=0.2`, or `budget.shares` in the manifest)"
                 )
     for category in sorted(wanted):
         if not (category in per_category and per_category[category].selected):

@@ -20,6 +20,7 @@ import threading
 from collections.abc import AsyncIterator
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from curation.catalog import store
 from graph.errors import GraphError
@@ -99,4 +100,8 @@ class HeldLease:
             stop.set()
             beat.join()  # at most one renewal in flight: a single short catalog write
             if not self.lost:
-                await asyncio.shield(asyncio.to_thread(self._release))
+                try:
+                    await asyncio.shield(asyncio.to_thread(self._release))
+                except SQLAlchemyError as exc:  # the catalog locked or gone: the lease runs out by itself
+                    logger.warning("campaign %s: could not release its lease (%s); it expires within %.0f s",
+                                   self.campaign_id, str(getattr(exc, "orig", None) or exc).splitlines()[0], self.ttl_s)

@@ -56,6 +56,7 @@ class EngineStats:
     finished: int = 0
     slot_steps_busy: int = 0
     slot_steps: int = 0
+    in_flight_tokens: int = 0  # tokens written so far by rows still decoding (read at the last collect)
     finish_reasons: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -236,6 +237,7 @@ class ContinuousEngine:
             self.stats.tokens += len(tokens)
             self.stats.finished += 1
             self.stats.finish_reasons[reason] = self.stats.finish_reasons.get(reason, 0) + 1
+        self.stats.in_flight_tokens = sum(counts[s] for s, o in enumerate(self.owner) if o is not None)
         busy = sum(o is not None for o in self.owner) + len(done)
         self.stats.slot_steps_busy += busy * self.sync_every  # an upper bound: rows may end inside the window
         if done:

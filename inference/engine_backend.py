@@ -55,6 +55,10 @@ class LocalEngineBackend:
     def batch_sizes(self) -> list[int]:
         return [self.slots]
 
+    def in_flight_tokens(self) -> int:
+        """Tokens the engine has written for answers not finished yet (the status counts them in tok/s)."""
+        return int(self.stats.in_flight_tokens) if self.stats else 0
+
     def kv_bytes(self, max_tokens: int) -> int:
         """Bytes the engine's KV cache takes for `max_tokens` new tokens a row (keys and values, every layer)."""
         cfg = self.model.config

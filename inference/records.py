@@ -195,3 +195,22 @@ def load_rows(path: Path) -> tuple[list[InputRow], int]:
     if duplicates:
         logger.warning("%d duplicate input rows (same id and messages) skipped", duplicates)
     return list(seen.values()), duplicates
+
+
+def stratified(rows: list[InputRow], n: int) -> list[InputRow]:
+    """Return n rows spread over the categories: one per category in turn (categories in order of first
+    appearance, rows in input order), so a trial run of a curated set, which lists rows category by category,
+    sees every category instead of the first one's rows. The rows keep their input order."""
+    by_category: dict[str | None, list[int]] = {}
+    for index, row in enumerate(rows):
+        by_category.setdefault(row.category, []).append(index)
+    queues = [iter(indices) for indices in by_category.values()]
+    chosen: list[int] = []
+    while queues and len(chosen) < n:
+        for queue in list(queues):
+            found = next(queue, None)
+            if found is None:
+                queues.remove(queue)
+            elif len(chosen) < n:
+                chosen.append(found)
+    return [rows[i] for i in sorted(chosen)]

@@ -35,7 +35,15 @@ from inference.generation import (
     strip_thinking,
 )
 from inference.journal import Journal
-from inference.records import InputError, InputRow, PromptError, expand_samples, load_rows, user_turns
+from inference.records import (
+    InputError,
+    InputRow,
+    PromptError,
+    expand_samples,
+    load_rows,
+    stratified,
+    user_turns,
+)
 from inference.status import STATUS_FILE, StatusTracker, register_run, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -65,6 +73,7 @@ class RunConfig:
     reprobe_interval_s: float = 2.0
     dead_after_s: float = 600.0
     limit: int | None = None
+    sample: int | None = None  # a stratified trial: this many rows spread over the categories (records.stratified)
     model: str | None = None
     allow_new_sampling: bool = False  # resume a run whose earlier rows used other sampling settings
     samples: int = 1  # answers per prompt to regenerate (expand_samples)
@@ -233,7 +242,9 @@ class _Run:
             await asyncio.sleep(self.config.status_interval_s)
 
     def write_status(self) -> None:
-        write_json_atomic(self.config.out_dir / STATUS_FILE, self.tracker.snapshot(self.pool.snapshot()))
+        in_flight = getattr(self.backend, "in_flight_tokens", None)  # an in-process engine knows its partial answers
+        write_json_atomic(self.config.out_dir / STATUS_FILE, self.tracker.snapshot(
+            self.pool.snapshot(), in_flight_tokens=in_flight() if in_flight else 0))
 
 
 def _turn_meta(result: TurnResult, server: str, attempts: int) -> dict[str, Any]:
@@ -289,6 +300,8 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
     rows, duplicates = load_rows(config.input_path)
     if config.limit is not None:
         rows = rows[: config.limit]
+    if config.sample is not None:
+        rows = stratified(rows, config.sample)
     rows = expand_samples(rows, config.samples)
     if not rows:
         raise InputError(f"{config.input_path} holds no rows to regenerate")
@@ -348,6 +361,9 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
             tracker.state = "finished"
         except AllEndpointsDown as exc:
             tracker.state, tracker.error = "failed", str(exc)
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C: a stop asked for, not an error to show
+            tracker.state, tracker.error = "interrupted", "stopped by the user; run the same command again to resume"
             raise
         except BaseException as exc:
             tracker.state, tracker.error = "interrupted", f"{type(exc).__name__}: {exc}"

@@ -246,7 +246,9 @@ async def find_model_mismatches(client: httpx.AsyncClient, urls: list[str], expe
     """Return one message per server whose advertised model is not `expected` (servers that say nothing pass)."""
     names = await asyncio.gather(*(fetch_model_name(client, url) for url in urls))
     return [
-        f"{url} serves {name!r}, not the manifest's target {expected!r}"
+        f"{url} serves {name!r}, not the manifest's target {expected!r}" + (
+            f" (llama.cpp names a model by its GGUF file: start llama-server with --alias {expected})"
+            if name.lower().endswith(".gguf") else "")
         for url, name in zip(urls, names, strict=True)
         if name is not None and not same_model(expected, name)
     ]

@@ -82,6 +82,7 @@ class StatusTracker:
     started: float = field(default_factory=time.monotonic)
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     _window: deque[tuple[float, int]] = field(default_factory=deque)
+    _progress: deque[tuple[float, int]] = field(default_factory=deque)  # (time, tokens written incl. in flight)
     _row_lengths: list[int] = field(default_factory=list)
     quality: dict[str, QualityCounts] = field(default_factory=dict)
 
@@ -122,18 +123,32 @@ class StatusTracker:
     def pending(self) -> int:
         return self.total - self.already_done - self.already_failed - self.done - self.failed
 
-    def _tok_s(self) -> tuple[float, float]:
+    def _tok_s(self, in_flight: int) -> tuple[float, float]:
+        """Tokens/s over the last minute and overall, counting the tokens of answers still being written
+        (`in_flight`): an in-process engine answering every row at once finishes none for minutes, and counting
+        finished answers only showed 0 tok/s and no ETA for all that time."""
         now = time.monotonic()
         while self._window and now - self._window[0][0] > WINDOW_S:
             self._window.popleft()
         elapsed = max(now - self.started, 1e-9)
         span = min(WINDOW_S, elapsed)
-        recent = sum(tokens for _, tokens in self._window) / span
-        return recent, self.completion_tokens / elapsed
+        generated = self.completion_tokens + in_flight
+        if not self._progress:
+            self._progress.append((self.started, 0))
+        self._progress.append((now, generated))
+        while len(self._progress) > 2 and now - self._progress[1][0] > WINDOW_S:
+            self._progress.popleft()
+        then, before = self._progress[0]
+        in_window = sum(tokens for _, tokens in self._window)
+        # Finished answers in the window, or the growth of all tokens written (finished + in flight), the larger:
+        # the second also sees answers that are not finished yet.
+        recent = max(in_window / span, (generated - before) / max(now - then, 1e-9) if in_flight else 0.0)
+        return recent, generated / elapsed
 
-    def snapshot(self, endpoints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Return the status as JSON-ready data."""
-        recent, overall = self._tok_s()
+    def snapshot(self, endpoints: list[dict[str, Any]] | None = None, *, in_flight_tokens: int = 0
+                 ) -> dict[str, Any]:
+        """Return the status as JSON-ready data; `in_flight_tokens`: tokens written so far by unfinished answers."""
+        recent, overall = self._tok_s(in_flight_tokens)
         rate = recent or overall
         lengths = self._row_lengths
         per_row: dict[str, float] | None = None
@@ -145,12 +160,9 @@ class StatusTracker:
                 "p50": _quantile(lengths, 0.5),
                 "p90": _quantile(lengths, 0.9),
             }
-            if rate > 0:
-                eta = {
-                    "expected_s": self.pending * per_row["mean"] / rate,
-                    "low_s": self.pending * per_row["p10"] / rate,
-                    "high_s": self.pending * per_row["p90"] / rate,
-                }
+            if rate > 0:  # the tokens already written by unfinished answers are not left to write
+                eta = {key: max(0.0, self.pending * per_row[q] - in_flight_tokens) / rate
+                       for key, q in (("expected_s", "mean"), ("low_s", "p10"), ("high_s", "p90"))}
         return {
             **self.info,
             "state": self.state,

@@ -32,6 +32,7 @@ from graph.checkpoint import open_checkpointer
 from server.api import campaigns, catalog, dataset_page, manifest, pages, runs, session
 from server.api.body_limit import BodyLimitMiddleware
 from server.api.campaign_tasks import CampaignManager
+from server.api.offline_docs import add_offline_docs
 from server.api.openapi_doc import honest_openapi
 from server.api.strict_json import StrictJsonMiddleware
 from server.api.web_defences import AllowedHostsMiddleware, SecurityHeadersMiddleware
@@ -130,6 +131,8 @@ def create_app(
         summary="Launch discovery campaigns, review and approve datasets, export the manifest.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served from local files below: no CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.event_poll_s = event_poll_s
@@ -148,4 +151,5 @@ def create_app(
     app.include_router(dataset_page.router)
     app.openapi = lambda: honest_openapi(app, settings)  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    add_offline_docs(app)
     return app

@@ -80,6 +80,8 @@ class TrainConfig(BaseModel):
         "first time it meets a batch shape, and a length-packed epoch meets hundreds; see "
         "inference/attention_kernels.py), or torch's own choice.")
     resume: bool = Field(default=True, description="Continue from the newest checkpoint in out/checkpoints.")
+    force_resume: bool = Field(default=False, description="Resume even when settings that change the training "
+                               "(lr, batch, data, …) differ from the checkpoint's; the new ones apply from there.")
 
     @model_validator(mode="after")
     def _rows_from_somewhere(self) -> TrainConfig:

@@ -46,13 +46,30 @@ def _turns(raw: Any, where: str) -> list[dict[str, str]]:
     return turns
 
 
+# What a folder given as the data holds, in the order looked for: a regen run's answers, a curated set's rows.
+FOLDER_FILES = ("regenerated.jsonl", "samples.jsonl")
+
+
+def training_file(path: Path) -> Path:
+    """Return the JSONL file `path` names: itself, or for a folder the regen run's (or curated set's) file in it.
+    Raises DataError saying which it is when there is none."""
+    if path.is_dir():
+        for name in FOLDER_FILES:
+            if (path / name).is_file():
+                return path / name
+        raise DataError(f"training data {path} is a folder with no {' or '.join(FOLDER_FILES)}: pass a regen run "
+                        "folder or the JSONL file itself")
+    if not path.is_file():
+        raise DataError(f"training data {path} does not exist")
+    return path
+
+
 def load_conversations(path: Path, field: str = "conversations") -> list[tuple[str, list[dict[str, str]]]]:
     """Read (id, turns) from a JSONL file, using `field` ('conversations', 'messages', 'original_messages').
 
     For the default field, rows holding `messages` instead are accepted too. Raises DataError on a bad row.
     """
-    if not path.is_file():
-        raise DataError(f"training data {path} does not exist")
+    path = training_file(path)
     rows = []
     try:
         numbered = list(iter_jsonl(path, objects=True))

@@ -44,6 +44,35 @@ class LaunchPlan:
         return shlex.join(self.argv)
 
 
+def _declared_dtype(config: dict[str, Any] | None) -> str | None:
+    config = config or {}
+    inner = config.get("text_config") or {}
+    dtype = str(config.get("dtype") or config.get("torch_dtype") or inner.get("dtype") or inner.get("torch_dtype")
+                or "").replace("torch.", "")
+    return dtype if dtype in {"bfloat16", "float16", "float32"} else None
+
+
+def _dtype_flag(draft: DraftCheckpoint, target_config: dict[str, Any] | None, notes: list[str]) -> list[str]:
+    """`--dtype` for the server: the target's declared dtype (what it is served in); never float32 for a half
+    precision target, whatever the draft was exported in (the engine casts the draft to the server's dtype)."""
+    target = _declared_dtype(target_config)
+    own = _declared_dtype(draft.config)
+    if target:
+        if own and own != target:
+            notes.append(f"--dtype {target}: the target's declared dtype; the draft is {own} and is cast to it at "
+                         "load (`datahunt train` exports in the target's dtype)")
+        else:
+            notes.append(f"--dtype {target}: the target's declared dtype, which the draft shares")
+        return ["--dtype", target]
+    if own and own != "float32":
+        notes.append(f"--dtype {own}: the draft's dtype (the target's config is not at hand to check)")
+        return ["--dtype", own]
+    notes.append("no --dtype: the engine serves the target in its own declared dtype"
+                 + (" (the draft is float32; proposing that would serve a half-precision target at half speed)"
+                    if own else ""))
+    return []
+
+
 def plan_launch(
     target: str, draft_dir: Path, draft: DraftCheckpoint, steps: int = 3, topk: int = 1,
     draft_tokens: int | None = None, context_length: int | None = None, port: int = 30000,
@@ -88,10 +117,7 @@ def plan_launch(
     if context:
         argv += ["--context-length", str(context)]
         notes.append(f"--context-length {context}: within the draft's max_position_embeddings {draft_max}")
-    dtype = draft.config.get("torch_dtype")
-    if dtype:
-        argv += ["--dtype", str(dtype)]
-        notes.append(f"--dtype {dtype}: the draft's dtype, so target and draft agree")
+    argv += _dtype_flag(draft, target_config, notes)
     return LaunchPlan(argv=argv, notes=notes)
 
 
@@ -130,10 +156,7 @@ def plan_vllm_launch(
     if context:
         argv += ["--max-model-len", str(context)]
         notes.append(f"--max-model-len {context}: within the draft's max_position_embeddings {draft_max}")
-    dtype = draft.config.get("torch_dtype")
-    if dtype:
-        argv += ["--dtype", str(dtype)]
-        notes.append(f"--dtype {dtype}: the draft's dtype, so target and draft agree")
+    argv += _dtype_flag(draft, target_config, notes)
     if memory_fraction is not None:
         argv += ["--gpu-memory-utilization", str(memory_fraction)]
     notes.append("python -m vllm.entrypoints.openai.api_server, not `vllm serve`: the CPU build's distribution is "

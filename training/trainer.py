@@ -17,7 +17,7 @@ import math
 import pickle
 import random
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
@@ -43,6 +43,7 @@ from training.hidden_states import (
 from training.interrupt import StopFlag, TrainingStopped, stop_on_signals
 from training.loss import loss_rows, ttt_loss_rows
 from training.progress import Progress
+from training.resume_check import check_resume
 from training.vocab import DraftVocab, load_or_build, vocab_key
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ class TrainResult:
     vocab_coverage: float
     tokens: int = 0
     wall_s: float = 0.0
+    already_finished: bool = False  # the run had reached its last step before this call: nothing was trained
+    changed: dict[str, Any] = field(default_factory=dict)  # settings --force-resume changed: {key: (old, new)}
 
     @property
     def tokens_per_s(self) -> float:
@@ -71,6 +74,9 @@ def train(cfg: TrainConfig) -> TrainResult:
     """Train a draft for cfg.target on cfg.data; return where the run ended."""
     # --- Where we run: one process, or one rank of a torchrun job.
     rank, world, device = _setup_distributed(cfg)
+    # A resume with other settings than the checkpoint's is refused before anything loads (training/resume_check.py).
+    newest = newest_checkpoint(cfg) if cfg.resume else None
+    changed = check_resume(newest, cfg) if newest is not None else {}
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
 
@@ -158,10 +164,13 @@ def train(cfg: TrainConfig) -> TrainResult:
         progress.plot(cfg.out / "loss_curve.png")
     if world > 1:
         dist.destroy_process_group()
-    return TrainResult(steps=step, loss=float(result.total.detach()) if result else float("nan"),
-                       step_accuracies=result.step_accuracies if result else [0.0] * cfg.ttt_steps,
+    last = progress.records[-1] if progress.records else {}  # a finished run's last log record: no step ran now
+    return TrainResult(steps=step, loss=float(result.total.detach()) if result else float(last.get("loss", "nan")),
+                       step_accuracies=result.step_accuracies if result else list(
+                           last.get("step_accuracies") or [0.0] * cfg.ttt_steps),
                        export_dir=export_dir, vocab_coverage=vocab.coverage, tokens=progress.tokens,
-                       wall_s=progress.elapsed())
+                       wall_s=progress.elapsed(), already_finished=result is None and step >= total_steps > 0,
+                       changed=changed)
 
 
 def _stop_signal(stop: StopFlag, step: int, cfg: TrainConfig, world: int, device: torch.device) -> int | None:
@@ -500,6 +509,12 @@ def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, schedu
     return folder
 
 
+def newest_checkpoint(cfg: TrainConfig) -> Path | None:
+    """The newest checkpoint folder under out/checkpoints holding a state.pt, or None."""
+    found = sorted((cfg.out / "checkpoints").glob("step_*/state.pt"), reverse=True)
+    return found[0].parent if found else None
+
+
 def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any) -> tuple[int, dict[str, Any]]:
     """Load the newest checkpoint under out/checkpoints (if any): its step and the progress counted up to it
     (tokens, elapsed_s; empty for a checkpoint written before they were kept), else (0, {})."""
@@ -512,6 +527,10 @@ def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any)
         draft.load_state_dict(state["draft"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
+        if cfg.force_resume:  # the checkpoint restored the old lr and weight decay: the new ones apply from here
+            scheduler.base_lrs = [cfg.lr for _ in optimizer.param_groups]
+            for group, rule in zip(optimizer.param_groups, scheduler.lr_lambdas, strict=True):
+                group.update(initial_lr=cfg.lr, weight_decay=cfg.weight_decay, lr=cfg.lr * rule(scheduler.last_epoch))
         logger.info("resumed from %s", path.parent)
         return int(state["step"]), dict(state.get("progress") or {})
     return 0, {}

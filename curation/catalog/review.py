@@ -50,7 +50,7 @@ def review_entry(
     """Approve or reject an entry as `reviewer`; return it as it now stands.
 
     Approving an entry the verifier rejected raises OverrideRequiredError unless `override`. Repeating the same
-    decision keeps the state; every call writes one audit row. Concurrent reviews are serialised: a row lock on
+    decision keeps the state (a new note replaces the entry's note); every call writes one audit row. Concurrent reviews are serialised: a row lock on
     PostgreSQL, a write lock taken at BEGIN plus a version check and retry on SQLite.
     """
     checked(hub_id, "Hub id")
@@ -124,7 +124,10 @@ def _review_once(
     if target == EntryStatus.APPROVED.value and previous != target and overruled and not override:
         codes = ", ".join(sorted({r.get("code", "?") for r in entry.reasons if r.get("blocking")})) or "no reason given"
         raise OverrideRequiredError(f"the verifier rejected {entry.hub_id!r} ({codes}); approving it needs override")
-    if previous != target:
+    # A repeated decision with a new note (a reason added later) updates the entry's note and reviewer too: the
+    # entry shows the note, not only the audit trail. Without a note the entry is left as it was.
+    renoted = previous == target and note is not None and (note != entry.note or reviewer != entry.reviewer)
+    if previous != target or renoted:
         result = session.execute(
             update(CatalogEntry)
             .where(col(CatalogEntry.id) == entry.id, col(CatalogEntry.version) == entry.version)

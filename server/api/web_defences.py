@@ -3,8 +3,8 @@
 Every response carries `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`, `X-Frame-Options:
 DENY` and a `Content-Security-Policy` that allows only the service's own scripts, styles and connections (no
 inline script, no framing: `frame-ancestors 'none'`). The interactive API docs (`/docs`, `/redoc`) load
-their assets from a CDN and start with an inline script, so those two pages get a policy that allows exactly
-that, and nothing else does.
+their assets from the service itself (`server/api/offline_docs.py`) and start with an inline script, so those
+pages get a policy that allows inline script and style, and nothing else does; no page may load another origin.
 
 A request whose `Host` is not one of the allowed hosts gets a 400 before any route runs: a page on another
 site whose name was re-pointed at this server (DNS rebinding) cannot read or drive it. Entries are host
@@ -26,10 +26,9 @@ PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "font-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
-_DOCS_CDN = "https://cdn.jsdelivr.net"
-DOCS_POLICY = (
-    f"default-src 'none'; script-src 'self' 'unsafe-inline' {_DOCS_CDN}; style-src 'self' 'unsafe-inline' {_DOCS_CDN}; "
-    "img-src 'self' data: https://fastapi.tiangolo.com; connect-src 'self'; worker-src blob:; base-uri 'none'; "
+DOCS_POLICY = (  # Swagger UI and ReDoc start with an inline script and set inline styles; their files are ours
+    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; base-uri 'none'; "
     "frame-ancestors 'none'"
 )
 DOCS_PATHS = frozenset({"/docs", "/redoc", "/docs/oauth2-redirect"})

@@ -171,8 +171,6 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
     `coroutine_factory(engine, settings, on_event)` returns the coroutine: this entry point hands the graph the
     process's settings."""
     from core.settings import get_settings
-    from core.types import CampaignStatus
-    from curation.catalog import store
     from graph.campaign import CampaignError
 
     board = ProgressBoard()
@@ -187,16 +185,43 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
                     asyncio.run(coroutine_factory(engine, settings, board.on_event))
     except KeyboardInterrupt:
         if board.campaign_id:
-            with catalog_failures(), store.open_session(engine) as session:
-                store.set_campaign_status(session, campaign_id=board.campaign_id, status=CampaignStatus.INTERRUPTED,
-                                          error="interrupted by the user", actor="cli")
-            raise fail(f"interrupted; resume with `datahunt campaign resume {board.campaign_id}`") from None
+            resume = f"resume with `datahunt campaign resume {board.campaign_id}`"
+            if not mark_interrupted(engine, board.campaign_id):
+                raise fail(f"interrupted; the catalog is locked by another process (a `datahunt serve`?), so the "
+                           f"campaign is not marked interrupted yet (its lease runs out on its own); {resume}") from None
+            raise fail(f"interrupted; {resume}") from None
         raise fail("interrupted") from None
     except CampaignError as exc:
         raise fail(str(exc)) from None
     with catalog_failures():
         adopt_mirror_licenses(engine)
     return board
+
+
+INTERRUPT_WRITE_WAIT_MS = 3000  # after Ctrl-C, wait this long for a catalog another process is writing
+
+
+def mark_interrupted(engine: Any, campaign_id: str) -> bool:
+    """Mark the campaign interrupted after Ctrl-C; False when the catalog stayed locked (another process, such as
+    `serve`, writing) or failed: the user asked to stop, so this waits seconds, not the busy timeout, and never
+    turns a stop into a traceback."""
+    from sqlalchemy import event
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from core.types import CampaignStatus
+    from curation.catalog import store
+
+    if engine.dialect.name == "sqlite":  # fresh connections, with a short busy timeout after the usual set-up
+        engine.dispose()
+        event.listen(engine, "connect",
+                     lambda dbapi, _record: dbapi.execute(f"PRAGMA busy_timeout={INTERRUPT_WRITE_WAIT_MS}"))
+    try:
+        with store.open_session(engine) as session:
+            store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.INTERRUPTED,
+                                      error="interrupted by the user", actor="cli")
+    except (SQLAlchemyError, store.CatalogError):
+        return False
+    return True
 
 
 def adopt_mirror_licenses(engine: Any) -> None:
@@ -250,6 +275,9 @@ def run_command(
         engine=engine, settings=settings, categories=chosen, offline=True if offline else None, campaign_id=campaign_id,
         on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)
+    if not as_json:
+        Console().print("next: review with `datahunt serve` (or `datahunt catalog list`, `catalog approve ID`), then "
+                        "`datahunt manifest export`", highlight=False, soft_wrap=True)
 
 
 @campaign_app.command("resume")

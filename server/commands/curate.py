@@ -28,7 +28,8 @@ def _fail(message: str) -> None:
 @manifest_app.command("from-mirror")
 def from_mirror(
     mirror_dir: Annotated[Path, typer.Argument(help="Mirror folder holding MIRROR.json.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Manifest file to write.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Manifest file to write: any path, relative to the "
+                                      "current folder (`manifest export --out` is read inside the data directory).")],
     target: Annotated[
         str | None, typer.Option("--target", help="Target model (Hub id or local path).")
     ] = None,
@@ -151,6 +152,9 @@ def curate(
     if result.reused:
         console.print(f"reused {len(result.reused)} step(s) whose inputs had not changed")
     failed = report.failed_sources
+    if not failed or allow_partial:
+        console.print(f"next: datahunt regen --input {out} --server URL --out RUN (or --api local --model "
+                      "TARGET_DIR)", highlight=False, soft_wrap=True)
     if failed and not allow_partial:
         typer.echo(
             f"error: {len(failed)} of {len(report.per_source)} source(s) failed: {', '.join(failed)}; "

@@ -7,6 +7,7 @@ The group object `manifest_app` is shared: `export` is defined here, `from-mirro
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 
@@ -21,7 +22,9 @@ def _fail(message: str) -> None:
 @manifest_app.command("export")
 def export(
     out: str = typer.Option(
-        None, "--out", "-o", help="File inside the data directory (default manifests/manifest-<time>.json)."
+        None, "--out", "-o", help="File to write, inside the data directory: a relative path is read from the data "
+        "directory, not the current folder (default manifests/manifest-<time>.json). `manifest from-mirror --out` "
+        "takes any path, relative to the current folder."
     ),
     target: str = typer.Option(None, "--target", help="Target model (Hub id or path) the data is meant for."),
     tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenizer id/path, if not the target's."),
@@ -82,6 +85,9 @@ def export(
         typer.echo(json.dumps({"path": str(path), "manifest": manifest.model_dump(mode="json")}, indent=2))
     else:
         print(f"manifest with {len(manifest.sources)} approved source(s) written to {path}")
+        if out and not Path(out).is_absolute() and path != (Path.cwd() / out).resolve():
+            print(f"note: --out {out} is read inside the data directory {settings.resolved_data_dir}, not the "
+                  "current folder")
         print(f"next: datahunt curate --manifest {path} --out OUT")
         for note in manifest.notes:
             print(f"note: {note}")

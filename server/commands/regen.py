@@ -142,7 +142,10 @@ def regen(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run the rows in errors.jsonl again."),
     max_attempts: int = typer.Option(6, "--max-attempts", min=1, help="Attempts per turn on 429/5xx/timeouts."),
     request_timeout: float = typer.Option(600.0, "--request-timeout", min=0.1, help="Seconds one request may take."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N input rows (a trial run)."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N input rows (a trial run; a "
+                                     "curated set lists its rows category by category: see --sample)."),
+    sample: int | None = typer.Option(None, "--sample", min=1, help="A trial run of N rows spread over the "
+                                      "categories (one of each in turn, in input order)."),
     samples: int = typer.Option(1, "--samples", min=1, help="Answers per prompt (ids <id>#s1.. after the first; "
                                 "with --seed, seed + k for answer k). Run again with a larger N to add answers."),
     force: bool = typer.Option(False, "--force", help="Regenerate even through a server serving another model, "
@@ -165,6 +168,8 @@ def regen(
         _fail(f"--reasoning must be keep, drop or disable, not {reasoning!r}", 2)
     if not input_path.exists():
         _fail(f"input {input_path} does not exist", 2)
+    if limit is not None and sample is not None:
+        _fail("pass --limit N (the first N rows) or --sample N (N rows over the categories), not both", 2)
     plan = _load_target(manifest, input_path)
     expected = ((plan or {}).get("target") or {}).get("model")
     served: str | None
@@ -183,7 +188,7 @@ def regen(
         input_path=input_path, out_dir=out, endpoints=list(servers), concurrency=concurrency,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         reasoning=mode, max_attempts=max_attempts, request_timeout_s=request_timeout, retry_failed=retry_failed,
-        limit=limit, model=model or served or expected, allow_new_sampling=force, samples=samples,
+        limit=limit, sample=sample, model=model or served or expected, allow_new_sampling=force, samples=samples,
     )
     live = LiveStatus(out, Console(stderr=True)) if progress else contextlib.nullcontext()
     try:
@@ -203,6 +208,10 @@ def regen(
     )
     for line in warnings(summary.status.get("quality") or {}, max_tokens):
         typer.echo(f"warning: {line}", err=True)
+    if summary.failed:
+        typer.echo(f"next: datahunt regen … --retry-failed runs the {summary.failed} failed row(s) again "
+                   f"({out / 'errors.jsonl'})")
+    typer.echo(f"next: datahunt train --data {out} --target TARGET_DIR --out DRAFT")
 
 
 def monitor(

@@ -59,6 +59,8 @@ def train(
         None, "--attention-kernels", help="no-cudnn (default: no per-shape plan building) | auto (torch's choice)."),
     engine: str | None = typer.Option(None, "--engine", help="sglang (default) | vllm | both: the engine whose "
                                       "aux layer-id layout export/ holds (both: export-vllm/ beside it)."),
+    force_resume: bool = typer.Option(False, "--force-resume", help="Resume even though training settings (lr, "
+                                      "batch, data, …) differ from the checkpoint's; the new ones apply from there."),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang (or vLLM) loads."""
     import logging
@@ -75,6 +77,7 @@ def train(
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
         "attention_kernels": attention_kernels, "export_engine": engine, "cache": cache,
+        "force_resume": force_resume or None,
     }.items() if v is not None}
     try:
         if config is not None:
@@ -90,12 +93,20 @@ def train(
         _fail(str(exc), exc.exit_code)
     except _user_errors() as exc:
         _fail(str(exc), 1)
-    typer.echo(json.dumps({"steps": result.steps, "loss": round(result.loss, 4),
+    for key, (before, after) in result.changed.items():
+        typer.echo(f"warning: resumed with {key} {before} → {after} (--force-resume)", err=True)
+    if result.already_finished:
+        typer.echo(f"already finished at step {result.steps}; export is {result.export_dir} (pass a larger --steps "
+                   "to train on)", err=True)
+    typer.echo(json.dumps({"steps": result.steps, "loss": round(result.loss, 4) if result.loss == result.loss else None,
                            "step_accuracies": [round(a, 3) for a in result.step_accuracies],
                            "vocab_coverage": round(result.vocab_coverage, 4), "tokens": result.tokens,
                            "tokens_per_s": round(result.tokens_per_s, 1), "wall_s": round(result.wall_s, 1),
                            "export": str(result.export_dir), "log": str(cfg.out / "train_log.jsonl"),
                            "loss_curve": str(cfg.out / "loss_curve.png")}))
+    serve = "vllm-command" if cfg.export_engine == "vllm" else "sglang-command"
+    typer.echo(f"next: datahunt eval-accept --draft {result.export_dir} --target {cfg.target} --prompts HELDOUT.jsonl; "
+               f"datahunt {serve} --target {cfg.target} --draft {result.export_dir}", err=True)
 
 
 def check_template(

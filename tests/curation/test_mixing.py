@@ -54,10 +54,28 @@ def test_mix_warnings_name_a_dominant_category_and_an_empty_one() -> None:
     wanted = {"math", "general_chat", "tool_use", "code_review"}
     lines = mix_warnings(mixed, wanted, shared=set())
     assert lines == [
-        "math is 45% of the mix (450 of 1,000 rows): give it a budget share (--share math=0.2) to balance the set",
+        "math is 45% of the mix (450 of 1,000 rows): give it a budget share to balance the set (`datahunt manifest "
+        "export --budget-total N --share math=0.2`, or `budget.shares` in the manifest)",
         "code_review has approved sources but no rows in the mix (see the per-source table)",
     ]
     assert mix_warnings(mixed, wanted - {"code_review"}, shared={"math"}) == []  # a share asked for it
     assert mix_warnings({"math": CategoryMix(9, None, 9)}, {"math"}, shared=set()) == []  # one category only
     assert mix_warnings({"math": CategoryMix(9, None, 9)}, {"math", "tool_use"}, shared=set()) == [
         "tool_use has approved sources but no rows in the mix (see the per-source table)"]
+
+
+def test_the_share_hint_names_flags_the_command_it_names_has() -> None:
+    """The hint once named `--share` on `curate`, which has no such flag: every flag it names exists on its command."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from curation.mixing import CategoryMix, mix_warnings
+    from server.cli import app
+
+    line = mix_warnings({"math": CategoryMix(9, None, 9), "tool_use": CategoryMix(1, None, 1)}, set(), set())[0]
+    command = re.search(r"`datahunt ([a-z -]+?) (--[^`]*)`", line)
+    assert command, line
+    help_text = CliRunner().invoke(app, [*command.group(1).split(), "--help"], terminal_width=200).output
+    for flag in re.findall(r"--[a-z-]+", command.group(2)):
+        assert flag in help_text, (flag, command.group(1))

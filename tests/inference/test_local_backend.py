@@ -211,3 +211,27 @@ def test_cli_refuses_an_engine_cache_larger_than_memory_in_one_line(tiny_dir: Pa
                                     "--concurrency", "4000000", "--max-tokens", "100000"])
     assert huge.exit_code == 2 and "KV cache needs" in huge.output and "lower --concurrency" in huge.output
     assert not (tmp_path / "run" / "regenerated.jsonl").exists()
+
+
+def test_the_engine_reports_tokens_of_answers_in_flight_and_the_status_counts_them(tiny_dir: Path) -> None:
+    """On a CPU every row is in flight at once and none finishes for minutes: the status used to show
+    0.0 tok/s then. The engine counts what its live rows have written; the status adds it to the rate."""
+    from transformers import LlamaForCausalLM
+
+    from inference.continuous import ContinuousEngine, Request
+    from inference.static_llama import StaticLlama
+    from inference.status import StatusTracker
+
+    model = LlamaForCausalLM.from_pretrained(tiny_dir).eval()
+    engine = ContinuousEngine(StaticLlama(model, slots=2, max_len=80), set(), seed=0, sync_every=4, use_graph=False)
+    for n in (3, 5):
+        engine.submit(Request(ids=list(range(6, 6 + n)), max_new=60))
+    assert engine.pump() == []  # nothing finished after 4 steps of 60
+    assert engine.stats.in_flight_tokens == 2 * (1 + 4)  # each row: its prefill's token and 4 decoded
+
+    tracker = StatusTracker(total=2)
+    idle = tracker.snapshot()
+    assert idle["tok_s"]["last_minute"] == 0 and idle["tok_s"]["overall"] == 0
+    busy = tracker.snapshot(in_flight_tokens=engine.stats.in_flight_tokens)
+    assert busy["tok_s"]["last_minute"] > 0 and busy["tok_s"]["overall"] > 0
+    assert busy["rows"]["done"] == 0

@@ -234,3 +234,71 @@ def test_resuming_with_other_sampling_settings_is_refused_unless_forced(tmp_path
     assert len((tmp_path / "run" / "regenerated.jsonl").read_text().splitlines()) == 2
     forced = runner.invoke(app, [*args, "--temperature", "0.2", "--force"])
     assert forced.exit_code == 0 and "1 regenerated" in forced.output
+
+
+def test_a_llama_cpp_server_named_by_its_gguf_file_is_told_to_use_alias(tmp_path: Path) -> None:
+    """llama.cpp's /v1/models reports the GGUF path as the model id; the refusal says how to name it instead."""
+    write_samples(tmp_path / "in.jsonl", 3)
+    manifest = _manifest(tmp_path / "m.json", "google/gemma-3-270m-it")
+    for model, refused_expected in (("/models/gemma-3-270m-it-Q4_K_M.gguf", True), ("google/gemma-3-270m-it", False)):
+        server = FakeServer(model=model).start()
+        try:
+            result = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", server.url,
+                                         "--out", str(tmp_path / f"run{refused_expected}"), "--manifest", str(manifest)])
+        finally:
+            server.stop()
+        if refused_expected:
+            assert result.exit_code == 1
+            assert "start llama-server with --alias google/gemma-3-270m-it" in result.output
+        else:  # served under the alias: the same model, no --force needed
+            assert result.exit_code == 0, result.output
+            assert "next: datahunt train --data" in result.output
+
+
+def test_sample_spreads_a_trial_run_over_the_categories(tmp_path: Path, fake_server: FakeServer) -> None:
+    """A curated set lists its rows category by category: `--limit 6` takes six of the first category, while
+    `--sample 6` takes two of each of the three, in input order."""
+    rows = [{"id": f"{cat}-{i}", "category": cat, "needs_regeneration": True,
+             "messages": [{"role": "user", "content": f"question {i} about {cat}"}]}
+            for cat in ("math", "code_review", "tool_use") for i in range(10)]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", fake_server.url]
+
+    def categories(run: str) -> list[str]:
+        out = (tmp_path / run / "regenerated.jsonl").read_text().splitlines()
+        return sorted(json.loads(line)["id"].split("-")[0] for line in out)
+
+    assert runner.invoke(app, [*base, "--out", str(tmp_path / "first"), "--limit", "6"]).exit_code == 0
+    assert categories("first") == ["math"] * 6
+    sampled = runner.invoke(app, [*base, "--out", str(tmp_path / "spread"), "--sample", "6"])
+    assert sampled.exit_code == 0, sampled.output
+    assert categories("spread") == ["code_review"] * 2 + ["math"] * 2 + ["tool_use"] * 2
+    both = runner.invoke(app, [*base, "--out", str(tmp_path / "x"), "--sample", "6", "--limit", "3"])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_ctrl_c_of_regen_says_interrupted_and_no_cancelled_error_line(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    server = FakeServer(delay_s=0.5).start()
+    try:
+        write_samples(tmp_path / "in.jsonl", 40)
+        run = subprocess.Popen([sys.executable, "-c", "from server.cli import app; app()", "regen", "--input",
+                                str(tmp_path / "in.jsonl"), "--server", server.url, "--out", str(tmp_path / "run"),
+                                "--concurrency", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "run" / "status.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run.send_signal(signal.SIGINT)
+        _out, err = run.communicate(timeout=60)
+    finally:
+        server.stop()
+    assert run.returncode == 130 and "CancelledError" not in err and "Traceback" not in err, err
+    assert "interrupted; run the same command again to resume" in err
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "interrupted" and "CancelledError" not in (status["error"] or "")
+    shown = runner.invoke(app, ["monitor", str(tmp_path / "run"), "--once"])
+    assert "CancelledError" not in shown.output and "stopped by the user" in shown.output

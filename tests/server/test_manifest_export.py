@@ -221,3 +221,22 @@ def test_benchmark_entries_are_the_ones_with_a_benchmark_reason_no_reviewer_reje
         session.commit()
     with store.open_session(engine) as session:
         assert [e.hub_id for e in store.benchmark_entries(session)] == ["HuggingFaceH4/MATH-500"]
+
+
+def test_cli_export_says_where_a_relative_out_went_and_both_helps_say_what_out_means(
+        approved_engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`manifest export --out x.json` writes into the data directory, `from-mirror --out x.json` into the current
+    folder: the command says so when it matters, and each --help names the difference."""
+    from server.cli import app
+
+    monkeypatch.setenv("DATAHUNT_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    runner = CliRunner()
+    done = runner.invoke(app, ["manifest", "export", "--out", "team/m1.json"])
+    assert done.exit_code == 0, done.output
+    data_dir = get_settings().resolved_data_dir
+    assert f"--out team/m1.json is read inside the data directory {data_dir}" in done.output
+    assert (data_dir / "team" / "m1.json").is_file()
+    for command in ("export", "from-mirror"):
+        shown = runner.invoke(app, ["manifest", command, "--help"], terminal_width=300).output
+        assert "current folder" in shown and "data directory" in shown, command

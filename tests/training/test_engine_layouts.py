@@ -131,3 +131,24 @@ def test_export_draft_and_vllm_command_on_the_command_line(tmp_path: Path) -> No
     assert refused.exit_code == 1 and refused.output.startswith("error: ") and refused.output.count("\n") == 1
     bad = runner.invoke(app, ["export-draft", str(sglang_dir), "--engine", "trt", "--out", str(tmp_path / "t")])
     assert bad.exit_code == 2 and "sglang, vllm" in bad.output
+
+
+def test_a_float32_draft_for_a_bfloat16_target_is_never_launched_in_float32(tmp_path: Path) -> None:
+    """A draft exported in float32 (a CPU run before export followed the target's dtype) must not make either
+    launch line serve the bf16 target in float32, at half speed: the target's declared dtype is proposed."""
+    sglang_dir = export_draft(_draft(), LAYERS, tmp_path / "sglang", dtype="float32")
+    vllm_dir = convert_export(sglang_dir, tmp_path / "vllm", "vllm")
+    assert json.loads((sglang_dir / "config.json").read_text())["torch_dtype"] == "float32"
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(TARGET))
+    runner = CliRunner()
+    for command, draft in (("sglang-command", sglang_dir), ("vllm-command", vllm_dir)):
+        done = runner.invoke(app, [command, "--target", str(target), "--draft", str(draft)])
+        assert done.exit_code == 0, done.output
+        line = done.output.strip().splitlines()[-1]
+        assert "--dtype bfloat16" in line and "--dtype float32" not in line, (command, line)
+        assert "the draft is float32 and is cast to it" in done.output
+        hub = runner.invoke(app, [command, "--target", "org/model", "--draft", str(draft)])
+        if command == "sglang-command":  # without the target's config: no --dtype rather than float32
+            assert hub.exit_code == 0 and "--dtype" not in hub.output.strip().splitlines()[-1], hub.output

@@ -54,6 +54,22 @@ def test_same_decision_again_keeps_state_but_is_audited(engine: Engine, seed: Se
     assert [a.detail["changed"] for a in audit] == [True, False, False]
 
 
+def test_a_repeated_decision_with_a_new_note_reaches_the_entry(engine: Engine, seed: Seeder) -> None:
+    """Re-approving (or re-rejecting) to add a reason used to reach only the audit trail."""
+    seed("org/data")
+    for approve in (True, False):
+        with store.open_session(engine) as session:
+            store.review_entry(session, hub_id="org/data", approve=approve, reviewer="ana", note="first look")
+        with store.open_session(engine) as session:
+            store.review_entry(session, hub_id="org/data", approve=approve, reviewer="bo", note="checked the licence")
+        entry, audit = _history(engine, "org/data")
+        assert (entry.note, entry.reviewer) == ("checked the licence", "bo")
+        assert audit[-1].note == "checked the licence" and audit[-1].detail["changed"] is False
+    with store.open_session(engine) as session:  # no note: the entry keeps the one it has
+        store.review_entry(session, hub_id="org/data", approve=False, reviewer="bo")
+    assert _history(engine, "org/data")[0].note == "checked the licence"
+
+
 def test_approving_a_verifier_rejection_needs_override(engine: Engine, seed: Seeder) -> None:
     seed("org/gated", decision="reject", reasons=[GATED])
     with pytest.raises(store.OverrideRequiredError, match="gated"), store.open_session(engine) as session:
