@@ -23,6 +23,7 @@ from rich.live import Live
 from rich.table import Table
 
 from core.types import RunStatus
+from server.commands.failure import EXIT_USAGE, fail
 
 campaign_app = typer.Typer(help="Discovery campaigns: search the ten categories, verify, fill the catalog.",
                            no_args_is_help=True)
@@ -75,15 +76,6 @@ class ProgressBoard:
         return table
 
 
-EXIT_BAD_INPUT = 2  # an unknown category: the same code in every command
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print a one-line error to stderr and return the exit to raise (1, or EXIT_BAD_INPUT for bad input)."""
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
 @contextmanager
 def catalog_failures(board: ProgressBoard | None = None) -> Iterator[None]:
     """Turn the catalog failing (a CatalogError, or the database down, full or damaged) into one error line and
@@ -93,13 +85,13 @@ def catalog_failures(board: ProgressBoard | None = None) -> Iterator[None]:
     try:
         yield
     except store.CatalogError as exc:  # the database is down, or its folder cannot be made
-        raise fail(str(exc)) from None
+        fail(str(exc))
     except Exception as exc:
         if not store.is_outage(exc):
             raise
         campaign_id = board.campaign_id if board is not None else None
         hint = f"; once it is back, `datahunt campaign resume {campaign_id}` continues" if campaign_id else ""
-        raise fail(f"cannot use the catalog database: {store.outage_reason(exc)}{hint}") from None
+        fail(f"cannot use the catalog database: {store.outage_reason(exc)}{hint}")
 
 
 def open_catalog() -> Any:
@@ -187,12 +179,12 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
         if board.campaign_id:
             resume = f"resume with `datahunt campaign resume {board.campaign_id}`"
             if not mark_interrupted(engine, board.campaign_id):
-                raise fail(f"interrupted; the catalog is locked by another process (a `datahunt serve`?), so the "
-                           f"campaign is not marked interrupted yet (its lease runs out on its own); {resume}") from None
-            raise fail(f"interrupted; {resume}") from None
-        raise fail("interrupted") from None
+                fail(f"interrupted; the catalog is locked by another process (a `datahunt serve`?), so the "
+                     f"campaign is not marked interrupted yet (its lease runs out on its own); {resume}")
+            fail(f"interrupted; {resume}")
+        fail("interrupted")
     except CampaignError as exc:
-        raise fail(str(exc)) from None
+        fail(str(exc))
     with catalog_failures():
         adopt_mirror_licenses(engine)
     return board
@@ -270,7 +262,7 @@ def run_command(
     try:
         chosen = parse_categories(categories)
     except UnknownCategoryError as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT) from None
+        fail(str(exc), EXIT_USAGE)
     board = drive(lambda engine, settings, on_event: run_campaign(
         engine=engine, settings=settings, categories=chosen, offline=True if offline else None, campaign_id=campaign_id,
         on_event=on_event), as_json=as_json)
@@ -306,7 +298,7 @@ def rerun_command(
     try:
         chosen = parse_category(category)
     except UnknownCategoryError as exc:
-        raise fail(str(exc), EXIT_BAD_INPUT) from None
+        fail(str(exc), EXIT_USAGE)
     board = drive(lambda engine, settings, on_event: rerun_category(
         engine=engine, settings=settings, campaign_id=campaign_id, category=chosen, on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)
@@ -329,7 +321,7 @@ def status_command(
         except store.CampaignNotFoundError as exc:
             from core.settings import get_settings
 
-            raise fail(f"{exc} in the catalog {get_settings().catalog_label}") from None
+            fail(f"{exc} in the catalog {get_settings().catalog_label}")
     if as_json:
         typer.echo(json.dumps({"campaign": campaign, "runs": runs}, indent=2))
         return

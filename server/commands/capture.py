@@ -12,10 +12,7 @@ from pathlib import Path
 
 import typer
 
-
-def _fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 
 def _aux_ids(text: str | None) -> tuple[int, int, int] | None:
@@ -26,8 +23,8 @@ def _aux_ids(text: str | None) -> tuple[int, int, int] | None:
     except ValueError:
         ids = ()
     if len(ids) != 3:
-        _fail(f"--aux-layers {text!r}: give three input-of-layer ids, e.g. 2,30,58")
-    return ids  # type: ignore[return-value]  # three ints, checked above
+        fail(f"--aux-layers {text!r}: give three input-of-layer ids, e.g. 2,30,58", EXIT_USAGE)
+    return ids  # three ints, checked above (fail never returns)
 
 
 def capture(
@@ -54,11 +51,11 @@ def capture(
     from training.errors import TrainingError
 
     if dtype not in {"bfloat16", "float32"}:
-        _fail(f"--dtype {dtype!r}: bfloat16 or float32")
+        fail(f"--dtype {dtype!r}: bfloat16 or float32", EXIT_USAGE)
     if device not in {"auto", "cpu", "cuda"}:
-        _fail(f"--device {device!r}: auto, cpu or cuda")
+        fail(f"--device {device!r}: auto, cpu or cuda", EXIT_USAGE)
     if messages_field not in {"conversations", "messages", "original_messages"}:
-        _fail(f"--messages-field {messages_field!r}: conversations, messages or original_messages")
+        fail(f"--messages-field {messages_field!r}: conversations, messages or original_messages", EXIT_USAGE)
     cfg = CaptureConfig(data=data, target=target, out=out, messages_field=messages_field, max_length=max_length,
                         aux_layer_ids=_aux_ids(aux_layers), shard_bytes=int(shard_mb * (1 << 20)), batch_tokens=batch_tokens,
                         dtype=dtype, device=device, shard_target=shard_target)  # type: ignore[arg-type]
@@ -68,7 +65,7 @@ def capture(
         try:
             result = run_capture(cfg, on_progress=lambda done, total: bar.update(task, completed=done, total=total))
         except (TrainingError, OSError, ValueError) as exc:
-            _fail(str(exc), 1)
+            fail(str(exc), EXIT_FAILED)
     typer.echo(json.dumps({"cache": str(result.folder), "rows": result.rows, "tokens": result.tokens,
                            "shards": result.shards, "written": result.written, "skipped": result.skipped,
                            "bytes": result.bytes, "wall_s": round(result.wall_s, 2), "ranks": result.ranks}))

@@ -22,10 +22,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from server.commands.failure import EXIT_USAGE, fail
+
 catalog_app = typer.Typer(help="The catalog: list, inspect, approve and reject candidate datasets.", no_args_is_help=True)
 
 EXIT_NOT_FOUND = 1
-EXIT_BAD_INPUT = 2
 STATUS_STYLE = {"pending_review": "yellow", "approved": "green", "rejected": "red"}
 
 
@@ -48,22 +49,17 @@ def _cli_errors() -> Iterator[None]:
     try:
         yield
     except CliError as exc:
-        _fail(str(exc), exc.code)
+        fail(str(exc), exc.code)
     except (MalformedHubIdError, UnknownCategoryError, store.InvalidValueError) as exc:
-        _fail(str(exc), EXIT_BAD_INPUT)
+        fail(str(exc), EXIT_USAGE)
     except store.CatalogError as exc:
         if isinstance(exc, store.EntryNotFoundError):
             from core.settings import get_settings
 
-            _fail(f"{exc} in the catalog {get_settings().catalog_label}", EXIT_NOT_FOUND)
-        _fail(str(exc), EXIT_NOT_FOUND)
+            fail(f"{exc} in the catalog {get_settings().catalog_label}", EXIT_NOT_FOUND)
+        fail(str(exc), EXIT_NOT_FOUND)
     except DatabaseError as exc:  # the database failed: down, a damaged SQLite file, a full disk
-        _fail(f"cannot use the catalog database: {str(exc.orig or exc).splitlines()[0]}", EXIT_NOT_FOUND)
-
-
-def _fail(message: str, code: int) -> None:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
-    raise typer.Exit(code)
+        fail(f"cannot use the catalog database: {str(exc.orig or exc).splitlines()[0]}", EXIT_NOT_FOUND)
 
 
 @contextmanager
@@ -124,7 +120,7 @@ def list_command(
     with _cli_errors():
         name = parse_category(category).value if category else None
         if status is not None and status not in STATUS_STYLE:
-            raise CliError(f"unknown status {status!r}; known: {', '.join(STATUS_STYLE)}", EXIT_BAD_INPUT)
+            raise CliError(f"unknown status {status!r}; known: {', '.join(STATUS_STYLE)}", EXIT_USAGE)
         with _session(readonly=True) as session:
             entries, total = store.list_entries(
                 session, status=status, category=name, license=license, text=search, limit=limit, offset=offset
@@ -286,7 +282,7 @@ def _review(hub_id: str, *, approve: bool, note: str | None, reviewer: str | Non
         valid = _hub_id(hub_id)
         who = (reviewer or _default_reviewer()).strip()
         if not who:
-            raise CliError("the reviewer name is empty", EXIT_BAD_INPUT)
+            raise CliError("the reviewer name is empty", EXIT_USAGE)
         with _session() as session:
             store.adopt_licenses(session, mirror_license_index(), source="mirror index")
             entry = store.review_entry(session, hub_id=valid, approve=approve, reviewer=who, note=note, override=override)

@@ -13,15 +13,12 @@ from typing import Any
 
 import typer
 
+from server.commands.failure import EXIT_USAGE, fail
+
 config_app = typer.Typer(help="The persistent config file (offline, catalog location, mirror, …).",
                          no_args_is_help=True)
 
 SECRET_KEYS = {"hf_token", "llm_api_key", "api_token"}
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def _toml_value(value: Any) -> str:
@@ -38,7 +35,7 @@ def _read(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except tomllib.TOMLDecodeError as exc:
-        _fail(f"config file {path} is not valid TOML: {exc}")
+        fail(f"config file {path} is not valid TOML: {exc}", EXIT_USAGE)
         return {}
 
 
@@ -69,13 +66,13 @@ def set_command(key: str = typer.Argument(..., help="Setting name, e.g. offline,
 
     name = key.strip().lower().removeprefix("datahunt_")
     if name not in Settings.model_fields:
-        _fail(f"unknown setting {key!r}; known: {', '.join(sorted(Settings.model_fields))}")
+        fail(f"unknown setting {key!r}; known: {', '.join(sorted(Settings.model_fields))}", EXIT_USAGE)
     if name in SECRET_KEYS:
-        _fail(f"{name} is a secret: keep it in the environment (DATAHUNT_{name.upper()}), not in a file")
+        fail(f"{name} is a secret: keep it in the environment (DATAHUNT_{name.upper()}), not in a file", EXIT_USAGE)
     try:
         checked = Settings.model_validate({name: value}).model_dump()[name]
     except ValidationError as exc:
-        _fail(f"{name}: {exc.errors()[0]['msg']}")
+        fail(f"{name}: {exc.errors()[0]['msg']}", EXIT_USAGE)
         return
     from core.settings import PATH_KEYS
 
@@ -96,7 +93,7 @@ def unset_command(key: str = typer.Argument(..., help="Setting name to remove fr
     path = config_path()
     values = _read(path)
     if values.pop(key.strip().lower(), None) is None:
-        _fail(f"{key!r} is not set in {path}")
+        fail(f"{key!r} is not set in {path}", EXIT_USAGE)
     _write(path, values)
     typer.echo(f"{key} removed from {path}")
 

@@ -1,6 +1,6 @@
-"""`datahunt curate` and `datahunt manifest from-mirror`: the curation stage's front door.
+"""`datahunt curate`: the curation stage's front door.
 
-`from-mirror` turns a local mirror (`MIRROR.json`) into a manifest; `curate` turns a manifest into the
+`curate` turns a manifest into the
 curated set (Parquet shards, report, summary, plot), or with `--check` says where each source would come from.
 The work lives in `curation/`; this module parses options, draws the load step's bar, prints a short rich
 summary with the mix warnings, ends bad input with a one-line error and exit code 2, and exits 1 naming the
@@ -16,42 +16,8 @@ from typing import Annotated
 
 import typer
 
-from server.commands.manifest import manifest_app
+from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 from server.hub_probe import hub_problem
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
-@manifest_app.command("from-mirror")
-def from_mirror(
-    mirror_dir: Annotated[Path, typer.Argument(help="Mirror folder holding MIRROR.json.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Manifest file to write: any path, relative to the "
-                                      "current folder (`manifest export --out` is read inside the data directory).")],
-    target: Annotated[
-        str | None, typer.Option("--target", help="Target model (Hub id or local path).")
-    ] = None,
-) -> None:
-    """Write a manifest over a local mirror: train entries become sources, eval entries decontamination sets."""
-    from curation.errors import CurationError
-    from curation.manifest import dump_manifest
-    from curation.mirror import manifest_from_mirror
-
-    try:
-        manifest = manifest_from_mirror(mirror_dir, target=target)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(dump_manifest(manifest), encoding="utf-8")
-    except (CurationError, ValueError, OSError) as exc:
-        _fail(str(exc))
-        return
-    print(
-        f"manifest with {len(manifest.sources)} source(s) and {len(manifest.eval_sets)} eval set(s) written to "
-        f"{out.resolve()}"
-    )
-    for note in manifest.notes:
-        print(f"note: {note}")
 
 
 def curate(
@@ -99,7 +65,7 @@ def curate(
     from curation.shards import atomic_write_bytes
 
     if mirror is not None and not (mirror / "MIRROR.json").is_file():
-        _fail(f"{mirror} is not a mirror folder (no MIRROR.json)")
+        fail(f"{mirror} is not a mirror folder (no MIRROR.json)", EXIT_USAGE)
     manifest = find_manifest(manifest)
     if check:
         _check(manifest, out, mirror, as_json)
@@ -107,12 +73,12 @@ def curate(
     try:
         check_engine(engine)
     except CurationError as exc:
-        _fail(str(exc))
+        fail(str(exc), EXIT_USAGE)
     try:
         loaded = load_manifest(manifest)
         if not loaded.sources:  # an empty set would look like a finished curation, ready for regeneration
-            _fail(f"manifest {manifest} names no sources: approve datasets in the catalog, then export the manifest "
-                  "(`datahunt manifest export`)")
+            fail(f"manifest {manifest} names no sources: approve datasets in the catalog, then export the manifest "
+                 "(`datahunt manifest export`)", EXIT_USAGE)
         if engine == "local":
             with _load_bar() as on_source:
                 result = run_curation(
@@ -126,7 +92,7 @@ def curate(
             )
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
     except (CurationError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc), EXIT_USAGE)
         return
     report = result.report
     console = Console()
@@ -156,12 +122,8 @@ def curate(
         console.print(f"next: datahunt regen --input {out} --server URL --out RUN (or --api local --model "
                       "TARGET_DIR)", highlight=False, soft_wrap=True)
     if failed and not allow_partial:
-        typer.echo(
-            f"error: {len(failed)} of {len(report.per_source)} source(s) failed: {', '.join(failed)}; "
-            f"the set in {out} lacks them (pass --allow-partial to accept a partial set)",
-            err=True,
-        )
-        raise typer.Exit(1)
+        fail(f"{len(failed)} of {len(report.per_source)} source(s) failed: {', '.join(failed)}; "
+             f"the set in {out} lacks them (pass --allow-partial to accept a partial set)", EXIT_FAILED)
 
 
 @contextmanager
@@ -208,7 +170,7 @@ def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> Non
     try:
         loaded = load_manifest(manifest)
     except (CurationError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc), EXIT_USAGE)
         return
     ctx = make_context(loaded, out, mirror, None, hub_problem, settings=get_settings(),
                        sources_root=manifest.resolve().parent)
@@ -228,8 +190,7 @@ def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> Non
         console.print(f"{sum(r.ok for r in found)} of {len(found)} resolve, {_size(total)} in all")
     missing = [r.name for r in found if not r.ok]
     if missing:
-        typer.echo(f"error: {len(missing)} resolve nowhere: {', '.join(missing)}", err=True)
-        raise typer.Exit(1)
+        fail(f"{len(missing)} resolve nowhere: {', '.join(missing)}", EXIT_FAILED)
 
 
 def find_manifest(path: Path) -> Path:
@@ -248,5 +209,5 @@ def find_manifest(path: Path) -> Path:
 
 
 def register(app: typer.Typer) -> None:
-    """Attach `curate` to the main app (`manifest from-mirror` is attached to the shared manifest group above)."""
+    """Attach `curate` to the main app."""
     app.command("curate")(curate)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
+
+from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 HELP = "\n\n".join([
     ("Train a draft at several shares of your regenerated data, measure each the same way, fit, and say how "
@@ -43,22 +45,17 @@ HELP = "\n\n".join([
 ])
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
 def _scales(first: list[str], extra: list[str]) -> list[float]:
     """`--scales 0.25 0.5 1.0` (the values after the first arrive as extra arguments), `--scales 0.25,0.5`, or
     `--scales 0.25 --scales 0.5`."""
     values = [v for text in [*first, *extra] for v in text.replace(",", " ").split()]
     if not values:
-        _fail("--scales needs at least one value, e.g. --scales 0.25 0.5 1.0")
+        fail("--scales needs at least one value, e.g. --scales 0.25 0.5 1.0", EXIT_USAGE)
     try:
         return [float(v) for v in values]
     except ValueError:
         bad = next(v for v in values if not _is_number(v))
-        _fail(f"--scales: {bad!r} is not a number (a fraction 0 < s <= 1 or a row count)")
+        fail(f"--scales: {bad!r} is not a number (a fraction 0 < s <= 1 or a row count)", EXIT_USAGE)
 
 
 def _is_number(text: str) -> bool:
@@ -110,9 +107,9 @@ def curve(
     from training.interrupt import TrainingStopped
 
     if rule not in {"epochs", "steps"}:
-        _fail(f"--rule {rule!r}: epochs or steps")
+        fail(f"--rule {rule!r}: epochs or steps", EXIT_USAGE)
     if device not in {"auto", "cpu", "cuda"}:
-        _fail(f"--device {device!r}: auto, cpu or cuda")
+        fail(f"--device {device!r}: auto, cpu or cuda", EXIT_USAGE)
     train = {key: value for key, value in {
         "lr": lr, "batch_size": batch_size, "batch_tokens": batch_tokens, "max_length": max_length,
         "draft_vocab_size": draft_vocab_size, "ttt_steps": ttt_steps, "head_init": head_init,
@@ -127,9 +124,9 @@ def curve(
         settings = make_settings(values)
         doc = run_curve(settings, say=lambda line: typer.echo(line, err=True))
     except TrainingStopped as exc:  # SIGTERM / Ctrl-C: the step in flight was checkpointed
-        _fail(f"{exc} (finished points are in {out / CURVE_FILE})", exc.exit_code)
+        fail(f"{exc} (finished points are in {out / CURVE_FILE})", exc.exit_code)
     except (TrainingError, OSError, ValueError) as exc:
-        _fail(str(exc).splitlines()[0], 1)
+        fail(str(exc).splitlines()[0], EXIT_FAILED)
     if as_json:
         typer.echo(json.dumps({"points": [{"name": p.name, "samples": p.samples, "control": p.control,
                                            "steps": p.stats["steps"], "mean_accept_length": p.mean_accept_length,

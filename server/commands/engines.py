@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+from server.commands.failure import EXIT_USAGE, fail
 
 
 def _target_config(target: str) -> dict[str, Any] | None:
@@ -35,14 +32,14 @@ def export_draft(
 
     chosen = next((e for e in ENGINES if e == engine), None)
     if chosen is None:
-        _fail(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}", 2)
+        fail(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}", EXIT_USAGE)
     if not draft.is_dir():
-        _fail(f"draft folder {draft} does not exist")
+        fail(f"draft folder {draft} does not exist")
     try:
         folder = convert_export(draft, out, chosen)
         ids = read_config(folder)["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
     except (TrainingError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     typer.echo(f"wrote {folder.resolve()}: {engine} layout, eagle_aux_hidden_state_layer_ids {ids}")
 
 
@@ -64,7 +61,7 @@ def vllm_command(
         plan = plan_vllm_launch(target, draft, read_draft(draft), steps=steps, context_length=context_length,
                                 port=port, target_config=_target_config(target), memory_fraction=memory_fraction)
     except (TrainingError, OSError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for note in plan.notes:
         typer.echo(f"# {note}")
     typer.echo(plan.shell())

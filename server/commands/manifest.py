@@ -1,6 +1,7 @@
 """`datahunt manifest …`: export the approved set from the catalog, or build a manifest from a local mirror.
 
-The group object `manifest_app` is shared: `export` is defined here, `from-mirror` by the curation commands.
+`from-mirror` writes a manifest over a local mirror's `MIRROR.json` (train entries as sources, eval entries as
+decontamination sets).
 `export` uses the same builder as the API's `POST /manifest/export` and writes only inside the data directory.
 """
 
@@ -8,15 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from server.commands.failure import EXIT_USAGE, fail
+
 manifest_app = typer.Typer(help="Manifests: the approved set, pinned, ready for curation.", no_args_is_help=True)
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 @manifest_app.command("export")
@@ -76,24 +75,53 @@ def export(
             engine.dispose()
         write_manifest(manifest, path, data_dir=settings.resolved_data_dir)
     except (ExportPathError, CurationError, ValueError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc), EXIT_USAGE)
         return
     except SQLAlchemyError as exc:
-        _fail(f"catalog database unavailable: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        fail(f"catalog database unavailable: {type(exc).__name__}: {str(exc).splitlines()[0]}", EXIT_USAGE)
         return
     if as_json:
         typer.echo(json.dumps({"path": str(path), "manifest": manifest.model_dump(mode="json")}, indent=2))
     else:
-        print(f"manifest with {len(manifest.sources)} approved source(s) written to {path}")
+        typer.echo(f"manifest with {len(manifest.sources)} approved source(s) written to {path}")
         if out and not Path(out).is_absolute() and path != (Path.cwd() / out).resolve():
-            print(f"note: --out {out} is read inside the data directory {settings.resolved_data_dir}, not the "
+            typer.echo(f"note: --out {out} is read inside the data directory {settings.resolved_data_dir}, not the "
                   "current folder")
-        print(f"next: datahunt curate --manifest {path} --out OUT")
+        typer.echo(f"next: datahunt curate --manifest {path} --out OUT")
         for note in manifest.notes:
-            print(f"note: {note}")
+            typer.echo(f"note: {note}")
         for hub_id, lic, risk in risky_sources(s.model_dump() for s in manifest.sources):
-            print(f"warning: {hub_id}: license {lic or 'not stated'} ({risk.replace('_', '-')}); "
+            typer.echo(f"warning: {hub_id}: license {lic or 'not stated'} ({risk.replace('_', '-')}); "
                   "publish will ask for --accept-license-risk")
+
+
+@manifest_app.command("from-mirror")
+def from_mirror(
+    mirror_dir: Annotated[Path, typer.Argument(help="Mirror folder holding MIRROR.json.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Manifest file to write: any path, relative to the "
+                                      "current folder (`manifest export --out` is read inside the data directory).")],
+    target: Annotated[
+        str | None, typer.Option("--target", help="Target model (Hub id or local path).")
+    ] = None,
+) -> None:
+    """Write a manifest over a local mirror: train entries become sources, eval entries decontamination sets."""
+    from curation.errors import CurationError
+    from curation.manifest import dump_manifest
+    from curation.mirror import manifest_from_mirror
+
+    try:
+        manifest = manifest_from_mirror(mirror_dir, target=target)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dump_manifest(manifest), encoding="utf-8")
+    except (CurationError, ValueError, OSError) as exc:
+        fail(str(exc), EXIT_USAGE)
+        return
+    typer.echo(
+        f"manifest with {len(manifest.sources)} source(s) and {len(manifest.eval_sets)} eval set(s) written to "
+        f"{out.resolve()}"
+    )
+    for note in manifest.notes:
+        typer.echo(f"note: {note}")
 
 
 def register(app: typer.Typer) -> None:

@@ -15,10 +15,7 @@ from typing import Annotated
 
 import typer
 
-
-def _fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 
 def _version() -> str:
@@ -67,16 +64,16 @@ def publish(
     try:
         repo_id = parse_hub_id(repo)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc), EXIT_USAGE)
         return
     if not src.is_dir():
-        _fail(f"{src} is not a folder")
+        fail(f"{src} is not a folder", EXIT_USAGE)
     folder = (out or src.resolve().parent / f"{src.resolve().name}-hub").resolve()
     try:
         written = build_folder(src, folder, repo_id=repo_id, version=_version(), licenses=_mirror_licenses(),
                                accept_license_risk=accept_license_risk)
     except (CurationError, OSError, ValueError, KeyError) as exc:
-        _fail(f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc))
+        fail(f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc), EXIT_USAGE)
         return
     offline = _offline_reason()
     url = None
@@ -85,8 +82,8 @@ def publish(
         try:
             url = upload(folder, repo_id, private=not public, token=token.get_secret_value() if token else None)
         except Exception as exc:  # huggingface_hub's HTTP errors and httpx's: the folder stays for a later try
-            _fail(f"upload to {repo_id} failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-                  f"the folder is written at {folder}", 1)
+            fail(f"upload to {repo_id} failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+                 f"the folder is written at {folder}", EXIT_FAILED)
     if as_json:
         typer.echo(json.dumps({"folder": str(folder), "kind": written.kind, "rows": written.rows,
                                "shards": len(written.shards), "uploaded": url is not None, "url": url,

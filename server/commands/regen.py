@@ -12,20 +12,17 @@ import contextlib
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
+
+from server.commands.failure import EXIT_USAGE, fail
 
 
 class Api(StrEnum):
     OPENAI = "openai"
     SGLANG = "sglang"
     LOCAL = "local"
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 def _find_manifest(manifest: Path | None, input_path: Path) -> Path | None:
@@ -46,7 +43,7 @@ def _load_target(manifest: Path | None, input_path: Path) -> dict[str, Any] | No
     try:
         return load_manifest(manifest).model_dump(mode="json")
     except ManifestError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     return None
 
 
@@ -61,11 +58,11 @@ def _backend(api: Api, *, model: str | None, tokenizer: str | None, manifest: di
     target = (manifest or {}).get("target") or {}
     source = tokenizer or target.get("tokenizer") or target.get("model")
     if not source:
-        _fail("--api sglang renders prompts itself: pass --tokenizer PATH (or a manifest with a target)")
+        fail("--api sglang renders prompts itself: pass --tokenizer PATH (or a manifest with a target)")
     try:
         renderer = ChatRenderer.load(source, chat_template=target.get("chat_template"))
     except TemplateError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     return SGLangNativeBackend(renderer, model=model, reasoning=reasoning, send_text=send_text)
 
 
@@ -75,20 +72,20 @@ def _local_backend(model: str | None, manifest: dict[str, Any] | None, batch: in
     from inference.local_backend import LOCAL_URL, LocalTransformersBackend
 
     if servers:
-        _fail("--api local runs the model in this process: leave out --server", 2)
+        fail("--api local runs the model in this process: leave out --server", EXIT_USAGE)
     if not model or not Path(model).is_dir():
-        _fail(f"--api local needs --model DIR, a local model folder (got {model!r})", 2)
+        fail(f"--api local needs --model DIR, a local model folder (got {model!r})", EXIT_USAGE)
     template = ((manifest or {}).get("target") or {}).get("chat_template")
     try:
         backend = LocalTransformersBackend.load(Path(model), chat_template=template, max_batch=batch)
     except (OSError, ValueError) as exc:
-        _fail(f"cannot load {model}: {exc}")
+        fail(f"cannot load {model}: {exc}")
     check = getattr(backend, "check_fits", None)
     if check is not None:
         try:
             check(max_tokens)
         except ValueError as exc:
-            _fail(str(exc), 2)
+            fail(str(exc), EXIT_USAGE)
     return backend, [LOCAL_URL], Path(model).name
 
 
@@ -165,11 +162,11 @@ def regen(
     try:
         mode = Reasoning(reasoning)
     except ValueError:
-        _fail(f"--reasoning must be keep, drop or disable, not {reasoning!r}", 2)
+        fail(f"--reasoning must be keep, drop or disable, not {reasoning!r}", EXIT_USAGE)
     if not input_path.exists():
-        _fail(f"input {input_path} does not exist", 2)
+        fail(f"input {input_path} does not exist", EXIT_USAGE)
     if limit is not None and sample is not None:
-        _fail("pass --limit N (the first N rows) or --sample N (N rows over the categories), not both", 2)
+        fail("pass --limit N (the first N rows) or --sample N (N rows over the categories), not both", EXIT_USAGE)
     plan = _load_target(manifest, input_path)
     expected = ((plan or {}).get("target") or {}).get("model")
     served: str | None
@@ -177,10 +174,10 @@ def regen(
         backend, servers, served = _local_backend(model, plan, concurrency, servers, max_tokens)
     else:
         if not servers:
-            _fail("pass --server URL (or --api local --model DIR)", 2)
+            fail("pass --server URL (or --api local --model DIR)", EXIT_USAGE)
         mismatches, served, info = asyncio.run(_check_servers(servers, expected))
         if mismatches and not force:
-            _fail("; ".join(mismatches) + " (use --force to regenerate anyway)")
+            fail("; ".join(mismatches) + " (use --force to regenerate anyway)")
         _warn_seed(info, seed)
         backend = _backend(api, model=model or served, tokenizer=tokenizer, manifest=plan, reasoning=mode,
                            send_text=send_text)
@@ -195,13 +192,13 @@ def regen(
         with live:
             summary = regenerate(config, backend)
     except InferenceError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:  # a full disk or a read-only folder: finished rows are kept, the run resumes
         where = f" ({exc.filename})" if exc.filename else ""
-        _fail(f"cannot write the run's outputs{where}: {exc.strerror or exc}; free space and run the same "
-              f"command again to resume ({out})")
+        fail(f"cannot write the run's outputs{where}: {exc.strerror or exc}; free space and run the same "
+             f"command again to resume ({out})")
     except KeyboardInterrupt:
-        _fail(f"interrupted; run the same command again to resume ({out})", 130)
+        fail(f"interrupted; run the same command again to resume ({out})", 130)
     typer.echo(
         f"{summary.done} regenerated, {summary.failed} failed, {summary.skipped} already finished "
         f"of {summary.total} rows; {summary.completion_tokens:,} tokens → {out}"
@@ -227,12 +224,12 @@ def monitor(
         if as_json:
             status = read_status(run_dir)
             if status is None:
-                _fail(f"{run_dir} has no status.json: not a regeneration run (or not started yet)")
+                fail(f"{run_dir} has no status.json: not a regeneration run (or not started yet)")
             typer.echo(json.dumps(status, indent=1))
             return
         watch(run_dir, once=once)
     except (FileNotFoundError, UnreadableStatusError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
 
@@ -259,7 +256,7 @@ def plan(
     try:
         rows, _ = load_rows(curated)
     except InputError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     manifest_data = _load_target(manifest, curated)
     _, served, _ = asyncio.run(_check_servers([server], None))
     backend = _backend(api, model=model or served, tokenizer=tokenizer, manifest=manifest_data,
@@ -267,10 +264,10 @@ def plan(
     sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
     sample = [r for r in rows if r.needs_regeneration][:probe_rows]
     if not sample:
-        _fail(f"{curated} has no rows that need regeneration")
+        fail(f"{curated} has no rows that need regeneration")
     probe = asyncio.run(probe_throughput(backend, server, sample, sampling=sampling, concurrency=concurrency))
     if probe.failed == probe.requests:
-        _fail(f"every probe request to {server} failed; is the server up?")
+        fail(f"every probe request to {server} failed; is the server up?")
     result = build_plan(rows, probe, server=server, sampling=sampling, manifest=manifest_data)
     found = _find_manifest(manifest, curated)
     result["manifest"]["path"] = str(found.resolve()) if found else None

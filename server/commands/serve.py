@@ -14,6 +14,8 @@ from typing import Any
 
 import typer
 
+from server.commands.failure import EXIT_FAILED, fail
+
 
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on (0.0.0.0 to share with a team)."),
@@ -35,17 +37,16 @@ def serve(
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
-        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc} (pick another --port)", err=True)
-        raise typer.Exit(1) from None
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (pick another --port)", EXIT_FAILED)
     if settings.api_token is None:
-        print("note: DATAHUNT_API_TOKEN is not set, so approvals, exports and campaign launches are refused")
+        typer.echo("note: DATAHUNT_API_TOKEN is not set, so approvals, exports and campaign launches are refused")
     bound = f"[{host}]" if ":" in host else host
     if host in ("0.0.0.0", "::"):
-        print(f"note: answering only to the hosts {settings.allowed_hosts} (DATAHUNT_ALLOWED_HOSTS): add the name"
+        typer.echo(f"note: answering only to the hosts {settings.allowed_hosts} (DATAHUNT_ALLOWED_HOSTS): add the name"
               " or address your team opens the page with")
     elif bound.lower() not in settings.allowed_host_list:  # the address it listens on always works
         settings = settings.model_copy(update={"allowed_hosts": f"{settings.allowed_hosts},{bound}"})
-    print(f"datahunt review page: http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
+    typer.echo(f"datahunt review page: http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
     config = uvicorn.Config(create_app(settings, resume_unfinished=resume, sweep_abandoned=True), log_level=log_level)
     with sock:
         uvicorn.Server(config).run(sockets=[sock])

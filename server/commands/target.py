@@ -12,6 +12,8 @@ from pathlib import Path
 
 import typer
 
+from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
+
 target_app = typer.Typer(help="Target models: make the folder the local stages load.", no_args_is_help=True)
 
 
@@ -31,8 +33,7 @@ def prepare(
     template = None
     if chat_template is not None:
         if not chat_template.is_file():
-            typer.echo(f"error: chat template {chat_template} does not exist", err=True)
-            raise typer.Exit(2)
+            fail(f"chat template {chat_template} does not exist", EXIT_USAGE)
         template = chat_template.read_text(encoding="utf-8")
     def started() -> None:  # said only once the file passed its checks: a refused file gets its error line alone
         if not json_out:
@@ -42,8 +43,7 @@ def prepare(
         record = prepare_target(source, out, dtype=dtype, chat_template=template, expect_sha256=sha256,
                                 on_start=started)
     except TargetError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        fail(str(exc), EXIT_FAILED)
     if json_out:
         typer.echo(json.dumps(asdict(record)))
         return

@@ -12,17 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 
 from core.jsonl import JsonlError, read_jsonl
 from core.samples import read_turn
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -84,15 +80,15 @@ def train(
             cfg = load_config(config, overrides)
         else:
             if (data is None and cache is None) or target is None or out is None:
-                _fail("pass --config FILE, or --data (or --cache), --target and --out")
+                fail("pass --config FILE, or --data (or --cache), --target and --out", EXIT_USAGE)
             cfg = make_config(overrides)
         if not cfg.target.is_dir():
-            _fail(f"target folder {cfg.target} does not exist")
+            fail(f"target folder {cfg.target} does not exist", EXIT_USAGE)
         result = run_training(cfg)
     except TrainingStopped as exc:  # SIGTERM / Ctrl-C: the step in flight finished and was checkpointed
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     except _user_errors() as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), EXIT_FAILED)
     for key, (before, after) in result.changed.items():
         typer.echo(f"warning: resumed with {key} {before} → {after} (--force-resume)", err=True)
     if result.already_finished:
@@ -124,17 +120,17 @@ def check_template(
 
         rows = load_conversations(data, messages_field)
         if not 1 <= row <= len(rows):
-            _fail(f"--row {row} is outside 1..{len(rows)}")
+            fail(f"--row {row} is outside 1..{len(rows)}", EXIT_USAGE)
         tokenizer = AutoTokenizer.from_pretrained(str(target))
         result = run_check(tokenizer, rows[row - 1][1])
     except _user_errors() as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), EXIT_FAILED)
     typer.echo("rendered:\n" + result.text)
     for i, span in enumerate(result.supervised, start=1):
         typer.echo(f"supervised span {i}: {span!r}")
     typer.echo(result.detail)
     if not result.ids_match:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)  # the check's own lines above say why
 
 
 def _target_config(folder: Path | None, server_raw: dict[str, Any]) -> dict[str, Any] | None:
@@ -144,7 +140,7 @@ def _target_config(folder: Path | None, server_raw: dict[str, Any]) -> dict[str,
         if candidate and (candidate / "config.json").is_file():
             return dict(json.loads((candidate / "config.json").read_text()))
     if folder:
-        _fail(f"no config.json in {folder}")
+        fail(f"no config.json in {folder}", EXIT_USAGE)
     return None
 
 
@@ -158,9 +154,9 @@ def _preflight(url: str, draft: Path, target_config: Path | None) -> tuple[bool,
         checkpoint = read_draft(draft)
         checks = run_preflight(info.raw, checkpoint, _target_config(target_config, info.raw))
     except ServerInfoError as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), EXIT_FAILED)
     except _user_errors() as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), EXIT_FAILED)
     return all(c.ok for c in checks), checks, info
 
 
@@ -188,18 +184,18 @@ def check_server(
     ok, checks, _ = _preflight(url, draft, target_config)
     _print_checks(checks, as_json)
     if not ok:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)  # the failed checks are printed above
 
 
 def _read_prompt_rows(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
-        _fail(f"prompts file {path} does not exist")
+        fail(f"prompts file {path} does not exist", EXIT_USAGE)
     try:
         rows = read_jsonl(path, objects=True)
     except JsonlError as exc:
-        _fail(str(exc))
+        fail(str(exc), EXIT_USAGE)
     if not rows:
-        _fail(f"{path}: no prompts")
+        fail(f"{path}: no prompts", EXIT_USAGE)
     return rows
 
 
@@ -246,13 +242,13 @@ def eval_accept(
     'AL 2.09 vs break-even 1.42 at k=5: 1.47x expected, 1.44x measured'.
     """
     if server and len(steps) > 1:
-        _fail("--server measures the chain length the server runs: pass one --steps")
+        fail("--server measures the chain length the server runs: pass one --steps", EXIT_USAGE)
     rows = _read_prompt_rows(prompts)[:limit]
     if server:
         _eval_server(rows, server, baseline, draft, target, target_config, max_new, send_text)
         return
     if draft is None or target is None:
-        _fail("local evaluation needs --draft and --target (or pass --server URL)")
+        fail("local evaluation needs --draft and --target (or pass --server URL)", EXIT_USAGE)
     import torch
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -265,7 +261,7 @@ def eval_accept(
     err = Console(stderr=True)
     try:
         if device not in {"cpu", "cuda"} or (device == "cuda" and not torch.cuda.is_available()):
-            _fail(f"--device {device} is not available here (cpu, or cuda with a GPU)")
+            fail(f"--device {device} is not available here (cpu, or cuda with a GPU)", EXIT_USAGE)
         model, tokenizer = load_target(target, torch.device(device))
         draft_model, layers = load_draft(draft, target_embeddings(model).cpu(),
                                          target_layers=model.config.num_hidden_layers)
@@ -287,7 +283,7 @@ def eval_accept(
                         eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set(),
                         on_prompt=advance, batch=b, schedule=schedule))
     except _user_errors() as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), EXIT_FAILED)
     from server.commands.accept_table import accept_table
 
     for report in reports:
@@ -304,7 +300,7 @@ def eval_accept(
             if line:
                 typer.echo(line, err=True)
     if not all(r.identical for r in reports):
-        _fail("speculative output differs from the target's greedy output: the verifier is broken", 1)
+        fail("speculative output differs from the target's greedy output: the verifier is broken", EXIT_FAILED)
 
 
 def forecast(
@@ -321,7 +317,7 @@ def forecast(
         doc = load_results(results)
         doc["forecast"] = run_forecast(doc["runs"], target_accept=target_accept)
     except ForecastError as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), EXIT_FAILED)
     png = plot_forecast(doc, plot or results.with_name(results.stem + "_forecast.png"))
     fc = doc["forecast"]
     if json_out:
@@ -357,7 +353,7 @@ def _encode(tokenizer: Any, row: dict[str, Any]) -> list[int]:
         return list(tokenizer(row["text"], add_special_tokens=False)["input_ids"])
     turns = _prompt_turns(row)
     if not turns:
-        _fail("a prompt row has neither 'text' nor user turns")
+        fail("a prompt row has neither 'text' nor user turns", EXIT_USAGE)
     encoded = tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=True)
     return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
 
@@ -370,12 +366,12 @@ def _server_prompts(rows: list[dict[str, Any]], target: Path | None, send_text: 
     renderer = None
     if not send_text or any("text" not in r for r in rows):
         if target is None:
-            _fail("--server needs --target for the tokenizer and chat template (the native API applies none); "
-                  "only its config.json and tokenizer files are read")
+            fail("--server needs --target for the tokenizer and chat template (the native API applies none); "
+                 "only its config.json and tokenizer files are read", EXIT_USAGE)
         try:
             renderer = ChatRenderer.load(target)
         except TemplateError as exc:
-            _fail(str(exc), 1)
+            fail(str(exc), EXIT_FAILED)
     prompts: list[Any] = []
     for row in rows:
         if "text" in row and send_text:
@@ -387,7 +383,7 @@ def _server_prompts(rows: list[dict[str, Any]], target: Path | None, send_text: 
             continue
         turns = _prompt_turns(row)
         if not turns:
-            _fail("a prompt row has neither 'text' nor user turns")
+            fail("a prompt row has neither 'text' nor user turns", EXIT_USAGE)
         prompts.append(renderer.render(turns) if send_text else renderer.render_ids(turns))
     return prompts
 
@@ -397,11 +393,11 @@ def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, 
     from training.server_eval import ServerEvalError, evaluate_server, evaluate_vllm
 
     if draft is None:
-        _fail("--server needs --draft so the preflight can run first")
+        fail("--server needs --draft so the preflight can run first", EXIT_USAGE)
     ok, checks, info = _preflight(server, draft, target_config or target)
     if not ok:
         _print_checks(checks, as_json=False)
-        _fail("preflight failed; not measuring a misconfigured server", 1)
+        fail("preflight failed; not measuring a misconfigured server", EXIT_FAILED)
     prompts = _server_prompts(rows, target, send_text)
     try:
         if info.engine == "vllm":
@@ -420,7 +416,7 @@ def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, 
             report = evaluate_server(server, prompts, max_new_tokens=max_new, baseline_url=baseline,
                                      speculating=info.speculating)
     except ServerEvalError as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), EXIT_FAILED)
     typer.echo(json.dumps({"engine": info.engine, "engine_version": info.version, **report}))
 
 
@@ -444,7 +440,7 @@ def sglang_command(
         plan = plan_launch(target, draft, read_draft(draft), steps=steps, topk=topk, draft_tokens=draft_tokens,
                            context_length=context_length, port=port, target_config=target_config)
     except _user_errors() as exc:
-        _fail(str(exc), 1)
+        fail(str(exc), EXIT_FAILED)
     for note in plan.notes:
         typer.echo(f"# {note}")
     typer.echo(plan.shell())
@@ -452,7 +448,7 @@ def sglang_command(
         import importlib.util
 
         if importlib.util.find_spec("sglang") is None:
-            _fail("sglang is not installed: pip install 'sglang[all]' (the optional extra), or run the line above")
+            fail("sglang is not installed: pip install 'sglang[all]' (the optional extra), or run the line above", EXIT_USAGE)
         raise typer.Exit(subprocess.call(plan.argv))
 
 

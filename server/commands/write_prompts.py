@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 
 from core.types import Category
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+from server.commands.failure import EXIT_USAGE, fail
 
 
 def _categories(value: str | None) -> list[str]:
@@ -30,7 +26,7 @@ def _categories(value: str | None) -> list[str]:
     known = {c.value for c in Category}
     unknown = [n for n in names if n not in known]
     if unknown:
-        _fail(f"unknown categories {unknown}; known: {', '.join(sorted(known))}", 2)
+        fail(f"unknown categories {unknown}; known: {', '.join(sorted(known))}", EXIT_USAGE)
     return names
 
 
@@ -43,11 +39,11 @@ def _tokenizer(target: Path, chat_template: str | None) -> tuple[Any, Any]:
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(target))
     except (OSError, ValueError) as exc:
-        _fail(f"cannot load the target tokenizer from {target}: {exc}", 2)
+        fail(f"cannot load the target tokenizer from {target}: {exc}", EXIT_USAGE)
     try:
         return tokenizer, user_turn_prefix(tokenizer, chat_template)
     except TemplateError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), EXIT_USAGE)
 
 
 def _inner_backend(api: str, target: Path, model: str | None, servers: list[str], concurrency: int,
@@ -59,19 +55,19 @@ def _inner_backend(api: str, target: Path, model: str | None, servers: list[str]
 
     if api == "local":
         if servers:
-            _fail("--api local runs the model in this process: leave out --server", 2)
+            fail("--api local runs the model in this process: leave out --server", EXIT_USAGE)
         try:
             return (LocalTransformersBackend.load(target, chat_template=chat_template, max_batch=concurrency),
                     [LOCAL_URL], target.name)
         except (OSError, ValueError) as exc:
-            _fail(f"cannot load {target}: {exc}")
+            fail(f"cannot load {target}: {exc}")
     if not servers:
-        _fail("pass --server URL (or --api local)", 2)
+        fail("pass --server URL (or --api local)", EXIT_USAGE)
     if api == "openai":
         return OpenAIChatBackend(model=model), servers, model
     if api == "sglang":
         return SGLangNativeBackend(ChatRenderer.load(target, chat_template=chat_template), model=model), servers, model
-    _fail(f"--api must be openai, sglang or local, not {api!r}", 2)
+    fail(f"--api must be openai, sglang or local, not {api!r}", EXIT_USAGE)
 
 
 def _add_to_manifest(manifest: Path, out: Path, files: dict[str, str]) -> int:
@@ -81,7 +77,7 @@ def _add_to_manifest(manifest: Path, out: Path, files: dict[str, str]) -> int:
 
     folder = manifest.resolve().parent
     if not out.resolve().is_relative_to(folder):
-        _fail(f"{out} is not inside the manifest's folder {folder}: local sources must lie below it", 2)
+        fail(f"{out} is not inside the manifest's folder {folder}: local sources must lie below it", EXIT_USAGE)
     try:
         loaded = load_manifest(manifest) if manifest.exists() else Manifest()
         paths = {(out.resolve() / name).relative_to(folder).as_posix(): c for c, name in files.items()}
@@ -91,7 +87,7 @@ def _add_to_manifest(manifest: Path, out: Path, files: dict[str, str]) -> int:
         updated = loaded.model_copy(update={"sources": sources})
         Manifest.model_validate(updated.model_dump())  # the same rules as a loaded file (unique names, …)
     except (CurationError, ValueError) as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), EXIT_USAGE)
     manifest.write_text(dump_manifest(updated), encoding="utf-8")
     return len(paths)
 
@@ -135,7 +131,7 @@ def write_prompts(
     template = None
     if chat_template is not None:
         if not chat_template.is_file():
-            _fail(f"chat template {chat_template} does not exist", 2)
+            fail(f"chat template {chat_template} does not exist", EXIT_USAGE)
         template = chat_template.read_text(encoding="utf-8")
     tokenizer, turn = _tokenizer(target, template)
     inner, endpoints, served = _inner_backend(api, target, model, servers, concurrency, template)
@@ -150,11 +146,11 @@ def write_prompts(
         with live:
             summary, report = run_writer(config, PrefixBackend(inner, tokenizer, turn))
     except InferenceError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        _fail(f"cannot write {out}: {exc.strerror or exc}; run the same command again to resume")
+        fail(f"cannot write {out}: {exc.strerror or exc}; run the same command again to resume")
     except KeyboardInterrupt:
-        _fail(f"interrupted; run the same command again to resume ({out})", 130)
+        fail(f"interrupted; run the same command again to resume ({out})", 130)
     for category, counts in report.per_category.items():
         drops = ", ".join(f"{r} {n}" for r, n in counts["drops"].items()) or "none"
         pending = f", {counts['pending']} not answered" if counts["pending"] else ""
