@@ -222,9 +222,24 @@ def dh_env() -> dict[str, str]:
     return env
 
 
+RUNNING: list[subprocess.Popen[str]] = []  # the child of the stage in flight
+STOP = threading.Event()  # set by a TERM or Ctrl-C of this process: no new stage starts
+
+
+def request_stop(signum: int | None = None, frame: Any = None) -> None:
+    """A TERM (an outer `timeout`) or Ctrl-C: pass it to the running child's whole group, which checkpoints and
+    ends (a child in its own session would otherwise outlive this process and train on into the next call)."""
+    STOP.set()
+    for proc in list(RUNNING):
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+
+
 def run_child(cmd: list[str], env: dict[str, str], limit_s: float, log: Path) -> dict[str, Any]:
     """Run cmd in its own process group, its output to the console and `log`; TERM to the group at limit_s
-    (KILL 90 s later). Returns rc, whether the limit stopped it, the wall and the SpecForge step lines seen."""
+    (KILL 90 s later) or on request_stop. Returns rc, whether it was stopped, the wall and the SpecForge step
+    lines seen."""
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     steps: list[tuple[int, float]] = []
@@ -234,6 +249,7 @@ def run_child(cmd: list[str], env: dict[str, str], limit_s: float, log: Path) ->
             cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
             start_new_session=True) as proc:
         fh.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(cmd)}\n")
+        RUNNING.append(proc)
 
         def stop() -> None:
             if proc.poll() is None:
@@ -256,7 +272,8 @@ def run_child(cmd: list[str], env: dict[str, str], limit_s: float, log: Path) ->
                     last = {"step": int(match.group(1)), **ast.literal_eval(match.group(2))}
         rc = proc.wait()
         timer.cancel()
-    return {"rc": rc, "stopped": stopped.is_set(), "wall_s": round(time.perf_counter() - started, 1),
+        RUNNING.remove(proc)
+    return {"rc": rc, "stopped": stopped.is_set() or STOP.is_set(), "wall_s": round(time.perf_counter() - started, 1),
             "steps": steps, "last": last}
 
 
@@ -645,6 +662,9 @@ def run_stages(args: argparse.Namespace, names: list[str]) -> bool:
     for name in names:
         if name in done and name != "report":
             continue
+        if STOP.is_set():
+            print(f"stopped by a signal before {name}; run again to continue", flush=True)
+            return False
         left = args.budget_s - (time.perf_counter() - started)
         if left < 45:
             print(f"{left:.0f}s left: stopping before {name}; run again to continue", flush=True)
@@ -755,6 +775,8 @@ def main() -> None:
                         "start-up and a step or so on two cores); the second pass resumes it.")
     parser.add_argument("--rehearsal", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
     default_work = "/tmp/specforge_rehearse" if args.command == "rehearse" else "/tmp/dh"
     args.work = args.work or os.environ.get("WORK", default_work)
     args.w = args.w or str(Path(args.work) / "specforge_side")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,27 @@ def test_a_time_limit_stops_the_childs_whole_group_and_step_lines_are_read(tmp_p
     assert "step 3" in (tmp_path / "child.log").read_text()
     done = side.run_child([sys.executable, "-c", "print('ok')"], {"PATH": "/usr/bin:/bin"}, 30.0, tmp_path / "b.log")
     assert done["rc"] == 0 and not done["stopped"]
+
+
+def test_a_stop_request_reaches_the_running_child(tmp_path: Path) -> None:
+    """The driver's own TERM (an outer `timeout`) must end its child, which runs in a session of its own."""
+    out: dict[str, Any] = {}
+    cmd = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
+    thread = threading.Thread(target=lambda: out.update(side.run_child(cmd, {"PATH": "/usr/bin:/bin"}, 300.0,
+                                                                       tmp_path / "c.log")))
+    thread.start()
+    try:
+        for _ in range(100):
+            if side.RUNNING:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        side.request_stop()
+        thread.join(30)
+        assert not thread.is_alive() and out["stopped"] and out["rc"] != 0 and out["wall_s"] < 30
+        assert not side.RUNNING
+    finally:
+        side.STOP.clear()
 
 
 def _state(rehearsal: bool) -> dict[str, Any]:
