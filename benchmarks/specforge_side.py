@@ -23,18 +23,21 @@ one call of at most 10 minutes; state in $W/state.json, copied to $OUT after eve
   report     specforge.json (the published schema) into $W and $OUT
 
 Device plan, one H200, one warm machine (its files are gone once it is given back, so issue the calls back to
-back; the carried paths of a call are at most 64 MiB with the ~23 MB tree; on the CPU first:
-`benchmarks/gpu_scaling.sh prepare --parts 4` and the wheels, see benchmarks/specforge/README.md):
-  call 1  carry .whl .whl_sf .carry/g0   benchmarks/gpu_scaling.sh setup                        ~53 MB, ~1.5 min
-  call 2  carry .carry/g1                benchmarks/gpu_scaling.sh setup                        ~48 MB, ~1 min
-  call 3  carry .carry/g2                benchmarks/gpu_scaling.sh setup                        ~48 MB, ~1 min
-  call 4  carry .carry/g3                setup; gpu_scaling.sh target; timeout 585 python3 benchmarks/specforge_side.py
-                                         run --budget-s 420                          ~48 MB, ~10 min (target ~1.5)
-  call 5+ carry .whl_sf (nothing else)   timeout 585 python3 benchmarks/specforge_side.py run --budget-s 570
-                                         until it prints "all stages done"                  ~26 MB, ~10 min each
-About 26-30 minutes of device time for 16K rows (features ~3, SpecForge ~10, datahunt ~4-9, replay ~1, the
-target's GGUF ~5.5): the 48K rows do not fit one session (their features alone would be ~59 GiB, the single-GPU
-machine has 64 GiB of disk). `rehearse` runs every stage on the CPU at toy size first (see its help).
+back). A call carries the tracked tree (23.0 MB) plus what `carry` names, 64 MiB (67.1 MB) at most; on the CPU
+first: `benchmarks/gpu_scaling.sh prepare --parts 4` (four GGUF parts of 24.6 MB in .carry/g0..g3), datahunt's
+wheels in .whl (~3.5 MB, docs/results/scaling.md "Reproduce") and SpecForge's in .whl_sf (3.2 MB, see
+benchmarks/specforge/README.md). .carry/data is not needed (the eval answers are tracked).
+  call 1  carry .whl .whl_sf .carry/g0  `benchmarks/gpu_scaling.sh setup`                   ~54 MB, ~1.5 min
+  call 2  carry .carry/g1               `benchmarks/gpu_scaling.sh setup`                   ~48 MB, ~1 min
+  call 3  carry .carry/g2               `benchmarks/gpu_scaling.sh setup`                   ~48 MB, ~1 min
+  call 4  carry .carry/g3               `benchmarks/gpu_scaling.sh setup && benchmarks/gpu_scaling.sh target &&
+                                         timeout 585 python3 benchmarks/specforge_side.py run --budget-s 440`
+                                                                                 ~48 MB, ~10 min (target ~1.5)
+  call 5+ carry nothing                 `timeout 590 python3 benchmarks/specforge_side.py run --budget-s 575`,
+                                         again until it prints "all stages done"            ~23 MB, <=10 min each
+About 26-30 minutes of device time for 16K rows (the GGUF's calls and target ~5.5, features ~3, SpecForge ~10,
+datahunt ~4-9, replay ~1): the 48K rows do not fit one session (their features alone would be ~59 GiB; the
+one-GPU machine has 64 GiB of disk). `rehearse` runs every stage on the CPU at toy size first (see its help).
 """
 
 from __future__ import annotations
@@ -228,7 +231,9 @@ STOP = threading.Event()  # set by a TERM or Ctrl-C of this process: no new stag
 
 def request_stop(signum: int | None = None, frame: Any = None) -> None:
     """A TERM (an outer `timeout`) or Ctrl-C: pass it to the running child's whole group, which checkpoints and
-    ends (a child in its own session would otherwise outlive this process and train on into the next call)."""
+    ends; this process keeps reading it until it has. The child's group is its own (so a kill reaches SpecForge's
+    workers too) but not its session: whatever ends this command's session still ends the child, which must not
+    train on into the next call."""
     STOP.set()
     for proc in list(RUNNING):
         if proc.poll() is None:
@@ -247,7 +252,7 @@ def run_child(cmd: list[str], env: dict[str, str], limit_s: float, log: Path) ->
     stopped = threading.Event()
     with log.open("a", encoding="utf-8") as fh, subprocess.Popen(
             cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-            start_new_session=True) as proc:
+            process_group=0) as proc:
         fh.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(cmd)}\n")
         RUNNING.append(proc)
 

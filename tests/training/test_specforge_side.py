@@ -92,7 +92,7 @@ def test_a_time_limit_stops_the_childs_whole_group_and_step_lines_are_read(tmp_p
 
 
 def test_a_stop_request_reaches_the_running_child(tmp_path: Path) -> None:
-    """The driver's own TERM (an outer `timeout`) must end its child, which runs in a session of its own."""
+    """The driver's own TERM (an outer `timeout`) must end its child, which runs in a process group of its own."""
     out: dict[str, Any] = {}
     cmd = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
     thread = threading.Thread(target=lambda: out.update(side.run_child(cmd, {"PATH": "/usr/bin:/bin"}, 300.0,
