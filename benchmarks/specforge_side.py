@@ -168,6 +168,43 @@ def mean_of_sets(per_set: dict[str, dict[str, Any]]) -> float | None:
     return round(sum(s["accept_length"] for s in per_set.values()) / len(per_set), 4) if per_set else None
 
 
+def batch_stats(tokens: list[int], supervised: list[int], sf_batch: int, sf_accum: int, budget: int,
+                seed: int = 0) -> dict[str, Any]:
+    """How each trainer batches the same rows, one epoch: positions computed per real token, real tokens a step,
+    and (SpecForge) the supervised share of a micro-batch's positions, which its loss divides by all positions:
+    under AdamW a constant share would not matter, its spread across micro-batches reweights the rows (a row
+    among long or prompt-heavy neighbours counts less). datahunt's packing is training.trainer.token_batches's."""
+    import random
+    import statistics
+
+    def spread(values: list[float]) -> dict[str, float]:
+        mean = statistics.fmean(values)
+        return {"mean": round(mean, 4), "cv": round(statistics.pstdev(values) / mean, 4) if mean else 0.0}
+
+    real = sum(tokens)
+    order = list(range(len(tokens)))
+    random.Random(seed).shuffle(order)
+    micro = [order[i:i + sf_batch] for i in range(0, len(order) - sf_batch + 1, sf_batch)]
+    padded = [len(m) * max(tokens[i] for i in m) for m in micro]
+    share = [sum(supervised[i] for i in m) / p for m, p in zip(micro, padded, strict=True)]
+    steps = [sum(tokens[i] for m in micro[a:a + sf_accum] for i in m)
+             for a in range(0, len(micro) - sf_accum + 1, sf_accum)]
+    groups: list[list[int]] = []
+    for i in sorted(range(len(tokens)), key=lambda i: (tokens[i], i)):
+        if groups and (len(groups[-1]) + 1) * tokens[i] <= budget:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    dh_padded = sum(len(g) * max(tokens[i] for i in g) for g in groups)
+    return {"specforge": {"positions_per_real_token": round(sum(padded) / real, 4),
+                          "supervised_share_of_positions": spread(share),
+                          "real_tokens_per_step": spread([float(x) for x in steps]), "steps_per_epoch": len(steps)},
+            "datahunt": {"positions_per_real_token": round(dh_padded / real, 4),
+                         "real_tokens_per_step": spread([float(sum(tokens[i] for i in g)) for g in groups]),
+                         "steps_per_epoch": len(groups)},
+            "supervised_share_of_tokens": round(sum(supervised) / real, 4)}
+
+
 def eval_pairs(path: Path, per_set: int) -> dict[str, list[tuple[str, str]]]:
     """(prompt, target greedy answer) of the first `per_set` prompts of each eval set, by question number."""
     with gzip.open(path, "rt", encoding="utf-8") as fh:
@@ -386,6 +423,11 @@ def features(args: argparse.Namespace, st: State, limit_s: float) -> bool:
         return False
     rec.update(json.loads(summary.read_text()))
     rec["seconds_all_calls"] = round(sum(c["wall_s"] for c in rec["calls"]), 1)
+    lengths = json.loads((w / "features" / "lengths.json").read_text())
+    accum = args.sf_accum or accumulation(args.batch_tokens, args.sf_batch, rec["mean_tokens"])
+    st.data["batch_stats"] = batch_stats(lengths["tokens"], lengths["supervised"], args.sf_batch, accum,
+                                         args.batch_tokens)
+    print(json.dumps(st.data["batch_stats"]))
     rec["disk_gib"] = round(sum(f.stat().st_size for f in (w / "features").rglob("*.ckpt")) / 2**30, 2)
     return True
 
@@ -638,7 +680,7 @@ def build_report(st: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
                      f"{args.eval_per_set} prompts of each set; accept_length pools every set's rounds",
         "env": setup_rec["env"], "settings": setup_rec["settings"],
         "specforge": sf_side, "datahunt": dh_side, "comparison": comparison,
-        "datahunt_published_16k": published_16k(), "differences": DIFFERENCES,
+        "batching": st.get("batch_stats"), "datahunt_published_16k": published_16k(), "differences": DIFFERENCES,
     }
 
 

@@ -11,7 +11,8 @@ ids (sglang adds 1 and captures the input of the next layer), i.e. HF hidden_sta
 
 No `datasets`, no sglang, no torch.distributed. Works on CPU and CUDA. Resumable: with --skip-existing a
 forward whose rows all have their file already is skipped, so a call cut short by a time limit continues. The
-last thing written is <out>/features.json (rows, tokens, seconds, capture layers): its presence marks the set whole.
+last thing written is <out>/features.json (rows, tokens, seconds, capture layers): its presence marks the set whole;
+<out>/lengths.json beside it holds each row's token and supervised-token counts.
 """
 
 from __future__ import annotations
@@ -178,6 +179,8 @@ def main() -> None:
     summary = {"rows": len(toks), "skipped_without_loss": skipped, "tokens": n_tok,
                "mean_tokens": round(n_tok / max(1, len(toks)), 1), "capture_layers": layers,
                "seconds": round(time.time() - t1, 1), "forwards": len(batches), "device": args.device}
+    with open(os.path.join(args.out, "lengths.json"), "w") as fh:  # per row: tokens, supervised tokens
+        json.dump({"tokens": [len(t[1]) for t in toks], "supervised": [int(t[2].sum()) for t in toks]}, fh)
     with open(os.path.join(args.out, "features.json"), "w") as fh:
         json.dump(summary, fh)
     print(json.dumps(summary))

@@ -69,6 +69,19 @@ def test_loop_seconds_count_only_the_steps_a_checkpoint_kept() -> None:
     assert side.loop_seconds(logged[:1], 0, 25, fallback=42.0, step_s=0.5) == pytest.approx(12.5)
 
 
+def test_batch_stats_show_each_trainers_padding_and_specforges_uneven_weights() -> None:
+    tokens = [100, 100, 100, 100, 400, 400, 400, 400]
+    supervised = [50, 50, 50, 50, 100, 100, 100, 100]
+    stats = side.batch_stats(tokens, supervised, sf_batch=2, sf_accum=2, budget=800)
+    sf, dh = stats["specforge"], stats["datahunt"]
+    assert dh["positions_per_real_token"] == 1.0 and dh["steps_per_epoch"] == 3  # 4 x 100 | 2 x 400 | 2 x 400
+    assert sf["steps_per_epoch"] == 2 and sf["positions_per_real_token"] >= 1.0
+    assert stats["supervised_share_of_tokens"] == 0.3
+    same = side.batch_stats([100] * 8, [50] * 8, sf_batch=2, sf_accum=2, budget=800)["specforge"]
+    assert same["supervised_share_of_positions"] == {"mean": 0.5, "cv": 0.0}
+    assert same["positions_per_real_token"] == 1.0
+
+
 def test_eval_pairs_are_the_tracked_greedy_answers_per_set_in_question_order() -> None:
     pairs = side.eval_pairs(side.EVAL_ANSWERS, 80)
     assert {k: len(v) for k, v in pairs.items()} == {"alpaca": 80, "gsm8k": 80, "humaneval": 79, "mt_bench": 79,
