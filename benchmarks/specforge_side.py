@@ -723,7 +723,7 @@ def run_stages(args: argparse.Namespace, names: list[str]) -> bool:
             st.data["done"] = [n for n in STAGES if n in done]
         st.save()
         if not finished:
-            print(f"{name} not finished (time limit): run again to continue", flush=True)
+            print(f"{name} not finished (time limit or signal): run again to continue", flush=True)
             return False
     print("all stages done" if set(STAGES) <= done else f"done: {sorted(done)}", flush=True)
     return True
