@@ -228,7 +228,8 @@ class State:
     def __init__(self, args: argparse.Namespace) -> None:
         self.path = Path(args.w) / "state.json"
         self.out = Path(args.out)
-        self.data: dict[str, Any] = json.loads(self.path.read_text()) if self.path.exists() else {}
+        source = Path(args.state) if getattr(args, "state", None) else self.path  # a returned specforge_state.json
+        self.data: dict[str, Any] = json.loads(source.read_text()) if source.exists() else {}
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -278,10 +279,12 @@ def request_stop(signum: int | None = None, frame: Any = None) -> None:
                 os.killpg(proc.pid, signal.SIGTERM)
 
 
-def run_child(cmd: list[str], env: dict[str, str], limit_s: float, log: Path) -> dict[str, Any]:
+def run_child(cmd: list[str], env: dict[str, str], limit_s: float, log: Path,
+              stop_at_step: int | None = None) -> dict[str, Any]:
     """Run cmd in its own process group, its output to the console and `log`; TERM to the group at limit_s
-    (KILL 90 s later) or on request_stop. Returns rc, whether it was stopped, the wall and the SpecForge step
-    lines seen."""
+    (KILL 90 s later), on request_stop, or once a SpecForge step line reaches `stop_at_step` (the rehearsal's
+    way to cut training where a time limit would, without depending on the machine's speed). Returns rc,
+    whether it was stopped, the wall and the SpecForge step lines seen."""
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     steps: list[tuple[int, float]] = []
@@ -312,6 +315,8 @@ def run_child(cmd: list[str], env: dict[str, str], limit_s: float, log: Path) ->
                 steps.append((int(match.group(1)), time.perf_counter()))
                 with contextlib.suppress(ValueError, SyntaxError):
                     last = {"step": int(match.group(1)), **ast.literal_eval(match.group(2))}
+                if stop_at_step is not None and int(match.group(1)) >= stop_at_step and not stopped.is_set():
+                    threading.Thread(target=stop, daemon=True).start()
         rc = proc.wait()
         timer.cancel()
         RUNNING.remove(proc)
@@ -470,14 +475,15 @@ def sf_train(args: argparse.Namespace, st: State, limit_s: float) -> bool:
         "training.accumulation_steps": plan["accumulation_steps"], "training.num_epochs": args.epochs,
         "training.total_steps": plan["max_steps"], "training.max_steps": cap, "training.learning_rate": args.lr,
         "training.ttt_length": args.ttt, "training.save_interval": args.sf_save_interval,
-        "training.log_interval": args.sf_log_interval, "run_id": RUN_ID,
+        "training.log_interval": args.sf_log_interval, "training.max_checkpoints": 3, "run_id": RUN_ID,
         **({} if setup_rec["cuda"] else {"data.dataloader_num_workers": 0}),
         **({"training.resume_from": w / "sf_out"} if done else {}),
     }
     cmd = [args.python, "-m", "specforge.cli", "train", "--config", str(SF_CONFIG),
            *(f"{k}={v}" for k, v in overrides.items())]
     limit = min(limit_s, args.sf_call_s) if args.sf_call_s else limit_s
-    res = run_child(cmd, sf_env(args, setup_rec["cuda"]), limit, w / "logs" / "sf_train.log")
+    res = run_child(cmd, sf_env(args, setup_rec["cuda"]), limit, w / "logs" / "sf_train.log",
+                    stop_at_step=args.sf_stop_at_step)
     reached = sf_step_done(w)
     loop = loop_seconds(res["steps"], done, reached, res["wall_s"], res["last"].get("perf/optimizer_step_time_s"))
     rec["calls"].append({"rc": res["rc"], "stopped": res["stopped"], "wall_s": res["wall_s"], "from_step": done,
@@ -652,7 +658,7 @@ def build_report(st: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
                    "max_grad_norm": 0.5, "ttt_length": args.ttt, "draft_vocab": args.draft_vocab,
                    "max_length": args.max_length, "attention_backend": "sdpa", "mode": "offline",
                    "capture_layers_output_of": setup_rec["sf_capture_layers"],
-                   "save_interval": args.sf_save_interval, "version": "specforge 0.2.0"}})
+                   "save_interval": args.sf_save_interval, "max_checkpoints": 3, "version": "specforge 0.2.0"}})
     dh_side = side(st.get("eval_dh", {}), dh)
     dh_side.update({k: dh.get(k) for k in ("tokens", "tokens_per_step", "final_loss", "step_accuracies",
                                            "vocab_coverage", "peak_memory_gib", "config")})
@@ -765,14 +771,15 @@ def rehearse(args: argparse.Namespace) -> None:
     with gzip.open(TRACKED_REGEN, "rt", encoding="utf-8") as src:
         regen.write_text("".join(line for _, line in zip(range(args.samples), src, strict=False)), encoding="utf-8")
     shutil.rmtree(w, ignore_errors=True)
-    first = argparse.Namespace(**{**vars(args), "sf_call_s": args.rehearse_cut_s})
+    first = argparse.Namespace(**{**vars(args), "sf_stop_at_step": args.rehearse_cut_step})
     if run_stages(first, list(STAGES)):
-        raise SystemExit("rehearsal: the first pass should have been stopped inside sf-train by --rehearse-cut-s")
+        raise SystemExit("rehearsal: the first pass should have been stopped inside sf-train")
     if not run_stages(args, list(STAGES)):
         raise SystemExit("rehearsal: the second pass did not finish")
     doc = json.loads((w / "specforge.json").read_text())
     calls = doc["specforge"]["calls"]
-    if not (calls[0]["stopped"] and calls[1]["from_step"] == calls[0]["checkpoint_step"]
+    if not (calls[0]["stopped"] and calls[0]["checkpoint_step"] >= 1
+            and calls[1]["from_step"] == calls[0]["checkpoint_step"]
             and calls[-1]["checkpoint_step"] == doc["specforge"]["steps"] == doc["specforge"]["config"]["max_steps"]):
         raise SystemExit(f"rehearsal: SpecForge's training did not resume where the time limit left it: {calls}")
     print(json.dumps({"specforge": {k: doc["specforge"][k] for k in ("accept_length", "steps", "train_s", "tok_s")},
@@ -813,13 +820,17 @@ def main() -> None:
     parser.add_argument("--eval-answers", default=str(EVAL_ANSWERS))
     parser.add_argument("--which", choices=["sf", "dh"], default="sf")
     parser.add_argument("--budget-s", type=float, default=570.0, help="run: start nothing new after this.")
+    parser.add_argument("--state", default=None, help="report: read this state (a returned specforge_state.json) "
+                        "instead of $W/state.json")
     parser.add_argument("--publish", default=None, help="report: also write the report here "
                         "(docs/results/specforge.json); refused for a rehearsal")
     parser.add_argument("--target-layers", type=int, default=8, help="rehearse: layers of the toy target.")
     parser.add_argument("--rehearse-rows", type=int, default=24)
-    parser.add_argument("--rehearse-cut-s", type=float, default=75.0,
-                        help="rehearse: the first pass TERMs SpecForge's training after this many seconds (its "
-                        "start-up and a step or so on two cores); the second pass resumes it.")
+    parser.add_argument("--sf-stop-at-step", type=int, default=None, help="TERM SpecForge's training once it "
+                        "logs this step (as a time limit would; the rehearsal's first pass).")
+    parser.add_argument("--rehearse-cut-step", type=int, default=2,
+                        help="rehearse: the first pass TERMs SpecForge's training once it logs this step; the "
+                        "second pass resumes it from its last checkpoint.")
     parser.add_argument("--rehearsal", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, request_stop)

@@ -1,8 +1,9 @@
 """The SpecForge side-by-side's own logic (benchmarks/specforge_side.py), without SpecForge or a GPU: the draft it
 trains is the recipe's for the real target, both trainers read the same layers, SpecForge's step plan meets the
 token budget, a time limit stops a child's whole process group, and the report has the published schema.
-The whole plan at toy size is `python benchmarks/specforge_side.py rehearse` (about 6 minutes on two cores:
-SpecForge's Triton loss runs in Triton's interpreter there), documented in benchmarks/specforge/README.md."""
+The whole plan at toy size is `python benchmarks/specforge_side.py rehearse` (3 minutes on two idle cores, more
+on shared ones: SpecForge's Triton loss runs in Triton's interpreter there), documented in
+benchmarks/specforge/README.md."""
 
 from __future__ import annotations
 
@@ -102,6 +103,10 @@ def test_a_time_limit_stops_the_childs_whole_group_and_step_lines_are_read(tmp_p
     assert "step 3" in (tmp_path / "child.log").read_text()
     done = side.run_child([sys.executable, "-c", "print('ok')"], {"PATH": "/usr/bin:/bin"}, 30.0, tmp_path / "b.log")
     assert done["rc"] == 0 and not done["stopped"]
+    counting = "import time\nfor i in range(1, 100):\n    print(f'step {i}: {{}}', flush=True)\n    time.sleep(0.2)\n"
+    cut = side.run_child([sys.executable, "-c", counting], {"PATH": "/usr/bin:/bin"}, 60.0, tmp_path / "c.log",
+                         stop_at_step=3)
+    assert cut["stopped"] and cut["rc"] != 0 and 3 <= cut["steps"][-1][0] < 10
 
 
 def test_a_stop_request_reaches_the_running_child(tmp_path: Path) -> None:
