@@ -94,7 +94,7 @@ DIFFERENCES = [
 ]
 
 
-# --- small pure helpers (tested on CPU) -----------------------------------------------------------------------
+# --- small pure functions (tested on CPU) ----------------------------------------------------------------------
 def sf_capture_layers(num_layers: int) -> list[int]:
     """SpecForge's default EAGLE-3 capture, output-of-layer ids [1, L//2 - 1, L - 4] (distinct: L >= 7)."""
     layers = [1, num_layers // 2 - 1, num_layers - 4]
