@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from core.jsonl import JsonlError, iter_jsonl
+from core.samples import read_turn
 from training.curve.plan import CurveError
 
 logger = logging.getLogger(__name__)
@@ -67,12 +68,11 @@ def _prompt(row: dict[str, Any], where: str) -> EvalPrompt:
     turns = row.get("conversations") or row.get("messages") or []
     kept: list[tuple[str, str]] = []
     for turn in turns if isinstance(turns, list) else []:
-        role = turn.get("role", turn.get("from")) if isinstance(turn, dict) else None
-        if role in {"assistant", "gpt"}:
+        role, content = read_turn(turn) if isinstance(turn, dict) else ("", None)  # the one turn reader
+        if role == "assistant":
             break
-        content = turn.get("content", turn.get("value")) if isinstance(turn, dict) else None
         if isinstance(content, str) and content:
-            kept.append(("user" if role in {"human", None} else str(role), content))
+            kept.append((role or "user", content))
     if not any(role == "user" for role, _ in kept):
         raise CurveError(f"{where}: a prompt row needs `text`, `prompt`, or user turns under conversations/messages")
     return EvalPrompt(set=name, id=rid, turns=tuple(kept))
