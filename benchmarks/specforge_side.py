@@ -693,6 +693,7 @@ def build_report(st: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
 def report(args: argparse.Namespace, st: State, limit_s: float) -> bool:
     doc = build_report(st.data, args)
     path = Path(args.w) / "specforge.json"
+    path.parent.mkdir(parents=True, exist_ok=True)  # a report from a returned state, on a machine without $W
     path.write_text(json.dumps(doc, indent=1) + "\n")
     if args.publish:
         if doc["rehearsal"]:
