@@ -22,12 +22,11 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-import aiohttp
+from typing import Any
 
 from core.jsonl import read_jsonl
 from inference.atomic_files import write_file
+from inference.backend import DEFAULT_TIMEOUTS, GenerationBackend, RawBackend, Timeouts
 from inference.errors import InferenceError
 from inference.generation import Sampling, TurnResult
 from inference.runner import RunConfig, RunSummary, regenerate
@@ -43,15 +42,6 @@ DROP_REASONS = ("empty", "unfinished", "template_leak", "too_short", "repetitive
 
 class WriterError(InferenceError, ValueError):
     """The prompt writer was asked for something it cannot do (no categories, a bad request row)."""
-
-
-class RawBackend(Protocol):
-    """A backend that can continue raw prompt ids (every generation backend has `generate_ids`)."""
-
-    api: str
-
-    async def generate_ids(self, client: aiohttp.ClientSession, endpoint: str, ids: list[int], sampling: Sampling,
-                           *, stop: tuple[str, ...] = ()) -> TurnResult: ...
 
 
 @dataclass(frozen=True)
@@ -76,12 +66,18 @@ class Directive:
             raise WriterError(f"not a prompt-writer request: {text[:80]!r}") from None
 
 
-class PrefixBackend:
-    """Answers a request row by continuing the target's user-turn prefix (plus topic line) with `inner`."""
+class PrefixBackend(GenerationBackend):
+    """Answers a request row by continuing the target's user-turn prefix (plus topic line) with `inner`; every
+    other member of the interface is the inner backend's."""
 
     def __init__(self, inner: RawBackend, tokenizer: Any, turn: TurnPrefix) -> None:
         self.inner, self.tokenizer, self.turn = inner, tokenizer, turn
         self.api = inner.api
+        self.has_endpoints = inner.has_endpoints
+
+    def describe(self) -> str:
+        """Return the inner backend's name for records."""
+        return self.inner.describe()
 
     def prompt_text(self, topic: str | None) -> str:
         """Return the raw prompt text for `topic`: the user-turn prefix, then the topic line when there is one."""
@@ -91,26 +87,34 @@ class PrefixBackend:
         """Return the raw prompt's ids (the prefix holds the template's special tokens as text: none added)."""
         return list(self.tokenizer(self.prompt_text(topic), add_special_tokens=False)["input_ids"])
 
-    async def generate_turn(self, client: aiohttp.ClientSession, endpoint: str, history: list[dict[str, str]],
-                            sampling: Sampling) -> TurnResult:
+    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
+                            endpoint: str | None = None) -> TurnResult:
         """Return the target's continuation of the prefix that the request in `history` asks for."""
         directive = Directive.parse(history[-1]["content"])
         if sampling.seed is not None:
             sampling = sampling.model_copy(update={"seed": sampling.seed + directive.index})
-        return await self.inner.generate_ids(client, endpoint, self.prompt_ids(directive.topic), sampling,
-                                             stop=(self.turn.end_marker,))
+        return await self.inner.generate_ids(self.prompt_ids(directive.topic), sampling,
+                                             stop=(self.turn.end_marker,), endpoint=endpoint)
 
-    def expect_concurrency(self, requests: int) -> None:
-        """Pass the run's concurrency on to an in-process engine that sizes its slots to it."""
-        expect = getattr(self.inner, "expect_concurrency", None)
-        if expect is not None:
-            expect(requests)
+    def start(self, requests: int, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
+        """Start the inner backend (its session, or an in-process engine sized to `requests`)."""
+        self.inner.start(requests, timeouts)
+
+    def check_fits(self, max_tokens: int) -> None:
+        """Ask the inner backend whether answers of `max_tokens` fit."""
+        self.inner.check_fits(max_tokens)
+
+    def in_flight_tokens(self) -> int:
+        """Return the inner backend's unfinished answers' tokens."""
+        return self.inner.in_flight_tokens()
+
+    async def healthy(self, endpoint: str) -> bool:
+        """Return the inner backend's health check of `endpoint`."""
+        return await self.inner.healthy(endpoint)
 
     async def aclose(self) -> None:
-        """Close the inner backend (an in-process model frees its threads)."""
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()
+        """Close the inner backend (its session; an in-process model frees its threads)."""
+        await self.inner.aclose()
 
 
 @dataclass

@@ -16,9 +16,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import aiohttp
-
 from core.spec_counters import SpecCounters
+from inference.backend import HttpBackend, require_endpoint
 from inference.chat_template import ChatRenderer
 from inference.generation import (
     Reasoning,
@@ -26,15 +25,15 @@ from inference.generation import (
     RowError,
     Sampling,
     TurnResult,
-    post_json,
     split_thinking,
 )
 
 GENERATE_PATH = "/generate"
 
 
-class SGLangNativeBackend:
-    """Answers a turn through `/generate`, rendering the prompt with the target tokenizer's chat template."""
+class SGLangNativeBackend(HttpBackend):
+    """Answers a turn through `/generate`, rendering the prompt with the target tokenizer's chat template, on
+    the session it owns (`HttpBackend`)."""
 
     api = "sglang"
 
@@ -46,6 +45,7 @@ class SGLangNativeBackend:
         reasoning: Reasoning = Reasoning.KEEP,
         send_text: bool = False,
     ) -> None:
+        super().__init__()
         self.renderer = renderer
         self.model = model
         self.reasoning = reasoning
@@ -68,19 +68,13 @@ class SGLangNativeBackend:
             body["input_ids"] = self.renderer.render_ids(history, enable_thinking=thinking)
         return body
 
-    async def generate_turn(
-        self, client: aiohttp.ClientSession, endpoint: str, history: list[dict[str, str]], sampling: Sampling
-    ) -> TurnResult:
-        """Return the server's answer to the last user turn of `history`."""
-        started = time.monotonic()
-        body = await post_json(client, endpoint.rstrip("/") + GENERATE_PATH, self.payload(history, sampling))
-        result = parse_generate(body, time.monotonic() - started)
-        result.model = self.model
-        return result
+    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
+                            endpoint: str | None = None) -> TurnResult:
+        """Return the answer of the server at `endpoint` to the last user turn of `history`."""
+        return await self._generate(endpoint, self.payload(history, sampling))
 
-
-    async def generate_ids(self, client: aiohttp.ClientSession, endpoint: str, ids: list[int], sampling: Sampling,
-                           *, stop: tuple[str, ...] = ()) -> TurnResult:
+    async def generate_ids(self, ids: list[int], sampling: Sampling, *, stop: tuple[str, ...] = (),
+                           endpoint: str | None = None) -> TurnResult:
         """Continue the raw prompt `ids` (no template applied), stopping at `stop` or the model's end of turn."""
         params: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "temperature": sampling.temperature,
                                   "top_p": sampling.top_p}
@@ -88,10 +82,12 @@ class SGLangNativeBackend:
             params["stop"] = list(stop)
         if sampling.seed is not None:
             params["sampling_seed"] = sampling.seed
+        return await self._generate(endpoint, {"input_ids": ids, "sampling_params": params, "stream": False})
+
+    async def _generate(self, endpoint: str | None, body: dict[str, Any]) -> TurnResult:
+        url = require_endpoint(self, endpoint).rstrip("/") + GENERATE_PATH
         started = time.monotonic()
-        body = await post_json(client, endpoint.rstrip("/") + GENERATE_PATH,
-                               {"input_ids": ids, "sampling_params": params, "stream": False})
-        result = parse_generate(body, time.monotonic() - started)
+        result = parse_generate(await self.post(url, body), time.monotonic() - started)
         result.model = self.model
         return result
 
