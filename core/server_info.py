@@ -38,6 +38,9 @@ class ServerInfo(BaseModel):
         default=None, description="Mean over internal states (cumulative since start); None before any spec step."
     )
     version: str | None = None
+    dev_mode: bool = Field(
+        default=False, description="vLLM only: started with VLLM_SERVER_DEV_MODE=1, so it reports its method and draft."
+    )
 
     @property
     def speculating(self) -> bool:

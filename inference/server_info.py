@@ -61,6 +61,9 @@ def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = 
         if isinstance(state, dict) and state.get("avg_spec_accept_length") is not None
     ]
     engine: Engine = "vllm" if info.get("engine") == "vllm" else "sglang"
+    nested = info.get("server_args")
+    if isinstance(nested, dict):  # an older SGLang nested its arguments: both shapes read alike
+        info = {**nested, **info}
     return ServerInfo(
         raw=merged,
         engine=engine,
@@ -77,6 +80,7 @@ def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = 
         launch_command=_as_str(info.get("launch_command")),
         avg_spec_accept_length=sum(accepts) / len(accepts) if accepts else None,
         version=_as_str(info.get("version")),
+        dev_mode=bool(info.get("dev_mode")),
     )
 
 
