@@ -22,6 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.regen_records import (
+    FailedRecord,
+    PassthroughMeta,
+    PassthroughRow,
+    RegeneratedRow,
+    RegenMeta,
+    TurnMeta,
+)
 from inference.backend import GenerationBackend, Timeouts
 from inference.endpoints import AllEndpointsDown, Endpoint, EndpointPool
 from inference.errors import InferenceError
@@ -48,7 +56,6 @@ from inference.status import STATUS_FILE, StatusTracker, register_run, write_jso
 logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
-SPEC_COUNTS = ("spec_verify_ct", "spec_num_correct_drafts", "spec_num_proposed_drafts")  # summed per row
 
 
 @dataclass
@@ -155,7 +162,7 @@ class _Run:
             await self.pool.release(endpoint, tokens=result.completion_tokens or 0)
             return result, endpoint.url, soft + hard + 1
 
-    async def regenerate(self, row: InputRow) -> dict[str, Any]:
+    async def regenerate(self, row: InputRow) -> RegeneratedRow:
         """Return the regenerated record of `row`; raise RowFailed when a turn finally fails."""
         try:
             system, users = user_turns(row.messages)
@@ -163,7 +170,7 @@ class _Run:
             raise RowFailed(str(exc), status_code=None, attempts=0, turn=0, server=None) from None
         history: list[dict[str, str]] = [{"role": "system", "content": system}] if system is not None else []
         conversations = list(history)
-        turns: list[dict[str, Any]] = []
+        turns: list[TurnMeta] = []
         sampling = self.config.sampling.for_sample(row.sample)
         for index, question in enumerate(users):
             history.append({"role": "user", "content": question})
@@ -181,8 +188,8 @@ class _Run:
             turns.append(_turn_meta(result, server, attempts))
         return {"id": row.id, "conversations": conversations, "meta": self._row_meta(row, turns, sampling)}
 
-    def _row_meta(self, row: InputRow, turns: list[dict[str, Any]], sampling: Sampling) -> dict[str, Any]:
-        meta: dict[str, Any] = {
+    def _row_meta(self, row: InputRow, turns: list[TurnMeta], sampling: Sampling) -> RegenMeta:
+        meta: RegenMeta = {
             "regenerated": True,
             "finish_reason": turns[-1]["finish_reason"],
             "prompt_tokens": sum(t["prompt_tokens"] or 0 for t in turns),
@@ -190,7 +197,7 @@ class _Run:
             "server": turns[-1]["server"],
             "latency_s": round(sum(t["latency_s"] for t in turns), 4),
             "api": self.backend.api,
-            "model": turns[-1].get("model") or self.config.model,
+            "model": turns[-1]["model"] or self.config.model,
             "sampling": sampling.model_dump(),
             "reasoning": self.config.reasoning.value,
             "turns": turns,
@@ -198,11 +205,14 @@ class _Run:
             "source": row.source,
         }
         if self.config.samples > 1:
-            meta.update(sample=row.sample, prompt_id=row.prompt_id or row.id)
-        for counter in SPEC_COUNTS:  # summed over the turns that carry them (SGLang omits them when 0)
-            values = [t[counter] for t in turns if t.get(counter) is not None]
-            if values:
-                meta[counter] = sum(values)
+            meta["sample"], meta["prompt_id"] = row.sample, row.prompt_id or row.id
+        # Summed over the turns that carry them (SGLang omits them when 0); absent when no turn does.
+        if (verify := _total([t.get("spec_verify_ct") for t in turns])) is not None:
+            meta["spec_verify_ct"] = verify
+        if (correct := _total([t.get("spec_num_correct_drafts") for t in turns])) is not None:
+            meta["spec_num_correct_drafts"] = correct
+        if (proposed := _total([t.get("spec_num_proposed_drafts") for t in turns])) is not None:
+            meta["spec_num_proposed_drafts"] = proposed
         return meta
 
     async def worker(self, queue: asyncio.Queue[InputRow]) -> None:
@@ -215,19 +225,18 @@ class _Run:
             try:
                 record = await self.regenerate(row)
             except RowFailed as exc:
-                self.journal.write_failed(
-                    {
-                        "id": row.id,
-                        "error": str(exc),
-                        "status_code": exc.status_code,
-                        "attempts": exc.attempts,
-                        "turn": exc.turn,
-                        "server": exc.server,
-                        "api": self.backend.api,
-                        "category": row.category,
-                        "source": row.source,
-                    }
-                )
+                failure: FailedRecord = {
+                    "id": row.id,
+                    "error": str(exc),
+                    "status_code": exc.status_code,
+                    "attempts": exc.attempts,
+                    "turn": exc.turn,
+                    "server": exc.server,
+                    "api": self.backend.api,
+                    "category": row.category,
+                    "source": row.source,
+                }
+                self.journal.write_failed(failure)
                 self.tracker.row_failed()
                 continue
             self.journal.write_done(record)
@@ -262,8 +271,8 @@ class _Run:
             await _cancel(workers)
 
 
-def _turn_meta(result: TurnResult, server: str, attempts: int) -> dict[str, Any]:
-    meta: dict[str, Any] = {
+def _turn_meta(result: TurnResult, server: str, attempts: int) -> TurnMeta:
+    meta: TurnMeta = {
         "finish_reason": result.finish_reason,
         "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens,
@@ -272,17 +281,28 @@ def _turn_meta(result: TurnResult, server: str, attempts: int) -> dict[str, Any]
         "attempts": attempts,
         "model": result.model,
     }
-    for counter in (*SPEC_COUNTS, "spec_accept_length"):
-        if getattr(result, counter) is not None:
-            meta[counter] = getattr(result, counter)
+    if result.spec_verify_ct is not None:
+        meta["spec_verify_ct"] = result.spec_verify_ct
+    if result.spec_accept_length is not None:
+        meta["spec_accept_length"] = result.spec_accept_length
+    if result.spec_num_correct_drafts is not None:
+        meta["spec_num_correct_drafts"] = result.spec_num_correct_drafts
+    if result.spec_num_proposed_drafts is not None:
+        meta["spec_num_proposed_drafts"] = result.spec_num_proposed_drafts
     if result.reasoning:
         meta["reasoning_chars"] = len(result.reasoning)
     return meta
 
 
-def passthrough_record(row: InputRow) -> dict[str, Any]:
+def _total(values: list[int | None]) -> int | None:
+    """Return the sum of the values given, None when every one is None."""
+    given = [v for v in values if v is not None]
+    return sum(given) if given else None
+
+
+def passthrough_record(row: InputRow) -> PassthroughRow:
     """Return the output record of a target-native row: its messages unchanged."""
-    meta = {"regenerated": False, "reason": "needs_regeneration is false", "category": row.category, "source": row.source}
+    meta: PassthroughMeta = {"regenerated": False, "reason": "needs_regeneration is false", "category": row.category, "source": row.source}
     return {"id": row.id, "conversations": row.messages, "meta": meta}
 
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.regen_records import RegeneratedRow
 from core.settings import Settings, get_settings
 from inference.atomic_files import write_file
 from inference.errors import InferenceError
@@ -95,7 +96,7 @@ class StatusTracker:
         for category, counts in quality.items():
             self.quality.setdefault(category, QualityCounts()).merge(counts)
 
-    def count_quality(self, record: dict[str, Any]) -> None:
+    def count_quality(self, record: RegeneratedRow) -> None:
         """Count a regenerated record's quality (cut at the token limit, repetitive) under its category."""
         self.quality.setdefault(category_of(record), QualityCounts()).add(*record_flags(record))
 
