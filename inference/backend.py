@@ -17,6 +17,7 @@ probes) and answers the pool's health checks through it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,7 +110,7 @@ class HttpBackend(RawBackend):
             raise BackendNotStarted(f"the {self.api} backend is not started: call start() before a turn")
         return self._session
 
-    async def post(self, url: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def post(self, url: str, payload: Mapping[str, object]) -> dict[str, Any]:
         """POST `payload` to `url` on the session; the JSON object answered (errors typed as `post_json` says)."""
         return await post_json(self.session, url, payload)
 

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import aiohttp
 
@@ -32,6 +32,20 @@ HealthCheck = Callable[[str], Awaitable[bool]]  # an endpoint URL in, whether it
 
 class AllEndpointsDown(InferenceError, RuntimeError):
     """No endpoint has answered for longer than the pool's patience."""
+
+
+class EndpointSnapshot(TypedDict):
+    """One endpoint's line of the status file."""
+
+    url: str
+    healthy: bool
+    in_flight: int
+    limit: int
+    ok: int
+    errors: int
+    ejections: int
+    tokens: int
+    last_error: str | None
 
 
 @dataclass
@@ -49,7 +63,7 @@ class Endpoint:
     ejections: int = 0
     tokens: int = 0
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> EndpointSnapshot:
         """Return the counters as a JSON-ready dict."""
         return {
             "url": self.url,
@@ -171,6 +185,6 @@ class EndpointPool:
                         endpoint.consecutive_failures = 0
                         self._changed.notify_all()
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[EndpointSnapshot]:
         """Return every endpoint's counters."""
         return [e.snapshot() for e in self.endpoints]

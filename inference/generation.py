@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -121,7 +122,7 @@ def _retry_after_s(value: str | None) -> float | None:
         return None
 
 
-async def post_json(session: aiohttp.ClientSession, url: str, payload: dict[str, Any]) -> dict[str, Any]:
+async def post_json(session: aiohttp.ClientSession, url: str, payload: Mapping[str, object]) -> dict[str, Any]:
     """POST `payload` and return the JSON object answered; raise RetryableError or RowError as the policy says."""
     try:
         async with session.post(url, json=payload) as response:

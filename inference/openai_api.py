@@ -11,13 +11,39 @@ left in the content. `--reasoning disable` sends `chat_template_kwargs.enable_th
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from inference.backend import HttpBackend, require_endpoint
 from inference.generation import Reasoning, RowError, Sampling, TurnResult, split_thinking
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
+
+
+class ChatRequest(TypedDict):
+    """A `/v1/chat/completions` request body as this backend sends it."""
+
+    model: str
+    messages: list[dict[str, str]]
+    temperature: float
+    top_p: float
+    max_tokens: int
+    stream: bool
+    seed: NotRequired[int]
+    chat_template_kwargs: NotRequired[dict[str, bool]]
+
+
+class CompletionRequest(TypedDict):
+    """A `/v1/completions` request body: the prompt as token ids."""
+
+    model: str
+    prompt: list[int]
+    temperature: float
+    top_p: float
+    max_tokens: int
+    stream: bool
+    seed: NotRequired[int]
+    stop: NotRequired[list[str]]
 
 
 def api_base(endpoint: str) -> str:
@@ -36,9 +62,9 @@ class OpenAIChatBackend(HttpBackend):
         self.model = model
         self.reasoning = reasoning
 
-    def payload(self, history: list[dict[str, str]], sampling: Sampling) -> dict[str, Any]:
+    def payload(self, history: list[dict[str, str]], sampling: Sampling) -> ChatRequest:
         """Return the request body for `history` at `sampling`."""
-        body: dict[str, Any] = {
+        body: ChatRequest = {
             "model": self.model or "default",
             "messages": history,
             "temperature": sampling.temperature,
@@ -63,8 +89,9 @@ class OpenAIChatBackend(HttpBackend):
     async def generate_ids(self, ids: list[int], sampling: Sampling, *, stop: tuple[str, ...] = (),
                            endpoint: str | None = None) -> TurnResult:
         """Continue the raw prompt `ids` through `/v1/completions`, stopping at `stop` or the model's end of turn."""
-        body: dict[str, Any] = {"model": self.model or "default", "prompt": ids, "temperature": sampling.temperature,
-                                "top_p": sampling.top_p, "max_tokens": sampling.max_tokens, "stream": False}
+        body: CompletionRequest = {"model": self.model or "default", "prompt": ids,
+                                   "temperature": sampling.temperature, "top_p": sampling.top_p,
+                                   "max_tokens": sampling.max_tokens, "stream": False}
         if stop:
             body["stop"] = list(stop)
         if sampling.seed is not None:

@@ -22,7 +22,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from core.jsonl import read_jsonl
 from inference.atomic_files import write_file
@@ -134,11 +134,60 @@ class WriterConfig:
     allow_new_sampling: bool = False
 
 
+class RequestRow(TypedDict):
+    """A row of `requests.jsonl`: a curated-row shape whose one user turn carries the `Directive`."""
+
+    id: str
+    category: str
+    needs_regeneration: bool
+    messages: list[dict[str, str]]
+
+
+class CategoryCounts(TypedDict):
+    """One category's line of the report: requested, kept, not answered yet, and drops by reason."""
+
+    requested: int
+    kept: int
+    pending: int
+    drops: dict[str, int]
+
+
+class DroppedPrompt(TypedDict):
+    """A row of `dropped.jsonl`: the request, why its answer was not kept, and the text written."""
+
+    id: str
+    category: str
+    topic: str | None
+    reason: str  # one of DROP_REASONS
+    detail: str
+    text: str
+
+
+class WrittenMeta(TypedDict):
+    """What a kept prompt records about its writing."""
+
+    topic: str | None
+    model: str | None
+    finish_reason: str | None
+    completion_tokens: int | None
+    sampling: dict[str, float | int | None] | None
+    writer: str
+
+
+class WrittenPrompt(TypedDict):
+    """A row of `prompts/<category>.jsonl`: one user turn, the source a manifest names."""
+
+    id: str
+    category: str
+    messages: list[dict[str, str]]
+    meta: WrittenMeta
+
+
 @dataclass
 class WriterReport:
     """Per category: requests, prompts kept, drops by reason, and requests not answered yet."""
 
-    per_category: dict[str, dict[str, Any]]
+    per_category: dict[str, CategoryCounts]
     files: dict[str, str]
 
     @property
@@ -147,11 +196,11 @@ class WriterReport:
         return sum(int(c["kept"]) for c in self.per_category.values())
 
 
-def request_rows(config: WriterConfig) -> list[dict[str, Any]]:
+def request_rows(config: WriterConfig) -> list[RequestRow]:
     """Return the request rows of a run: `per_category` per category, topics taken in turn."""
     if not config.categories or config.per_category < 1:
         raise WriterError("write at least one prompt for at least one category")
-    rows = []
+    rows: list[RequestRow] = []
     for category in config.categories:
         topics: list[str | None] = list(config.topics.get(category) or []) or [None]
         for k in range(config.per_category):
@@ -211,8 +260,8 @@ def finish_prompts(config: WriterConfig, turn: TurnPrefix, marks: tuple[str, ...
     failed = {r["id"]: r for r in read_jsonl(generation / "errors.jsonl")} if (
         generation / "errors.jsonl").is_file() else {}
     seen: set[str] = set()
-    kept: dict[str, list[dict[str, Any]]] = {c: [] for c in config.categories}
-    dropped: list[dict[str, Any]] = []
+    kept: dict[str, list[WrittenPrompt]] = {c: [] for c in config.categories}
+    dropped: list[DroppedPrompt] = []
     kept_n: Counter[str] = Counter()
     pending: Counter[str] = Counter()
     drops: dict[str, Counter[str]] = {c: Counter() for c in config.categories}
@@ -251,7 +300,7 @@ def finish_prompts(config: WriterConfig, turn: TurnPrefix, marks: tuple[str, ...
         files[category] = f"{PROMPTS_DIR}/{category}.jsonl"
     write_file(config.out_dir / "dropped.jsonl",
                "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in dropped).encode("utf-8"))
-    per_category: dict[str, dict[str, Any]] = {
+    per_category: dict[str, CategoryCounts] = {
         c: {"requested": config.per_category, "kept": kept_n[c], "pending": pending[c],
             "drops": dict(sorted(drops[c].items()))} for c in config.categories}
     report = {"prefix": turn.prefix, "end_marker": turn.end_marker, "sampling": config.sampling.model_dump(),

@@ -22,6 +22,7 @@ from typing import Any
 from core.regen_records import RegeneratedRow
 from core.settings import Settings, get_settings
 from inference.atomic_files import write_file
+from inference.endpoints import EndpointSnapshot
 from inference.errors import InferenceError
 from inference.quality import QualityCounts, category_of, record_flags
 
@@ -146,7 +147,7 @@ class StatusTracker:
         recent = max(in_window / span, (generated - before) / max(now - then, 1e-9) if in_flight else 0.0)
         return recent, generated / elapsed
 
-    def snapshot(self, endpoints: list[dict[str, Any]] | None = None, *, in_flight_tokens: int = 0
+    def snapshot(self, endpoints: list[EndpointSnapshot] | None = None, *, in_flight_tokens: int = 0
                  ) -> dict[str, Any]:
         """Return the status as JSON-ready data; `in_flight_tokens`: tokens written so far by unfinished answers."""
         recent, overall = self._tok_s(in_flight_tokens)
