@@ -56,7 +56,8 @@ class GenerationBackend(ABC):
         return self.api
 
     def start(self, requests: int, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
-        """Get ready for at most `requests` turns in flight at once; called before the first turn."""
+        """Get ready for at most `requests` turns in flight at once; called before the first turn, on the event
+        loop the turns will run on."""
         return None  # nothing to prepare by default
 
     @abstractmethod
