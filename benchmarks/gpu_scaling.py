@@ -199,7 +199,7 @@ def regen_run(args: argparse.Namespace, rows_file: Path, out_dir: Path, engine: 
     """One `regenerate()` run through the local backend; its throughput, finish reasons and repetition."""
 
     from inference.generation import Sampling
-    from inference.local_backend import LOCAL_URL, LocalTransformersBackend
+    from inference.local_backend import LocalTransformersBackend
     from inference.runner import RunConfig, regenerate
 
     backend = LocalTransformersBackend.load(Path(args.work) / "target", engine=engine, max_batch=slots,
@@ -207,7 +207,7 @@ def regen_run(args: argparse.Namespace, rows_file: Path, out_dir: Path, engine: 
                                             decode_attention=args.decode_attention)
     sampling = Sampling(temperature=temperature, top_p=args.top_p if temperature > 0 else 1.0,
                         max_tokens=args.max_tokens, seed=0)
-    config = RunConfig(input_path=rows_file, out_dir=out_dir, endpoints=[LOCAL_URL], concurrency=slots,
+    config = RunConfig(input_path=rows_file, out_dir=out_dir, endpoints=[], concurrency=slots,
                        sampling=sampling, model="SmolLM2-135M-Instruct (GGUF Q4_1 dequantized, bf16)", limit=limit,
                        samples=samples)
     _sync()

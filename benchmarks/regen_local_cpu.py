@@ -57,12 +57,12 @@ def _prompts(path: Path, count: int) -> None:
 
 def _run(name: str, target: Path, prompts: Path, out: Path, max_tokens: int, concurrency: int) -> dict:
     from inference.generation import Sampling
-    from inference.local_backend import LOCAL_URL, LocalTransformersBackend
+    from inference.local_backend import LocalTransformersBackend
     from inference.runner import RunConfig, regenerate
 
     engine = "generate" if name == "generate" else "auto"
     backend = LocalTransformersBackend.load(target, device="cpu", max_batch=concurrency, engine=engine)
-    config = RunConfig(input_path=prompts, out_dir=out, endpoints=[LOCAL_URL], concurrency=concurrency,
+    config = RunConfig(input_path=prompts, out_dir=out, endpoints=[], concurrency=concurrency,
                        sampling=Sampling(temperature=0, max_tokens=max_tokens), model=target.name)
     started = time.perf_counter()
     summary = regenerate(config, backend)

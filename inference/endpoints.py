@@ -5,6 +5,8 @@ the fewest requests in flight and waits while all are full. A connection failure
 once; timeouts and 5xx eject it after `eject_after` in a row. A background task re-probes ejected endpoints
 (`GET /health`, else `/v1/models`) and re-admits them when they answer, so a server that dies mid-run and
 comes back takes its share again. A pool with no healthy endpoint for `dead_after_s` raises AllEndpointsDown.
+The pool asks a health check of its caller (`probe_all(check)`: the backend's `healthy`, whose HTTP session
+runs `probe`); a backend with no endpoint (in process) is never probed: the runner knows it has none.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import aiohttp
 
@@ -24,9 +27,25 @@ logger = logging.getLogger(__name__)
 
 HEALTH_PATHS = ("/health", "/v1/models")
 
+HealthCheck = Callable[[str], Awaitable[bool]]  # an endpoint URL in, whether it answers out
+
 
 class AllEndpointsDown(InferenceError, RuntimeError):
     """No endpoint has answered for longer than the pool's patience."""
+
+
+class EndpointSnapshot(TypedDict):
+    """One endpoint's line of the status file."""
+
+    url: str
+    healthy: bool
+    in_flight: int
+    limit: int
+    ok: int
+    errors: int
+    ejections: int
+    tokens: int
+    last_error: str | None
 
 
 @dataclass
@@ -44,7 +63,7 @@ class Endpoint:
     ejections: int = 0
     tokens: int = 0
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> EndpointSnapshot:
         """Return the counters as a JSON-ready dict."""
         return {
             "url": self.url,
@@ -61,8 +80,6 @@ class Endpoint:
 
 async def probe(client: aiohttp.ClientSession, url: str, *, timeout_s: float = 5.0) -> bool:
     """Return True when the server at `url` answers its health check (or lists its models) with 200."""
-    if url.startswith("local://"):  # the in-process backend (inference/local_backend.py): nothing to probe
-        return True
     base = url.rstrip("/")
     base = base[: -len("/v1")] if base.endswith("/v1") else base
     for path in HEALTH_PATHS:
@@ -95,9 +112,9 @@ class EndpointPool:
         """Return a pool with one endpoint per URL, each taking `concurrency` requests at once."""
         return cls([Endpoint(url=u.rstrip("/"), limit=concurrency) for u in urls], **kwargs)
 
-    async def probe_all(self, client: aiohttp.ClientSession) -> None:
-        """Probe every endpoint now; mark the dead ones unhealthy (the re-probe loop re-admits them)."""
-        results = await asyncio.gather(*(probe(client, e.url) for e in self.endpoints))
+    async def probe_all(self, check: HealthCheck) -> None:
+        """Probe every endpoint now with `check`; mark the dead ones unhealthy (the re-probe loop re-admits them)."""
+        results = await asyncio.gather(*(check(e.url) for e in self.endpoints))
         for endpoint, alive in zip(self.endpoints, results, strict=True):
             if not alive:
                 logger.warning("endpoint %s does not answer its health check; ejected until it does", endpoint.url)
@@ -156,18 +173,18 @@ class EndpointPool:
                     self._eject(endpoint, error)
             self._changed.notify_all()
 
-    async def reprobe_forever(self, client: aiohttp.ClientSession) -> None:
-        """Re-probe ejected endpoints every `reprobe_interval_s` and re-admit those that answer."""
+    async def reprobe_forever(self, check: HealthCheck) -> None:
+        """Re-probe ejected endpoints with `check` every `reprobe_interval_s` and re-admit those that answer."""
         while True:
             await asyncio.sleep(self.reprobe_interval_s)
             for endpoint in [e for e in self.endpoints if not e.healthy]:
-                if await probe(client, endpoint.url):
+                if await check(endpoint.url):
                     logger.warning("endpoint %s answers again; re-admitted", endpoint.url)
                     async with self._changed:
                         endpoint.healthy = True
                         endpoint.consecutive_failures = 0
                         self._changed.notify_all()
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[EndpointSnapshot]:
         """Return every endpoint's counters."""
         return [e.snapshot() for e in self.endpoints]

@@ -1,11 +1,11 @@
 """The in-process backend at full speed: turns answered by the continuous-batching engine in a worker thread.
 
-Same interface as every backend (`generate_turn`), so the runner's journal, resume and status are unchanged:
+Same interface as every backend (`inference.backend`), so the runner's journal, resume and status are unchanged:
 each worker renders its prompt with the target's chat template, hands it to the engine thread and awaits a
 future; the thread keeps `slots` rows decoding, refills a slot as soon as its row ends, and resolves futures
 on the event loop. The engine (and its CUDA graph) is built at the first turn, sized from that turn's
 `max_tokens`: `max_len = max_prompt_tokens + max_tokens` positions per slot, and `slots` is the runner's
-concurrency. A Llama-family target only (`inference.static_llama`); `LocalTransformersBackend` (plain
+concurrency (`start`). Like the plain backend it has no endpoint and names itself (`describe()`). A Llama-family target only (`inference.static_llama`); `LocalTransformersBackend` (plain
 `generate`) remains for the others and is the baseline the benchmark compares against.
 """
 
@@ -19,15 +19,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from inference.backend import DEFAULT_TIMEOUTS, RawBackend, Timeouts
 from inference.generation import RowError, Sampling, TurnResult
 
 logger = logging.getLogger(__name__)
 
 
-class LocalEngineBackend:
+class LocalEngineBackend(RawBackend):
     """Answers turns with a local Llama-family model through `ContinuousEngine`."""
 
     api = "local"
+    has_endpoints = False
 
     def __init__(self, model: Any, tokenizer: Any, *, stop_ids: set[int], chat_template: str | None = None,
                  slots: int = 256, max_prompt_tokens: int = 2048, name: str | None = None,
@@ -45,6 +47,10 @@ class LocalEngineBackend:
         self._lock = threading.Lock()
         self._max_tokens: int | None = None
         self._error: RowError | None = None
+
+    def describe(self) -> str:
+        """Return how records name this backend as their server: the in-process engine, and the model."""
+        return f"in-process static-cache engine ({self.name or 'model'})"
 
     # Runner-facing statistics (the plain-generate backend reports batches; here the engine's counters).
     @property
@@ -79,11 +85,12 @@ class LocalEngineBackend:
                 f"{self.max_prompt_tokens + max_tokens} positions) but {free / 2**30:.1f} GiB is free on {device}: "
                 "lower --concurrency or --max-tokens")
 
-    def expect_concurrency(self, requests: int) -> None:
+    def start(self, requests: int, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
         """Size the engine for at most `requests` turns in flight (the run's workers) when that is below `slots`.
 
         Every decode step computes all slots, live or not, so a short run (6 prompts at --concurrency 32) would
-        otherwise decode 26 empty rows a step (`benchmarks/regen_local_cpu.py`). Only before the engine starts.
+        otherwise decode 26 empty rows a step (`benchmarks/regen_local_cpu.py`). Only before the engine starts
+        (its thread starts at the first turn); there are no timeouts in process.
         """
         with self._lock:
             if self._thread is None and 0 < requests < self.slots:
@@ -95,13 +102,13 @@ class LocalEngineBackend:
 
         return render_prompt(self.tokenizer, self.chat_template, history, self.max_prompt_tokens)
 
-    async def generate_turn(self, client: Any, endpoint: str, history: list[dict[str, str]], sampling: Sampling
-                            ) -> TurnResult:
-        """Hand this turn to the engine thread and wait for its answer (client and endpoint are unused)."""
-        return await self.generate_ids(client, endpoint, self.render_ids(history), sampling)
+    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
+                            endpoint: str | None = None) -> TurnResult:
+        """Hand this turn to the engine thread and wait for its answer (there is no endpoint: it is ignored)."""
+        return await self.generate_ids(self.render_ids(history), sampling)
 
-    async def generate_ids(self, client: Any, endpoint: str, ids: list[int], sampling: Sampling, *,
-                           stop: tuple[str, ...] = ()) -> TurnResult:
+    async def generate_ids(self, ids: list[int], sampling: Sampling, *, stop: tuple[str, ...] = (),
+                           endpoint: str | None = None) -> TurnResult:
         """Continue the raw prompt `ids` (no template applied) until an end-of-turn id (`stop_ids`, plus each
         `stop` marker that is one token, when the engine has not started yet)."""
         from inference.continuous import Request

@@ -1,19 +1,21 @@
-"""The contract every generation backend meets: sampling settings in, one answered turn out, typed errors.
+"""What every generation backend speaks: sampling settings in, one answered turn out, typed errors.
 
-A backend answers one turn given the conversation so far (`generate_turn`). The runner owns everything
-around it (endpoint choice, retries, journal), so an HTTP backend (OpenAI-compatible, SGLang native) and a
-later in-process batched `transformers` backend plug in behind the same interface and resume the same way.
-Errors are split the way the retry policy needs them: `RetryableError` (connection errors, timeouts, 429,
-5xx: try again, maybe elsewhere) and `RowError` (4xx, malformed answers: recorded on the row).
+A backend (the interface: `inference.backend`) answers one turn given the conversation so far. The runner
+owns everything around it (endpoint choice, retries, journal), so the HTTP backends (OpenAI-compatible,
+SGLang native) and the in-process ones plug in behind the same interface and resume the same way. Errors
+are split the way the retry policy needs them: `RetryableError` (connection errors, timeouts, 429, 5xx: try
+again, maybe elsewhere) and `RowError` (4xx, malformed answers: recorded on the row). `post_json` and
+`new_session` are the HTTP backends' transport.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
@@ -99,16 +101,6 @@ class RowError(InferenceError):
         self.status_code = status_code
 
 
-class GenerationBackend(Protocol):
-    """Answers one turn. `client`/`endpoint` are the runner's; an in-process backend may ignore them."""
-
-    api: str
-
-    async def generate_turn(
-        self, client: aiohttp.ClientSession, endpoint: str, history: list[dict[str, str]], sampling: Sampling
-    ) -> TurnResult: ...
-
-
 def strip_thinking(text: str) -> str:
     """Return `text` without `<think>…</think>` blocks (an unclosed block runs to the end)."""
     return THINK_BLOCK.sub("", text).lstrip()
@@ -130,7 +122,7 @@ def _retry_after_s(value: str | None) -> float | None:
         return None
 
 
-async def post_json(session: aiohttp.ClientSession, url: str, payload: dict[str, Any]) -> dict[str, Any]:
+async def post_json(session: aiohttp.ClientSession, url: str, payload: Mapping[str, object]) -> dict[str, Any]:
     """POST `payload` and return the JSON object answered; raise RetryableError or RowError as the policy says."""
     try:
         async with session.post(url, json=payload) as response:

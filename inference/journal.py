@@ -21,8 +21,9 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
+from core.regen_records import FailedRecord, RegeneratedRecord
 from inference.atomic_files import UnsafePathError, open_append, staged_file
 from inference.errors import InferenceError
 from inference.quality import QualityCounts, category_of, record_flags
@@ -129,7 +130,7 @@ class Journal:
         """True when `row_id` already has its final record."""
         return row_id in self.done_ids or row_id in self.failed_ids
 
-    def _append(self, name: str, record: dict[str, Any]) -> None:
+    def _append(self, name: str, record: RegeneratedRecord | FailedRecord) -> None:
         handle = self._handles[name]
         handle.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
         handle.flush()
@@ -138,7 +139,7 @@ class Journal:
             self.sync()
             self._last_fsync = now
 
-    def write_done(self, record: dict[str, Any]) -> None:
+    def write_done(self, record: RegeneratedRecord) -> None:
         """Append a row's regenerated record; each id is written once."""
         row_id = str(record["id"])
         if row_id in self.done_ids:
@@ -146,7 +147,7 @@ class Journal:
         self._append(DONE_FILE, record)
         self.done_ids.add(row_id)
 
-    def write_failed(self, record: dict[str, Any]) -> None:
+    def write_failed(self, record: FailedRecord) -> None:
         """Append a row's final error record; each id is written once."""
         row_id = str(record["id"])
         if row_id in self.failed_ids or row_id in self.done_ids:

@@ -1,8 +1,9 @@
 """An in-process generation backend: the target loaded with `transformers`, many turns batched per `generate`.
 
-For machines with a GPU but no inference server (`datahunt regen --api local --model DIR`). It meets the same
-`GenerationBackend` interface as the HTTP backends, so the runner's journal, resume, retries and status work
-unchanged: every worker's `generate_turn` puts its rendered prompt on a queue and awaits a future; one batcher
+For machines with a GPU but no inference server (`datahunt regen --api local --model DIR`). It implements the
+same `GenerationBackend` interface as the HTTP backends (`inference.backend`), so the runner's journal, resume,
+retries and status work unchanged; it has no endpoint (`has_endpoints` is False: nothing to balance or probe)
+and names itself in the records' `server` field (`describe()`, e.g. `in-process transformers (gemma-3-270m)`): every worker's `generate_turn` puts its rendered prompt on a queue and awaits a future; one batcher
 task takes up to `max_batch` pending prompts at a time, left-pads them, runs one `generate` call in a worker
 thread (the event loop keeps collecting the next batch meanwhile) and resolves the futures. Prompts are
 rendered with the tokenizer's chat template (or `chat_template`, for a base model without one). Sampling is
@@ -22,11 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inference.backend import RawBackend
 from inference.generation import RowError, Sampling, TurnResult
 
 logger = logging.getLogger(__name__)
-
-LOCAL_URL = "local://transformers"
 
 # Gemma's turn markers, for a base checkpoint that ships no template (a system turn joins the first user turn).
 GEMMA_TURN_TEMPLATE = (
@@ -60,11 +60,6 @@ def render_prompt(tokenizer: Any, chat_template: str | None, history: list[dict[
     return ids
 
 
-def is_local(url: str) -> bool:
-    """True for the pseudo-endpoint of the in-process backend (no HTTP health check applies)."""
-    return url.startswith("local://")
-
-
 @dataclass
 class _Pending:
     ids: list[int]
@@ -73,10 +68,11 @@ class _Pending:
     queued_at: float
 
 
-class LocalTransformersBackend:
+class LocalTransformersBackend(RawBackend):
     """Answers turns with a local `transformers` causal LM, batching concurrent requests into one `generate`."""
 
     api = "local"
+    has_endpoints = False
 
     def __init__(
         self, model: Any, tokenizer: Any, *, chat_template: str | None = None, max_batch: int = 256,
@@ -98,9 +94,13 @@ class LocalTransformersBackend:
         self._pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self._stop_ids = _stop_ids(model, tokenizer)
 
+    def describe(self) -> str:
+        """Return how records name this backend as their server: in-process plain `generate`, and the model."""
+        return f"in-process transformers ({self.name or 'model'})"
+
     @classmethod
     def load(cls, folder: Path, *, device: str = "auto", chat_template: str | None = None, engine: str = "auto",
-             decode_attention: str = "sdpa", **kwargs: Any) -> Any:
+             decode_attention: str = "sdpa", **kwargs: Any) -> RawBackend:
         """Load the model (bf16 on GPU, fp32 on CPU) and tokenizer from a local folder.
 
         engine: `static` answers through the continuous-batching static-cache engine (Llama-family targets),
@@ -135,13 +135,13 @@ class LocalTransformersBackend:
         """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""
         return render_prompt(self.tokenizer, self.chat_template, history, self.max_prompt_tokens)
 
-    async def generate_turn(self, client: Any, endpoint: str, history: list[dict[str, str]], sampling: Sampling
-                            ) -> TurnResult:
-        """Queue this turn for the next batch and wait for its answer (client and endpoint are unused)."""
-        return await self.generate_ids(client, endpoint, self.render_ids(history), sampling)
+    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
+                            endpoint: str | None = None) -> TurnResult:
+        """Queue this turn for the next batch and wait for its answer (there is no endpoint: it is ignored)."""
+        return await self.generate_ids(self.render_ids(history), sampling)
 
-    async def generate_ids(self, client: Any, endpoint: str, ids: list[int], sampling: Sampling, *,
-                           stop: tuple[str, ...] = ()) -> TurnResult:
+    async def generate_ids(self, ids: list[int], sampling: Sampling, *, stop: tuple[str, ...] = (),
+                           endpoint: str | None = None) -> TurnResult:
         """Continue the raw prompt `ids` (no template applied) until an end-of-turn id: the model's, plus each
         `stop` marker that is one token of the vocabulary."""
         self._stop_ids |= marker_ids(self.tokenizer, stop)

@@ -11,14 +11,39 @@ left in the content. `--reasoning disable` sends `chat_template_kwargs.enable_th
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-import aiohttp
-
-from inference.generation import Reasoning, RowError, Sampling, TurnResult, post_json, split_thinking
+from inference.backend import HttpBackend, require_endpoint
+from inference.generation import Reasoning, RowError, Sampling, TurnResult, split_thinking
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
+
+
+class ChatRequest(TypedDict):
+    """A `/v1/chat/completions` request body as this backend sends it."""
+
+    model: str
+    messages: list[dict[str, str]]
+    temperature: float
+    top_p: float
+    max_tokens: int
+    stream: bool
+    seed: NotRequired[int]
+    chat_template_kwargs: NotRequired[dict[str, bool]]
+
+
+class CompletionRequest(TypedDict):
+    """A `/v1/completions` request body: the prompt as token ids."""
+
+    model: str
+    prompt: list[int]
+    temperature: float
+    top_p: float
+    max_tokens: int
+    stream: bool
+    seed: NotRequired[int]
+    stop: NotRequired[list[str]]
 
 
 def api_base(endpoint: str) -> str:
@@ -27,18 +52,19 @@ def api_base(endpoint: str) -> str:
     return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
-class OpenAIChatBackend:
-    """Answers a turn through `/v1/chat/completions`."""
+class OpenAIChatBackend(HttpBackend):
+    """Answers a turn through `/v1/chat/completions`, on the session it owns (`HttpBackend`)."""
 
     api = "openai"
 
     def __init__(self, *, model: str | None = None, reasoning: Reasoning = Reasoning.KEEP) -> None:
+        super().__init__()
         self.model = model
         self.reasoning = reasoning
 
-    def payload(self, history: list[dict[str, str]], sampling: Sampling) -> dict[str, Any]:
+    def payload(self, history: list[dict[str, str]], sampling: Sampling) -> ChatRequest:
         """Return the request body for `history` at `sampling`."""
-        body: dict[str, Any] = {
+        body: ChatRequest = {
             "model": self.model or "default",
             "messages": history,
             "temperature": sampling.temperature,
@@ -52,27 +78,27 @@ class OpenAIChatBackend:
             body["chat_template_kwargs"] = {"enable_thinking": False}
         return body
 
-    async def generate_turn(
-        self, client: aiohttp.ClientSession, endpoint: str, history: list[dict[str, str]], sampling: Sampling
-    ) -> TurnResult:
-        """Return the server's answer to the last user turn of `history`."""
+    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
+                            endpoint: str | None = None) -> TurnResult:
+        """Return the answer of the server at `endpoint` to the last user turn of `history`."""
+        url = api_base(require_endpoint(self, endpoint)) + CHAT_PATH
         started = time.monotonic()
-        body = await post_json(client, api_base(endpoint) + CHAT_PATH, self.payload(history, sampling))
-        latency = time.monotonic() - started
-        return parse_chat_completion(body, latency)
+        body = await self.post(url, self.payload(history, sampling))
+        return parse_chat_completion(body, time.monotonic() - started)
 
-
-    async def generate_ids(self, client: aiohttp.ClientSession, endpoint: str, ids: list[int], sampling: Sampling,
-                           *, stop: tuple[str, ...] = ()) -> TurnResult:
+    async def generate_ids(self, ids: list[int], sampling: Sampling, *, stop: tuple[str, ...] = (),
+                           endpoint: str | None = None) -> TurnResult:
         """Continue the raw prompt `ids` through `/v1/completions`, stopping at `stop` or the model's end of turn."""
-        body: dict[str, Any] = {"model": self.model or "default", "prompt": ids, "temperature": sampling.temperature,
-                                "top_p": sampling.top_p, "max_tokens": sampling.max_tokens, "stream": False}
+        body: CompletionRequest = {"model": self.model or "default", "prompt": ids,
+                                   "temperature": sampling.temperature, "top_p": sampling.top_p,
+                                   "max_tokens": sampling.max_tokens, "stream": False}
         if stop:
             body["stop"] = list(stop)
         if sampling.seed is not None:
             body["seed"] = sampling.seed
+        url = api_base(require_endpoint(self, endpoint)) + COMPLETIONS_PATH
         started = time.monotonic()
-        answer = await post_json(client, api_base(endpoint) + COMPLETIONS_PATH, body)
+        answer = await self.post(url, body)
         return parse_completion(answer, time.monotonic() - started)
 
 

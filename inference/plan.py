@@ -17,7 +17,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from inference.generation import GenerationBackend, RetryableError, RowError, Sampling, new_session
+from inference.backend import GenerationBackend, Timeouts
+from inference.generation import RetryableError, RowError, Sampling
 from inference.monitor import format_duration
 from inference.records import InputRow, PromptError, user_turns
 
@@ -79,20 +80,23 @@ async def probe_throughput(
     lengths: list[int] = []
     failed = 0
 
-    async def one(client: Any, history: list[dict[str, str]]) -> None:
+    async def one(history: list[dict[str, str]]) -> None:
         nonlocal failed
         async with gate:
             try:
-                result = await backend.generate_turn(client, endpoint, history, sampling)
+                result = await backend.generate_turn(history, sampling, endpoint=endpoint)
             except (RetryableError, RowError):
                 failed += 1
                 return
             lengths.append(result.completion_tokens or 0)
 
-    async with new_session(connections=concurrency + 1, connect_timeout_s=10.0, request_timeout_s=timeout_s) as client:
+    backend.start(concurrency, Timeouts(request_s=timeout_s))
+    try:
         started = time.monotonic()
-        await asyncio.gather(*(one(client, h) for h in prompts))
+        await asyncio.gather(*(one(h) for h in prompts))
         wall = time.monotonic() - started
+    finally:
+        await backend.aclose()
     return ProbeResult(len(prompts), failed, wall, lengths, concurrency)
 
 

@@ -22,12 +22,11 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-import aiohttp
+from typing import Any, TypedDict
 
 from core.jsonl import read_jsonl
 from inference.atomic_files import write_file
+from inference.backend import DEFAULT_TIMEOUTS, GenerationBackend, RawBackend, Timeouts
 from inference.errors import InferenceError
 from inference.generation import Sampling, TurnResult
 from inference.runner import RunConfig, RunSummary, regenerate
@@ -43,15 +42,6 @@ DROP_REASONS = ("empty", "unfinished", "template_leak", "too_short", "repetitive
 
 class WriterError(InferenceError, ValueError):
     """The prompt writer was asked for something it cannot do (no categories, a bad request row)."""
-
-
-class RawBackend(Protocol):
-    """A backend that can continue raw prompt ids (every generation backend has `generate_ids`)."""
-
-    api: str
-
-    async def generate_ids(self, client: aiohttp.ClientSession, endpoint: str, ids: list[int], sampling: Sampling,
-                           *, stop: tuple[str, ...] = ()) -> TurnResult: ...
 
 
 @dataclass(frozen=True)
@@ -76,12 +66,18 @@ class Directive:
             raise WriterError(f"not a prompt-writer request: {text[:80]!r}") from None
 
 
-class PrefixBackend:
-    """Answers a request row by continuing the target's user-turn prefix (plus topic line) with `inner`."""
+class PrefixBackend(GenerationBackend):
+    """Answers a request row by continuing the target's user-turn prefix (plus topic line) with `inner`; every
+    other member of the interface is the inner backend's."""
 
     def __init__(self, inner: RawBackend, tokenizer: Any, turn: TurnPrefix) -> None:
         self.inner, self.tokenizer, self.turn = inner, tokenizer, turn
         self.api = inner.api
+        self.has_endpoints = inner.has_endpoints
+
+    def describe(self) -> str:
+        """Return the inner backend's name for records."""
+        return self.inner.describe()
 
     def prompt_text(self, topic: str | None) -> str:
         """Return the raw prompt text for `topic`: the user-turn prefix, then the topic line when there is one."""
@@ -91,26 +87,34 @@ class PrefixBackend:
         """Return the raw prompt's ids (the prefix holds the template's special tokens as text: none added)."""
         return list(self.tokenizer(self.prompt_text(topic), add_special_tokens=False)["input_ids"])
 
-    async def generate_turn(self, client: aiohttp.ClientSession, endpoint: str, history: list[dict[str, str]],
-                            sampling: Sampling) -> TurnResult:
+    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
+                            endpoint: str | None = None) -> TurnResult:
         """Return the target's continuation of the prefix that the request in `history` asks for."""
         directive = Directive.parse(history[-1]["content"])
         if sampling.seed is not None:
             sampling = sampling.model_copy(update={"seed": sampling.seed + directive.index})
-        return await self.inner.generate_ids(client, endpoint, self.prompt_ids(directive.topic), sampling,
-                                             stop=(self.turn.end_marker,))
+        return await self.inner.generate_ids(self.prompt_ids(directive.topic), sampling,
+                                             stop=(self.turn.end_marker,), endpoint=endpoint)
 
-    def expect_concurrency(self, requests: int) -> None:
-        """Pass the run's concurrency on to an in-process engine that sizes its slots to it."""
-        expect = getattr(self.inner, "expect_concurrency", None)
-        if expect is not None:
-            expect(requests)
+    def start(self, requests: int, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
+        """Start the inner backend (its session, or an in-process engine sized to `requests`)."""
+        self.inner.start(requests, timeouts)
+
+    def check_fits(self, max_tokens: int) -> None:
+        """Ask the inner backend whether answers of `max_tokens` fit."""
+        self.inner.check_fits(max_tokens)
+
+    def in_flight_tokens(self) -> int:
+        """Return the inner backend's unfinished answers' tokens."""
+        return self.inner.in_flight_tokens()
+
+    async def healthy(self, endpoint: str) -> bool:
+        """Return the inner backend's health check of `endpoint`."""
+        return await self.inner.healthy(endpoint)
 
     async def aclose(self) -> None:
-        """Close the inner backend (an in-process model frees its threads)."""
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()
+        """Close the inner backend (its session; an in-process model frees its threads)."""
+        await self.inner.aclose()
 
 
 @dataclass
@@ -130,11 +134,60 @@ class WriterConfig:
     allow_new_sampling: bool = False
 
 
+class RequestRow(TypedDict):
+    """A row of `requests.jsonl`: a curated-row shape whose one user turn carries the `Directive`."""
+
+    id: str
+    category: str
+    needs_regeneration: bool
+    messages: list[dict[str, str]]
+
+
+class CategoryCounts(TypedDict):
+    """One category's line of the report: requested, kept, not answered yet, and drops by reason."""
+
+    requested: int
+    kept: int
+    pending: int
+    drops: dict[str, int]
+
+
+class DroppedPrompt(TypedDict):
+    """A row of `dropped.jsonl`: the request, why its answer was not kept, and the text written."""
+
+    id: str
+    category: str
+    topic: str | None
+    reason: str  # one of DROP_REASONS
+    detail: str
+    text: str
+
+
+class WrittenMeta(TypedDict):
+    """What a kept prompt records about its writing."""
+
+    topic: str | None
+    model: str | None
+    finish_reason: str | None
+    completion_tokens: int | None
+    sampling: dict[str, float | int | None] | None
+    writer: str
+
+
+class WrittenPrompt(TypedDict):
+    """A row of `prompts/<category>.jsonl`: one user turn, the source a manifest names."""
+
+    id: str
+    category: str
+    messages: list[dict[str, str]]
+    meta: WrittenMeta
+
+
 @dataclass
 class WriterReport:
     """Per category: requests, prompts kept, drops by reason, and requests not answered yet."""
 
-    per_category: dict[str, dict[str, Any]]
+    per_category: dict[str, CategoryCounts]
     files: dict[str, str]
 
     @property
@@ -143,11 +196,11 @@ class WriterReport:
         return sum(int(c["kept"]) for c in self.per_category.values())
 
 
-def request_rows(config: WriterConfig) -> list[dict[str, Any]]:
+def request_rows(config: WriterConfig) -> list[RequestRow]:
     """Return the request rows of a run: `per_category` per category, topics taken in turn."""
     if not config.categories or config.per_category < 1:
         raise WriterError("write at least one prompt for at least one category")
-    rows = []
+    rows: list[RequestRow] = []
     for category in config.categories:
         topics: list[str | None] = list(config.topics.get(category) or []) or [None]
         for k in range(config.per_category):
@@ -207,8 +260,8 @@ def finish_prompts(config: WriterConfig, turn: TurnPrefix, marks: tuple[str, ...
     failed = {r["id"]: r for r in read_jsonl(generation / "errors.jsonl")} if (
         generation / "errors.jsonl").is_file() else {}
     seen: set[str] = set()
-    kept: dict[str, list[dict[str, Any]]] = {c: [] for c in config.categories}
-    dropped: list[dict[str, Any]] = []
+    kept: dict[str, list[WrittenPrompt]] = {c: [] for c in config.categories}
+    dropped: list[DroppedPrompt] = []
     kept_n: Counter[str] = Counter()
     pending: Counter[str] = Counter()
     drops: dict[str, Counter[str]] = {c: Counter() for c in config.categories}
@@ -247,7 +300,7 @@ def finish_prompts(config: WriterConfig, turn: TurnPrefix, marks: tuple[str, ...
         files[category] = f"{PROMPTS_DIR}/{category}.jsonl"
     write_file(config.out_dir / "dropped.jsonl",
                "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in dropped).encode("utf-8"))
-    per_category: dict[str, dict[str, Any]] = {
+    per_category: dict[str, CategoryCounts] = {
         c: {"requested": config.per_category, "kept": kept_n[c], "pending": pending[c],
             "drops": dict(sorted(drops[c].items()))} for c in config.categories}
     report = {"prefix": turn.prefix, "end_marker": turn.end_marker, "sampling": config.sampling.model_dump(),

@@ -9,6 +9,7 @@ CUT_WARN_SHARE / REPEAT_WARN_SHARE into sentences for the end of a run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +31,9 @@ def repeats_ngram(text: str, n: int = LOOP_NGRAM) -> bool:
     return False
 
 
-def record_flags(record: dict[str, Any]) -> tuple[bool, bool]:
-    """Return (cut at the token limit, repetitive) for a regenerated record of the journal."""
+def record_flags(record: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Return (cut at the token limit, repetitive) for a regenerated record (a `RegeneratedRecord`, or a journal
+    line as read back, whose keys an older version may not all have written)."""
     meta = record.get("meta") or {}
     turns = meta.get("turns") or [meta]
     cut = any(t.get("finish_reason") == "length" for t in turns)
@@ -70,7 +72,7 @@ class QualityCounts:
         }
 
 
-def category_of(record: dict[str, Any]) -> str:
+def category_of(record: Mapping[str, Any]) -> str:
     """Return the category a journal record was curated under (`unknown` when the input had none)."""
     return str((record.get("meta") or {}).get("category") or UNKNOWN_CATEGORY)
 

@@ -1,7 +1,9 @@
 """The regeneration loop: every pending row answered turn by turn, with retries, balancing and a journal.
 
-One HTTP session per run (aiohttp) (explicit timeouts, a connection pool sized to the total concurrency) and
-one worker task per request slot keep every endpoint saturated. A row's user turns are answered in order,
+The backend (`inference.backend`) is started once for the run's request slots (an HTTP backend opens its one
+session: explicit timeouts, a connection pool sized to the total concurrency) and closed at the end; one
+worker task per request slot keeps every endpoint saturated. Endpoints are balanced, probed and re-probed
+only for a backend that has them; an in-process backend is the run's one slot group, named by its `describe()`. A row's user turns are answered in order,
 each on top of the target's own earlier answers. Connection errors, timeouts, 429 and 5xx are retried with
 capped exponential backoff and full jitter (on whichever endpoint is least loaded); a 4xx, a malformed or
 an empty answer ends the row in `errors.jsonl`. Finished rows go to the journal at once, so killing the
@@ -20,18 +22,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
+from core.regen_records import (
+    FailedRecord,
+    PassthroughMeta,
+    PassthroughRow,
+    RegeneratedRow,
+    RegenMeta,
+    TurnMeta,
+)
+from inference.backend import GenerationBackend, Timeouts
 from inference.endpoints import AllEndpointsDown, Endpoint, EndpointPool
 from inference.errors import InferenceError
 from inference.generation import (
-    GenerationBackend,
     Reasoning,
     RetryableError,
     RowError,
     Sampling,
     TurnResult,
-    new_session,
     strip_thinking,
 )
 from inference.journal import Journal
@@ -49,7 +56,6 @@ from inference.status import STATUS_FILE, StatusTracker, register_run, write_jso
 logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
-SPEC_COUNTS = ("spec_verify_ct", "spec_num_correct_drafts", "spec_num_proposed_drafts")  # summed per row
 
 
 @dataclass
@@ -58,7 +64,7 @@ class RunConfig:
 
     input_path: Path
     out_dir: Path
-    endpoints: list[str]
+    endpoints: list[str]  # the servers' URLs; empty for a backend without endpoints (in process)
     concurrency: int = 32
     sampling: Sampling = field(default_factory=Sampling)
     reasoning: Reasoning = Reasoning.KEEP
@@ -116,7 +122,6 @@ def backoff_s(attempt: int, base_s: float, cap_s: float) -> float:
 class _Run:
     config: RunConfig
     backend: GenerationBackend
-    client: aiohttp.ClientSession
     pool: EndpointPool
     journal: Journal
     tracker: StatusTracker
@@ -129,7 +134,8 @@ class _Run:
         while True:
             endpoint = await self.pool.acquire()
             try:
-                result = await self.backend.generate_turn(self.client, endpoint.url, history, sampling)
+                result = await self.backend.generate_turn(
+                    history, sampling, endpoint=endpoint.url if self.backend.has_endpoints else None)
             except RetryableError as exc:
                 # A dead server (connection refused/dropped) is the pool's problem: it ejects the endpoint and
                 # the row moves on to another; those attempts get a wider budget than the row's own failures.
@@ -156,7 +162,7 @@ class _Run:
             await self.pool.release(endpoint, tokens=result.completion_tokens or 0)
             return result, endpoint.url, soft + hard + 1
 
-    async def regenerate(self, row: InputRow) -> dict[str, Any]:
+    async def regenerate(self, row: InputRow) -> RegeneratedRow:
         """Return the regenerated record of `row`; raise RowFailed when a turn finally fails."""
         try:
             system, users = user_turns(row.messages)
@@ -164,7 +170,7 @@ class _Run:
             raise RowFailed(str(exc), status_code=None, attempts=0, turn=0, server=None) from None
         history: list[dict[str, str]] = [{"role": "system", "content": system}] if system is not None else []
         conversations = list(history)
-        turns: list[dict[str, Any]] = []
+        turns: list[TurnMeta] = []
         sampling = self.config.sampling.for_sample(row.sample)
         for index, question in enumerate(users):
             history.append({"role": "user", "content": question})
@@ -182,8 +188,8 @@ class _Run:
             turns.append(_turn_meta(result, server, attempts))
         return {"id": row.id, "conversations": conversations, "meta": self._row_meta(row, turns, sampling)}
 
-    def _row_meta(self, row: InputRow, turns: list[dict[str, Any]], sampling: Sampling) -> dict[str, Any]:
-        meta: dict[str, Any] = {
+    def _row_meta(self, row: InputRow, turns: list[TurnMeta], sampling: Sampling) -> RegenMeta:
+        meta: RegenMeta = {
             "regenerated": True,
             "finish_reason": turns[-1]["finish_reason"],
             "prompt_tokens": sum(t["prompt_tokens"] or 0 for t in turns),
@@ -191,7 +197,7 @@ class _Run:
             "server": turns[-1]["server"],
             "latency_s": round(sum(t["latency_s"] for t in turns), 4),
             "api": self.backend.api,
-            "model": turns[-1].get("model") or self.config.model,
+            "model": turns[-1]["model"] or self.config.model,
             "sampling": sampling.model_dump(),
             "reasoning": self.config.reasoning.value,
             "turns": turns,
@@ -199,11 +205,14 @@ class _Run:
             "source": row.source,
         }
         if self.config.samples > 1:
-            meta.update(sample=row.sample, prompt_id=row.prompt_id or row.id)
-        for counter in SPEC_COUNTS:  # summed over the turns that carry them (SGLang omits them when 0)
-            values = [t[counter] for t in turns if t.get(counter) is not None]
-            if values:
-                meta[counter] = sum(values)
+            meta["sample"], meta["prompt_id"] = row.sample, row.prompt_id or row.id
+        # Summed over the turns that carry them (SGLang omits them when 0); absent when no turn does.
+        if (verify := _total([t.get("spec_verify_ct") for t in turns])) is not None:
+            meta["spec_verify_ct"] = verify
+        if (correct := _total([t.get("spec_num_correct_drafts") for t in turns])) is not None:
+            meta["spec_num_correct_drafts"] = correct
+        if (proposed := _total([t.get("spec_num_proposed_drafts") for t in turns])) is not None:
+            meta["spec_num_proposed_drafts"] = proposed
         return meta
 
     async def worker(self, queue: asyncio.Queue[InputRow]) -> None:
@@ -216,19 +225,18 @@ class _Run:
             try:
                 record = await self.regenerate(row)
             except RowFailed as exc:
-                self.journal.write_failed(
-                    {
-                        "id": row.id,
-                        "error": str(exc),
-                        "status_code": exc.status_code,
-                        "attempts": exc.attempts,
-                        "turn": exc.turn,
-                        "server": exc.server,
-                        "api": self.backend.api,
-                        "category": row.category,
-                        "source": row.source,
-                    }
-                )
+                failure: FailedRecord = {
+                    "id": row.id,
+                    "error": str(exc),
+                    "status_code": exc.status_code,
+                    "attempts": exc.attempts,
+                    "turn": exc.turn,
+                    "server": exc.server,
+                    "api": self.backend.api,
+                    "category": row.category,
+                    "source": row.source,
+                }
+                self.journal.write_failed(failure)
                 self.tracker.row_failed()
                 continue
             self.journal.write_done(record)
@@ -242,13 +250,29 @@ class _Run:
             await asyncio.sleep(self.config.status_interval_s)
 
     def write_status(self) -> None:
-        in_flight = getattr(self.backend, "in_flight_tokens", None)  # an in-process engine knows its partial answers
+        """Rewrite the status file now (an in-process engine counts its unfinished answers' tokens)."""
         write_json_atomic(self.config.out_dir / STATUS_FILE, self.tracker.snapshot(
-            self.pool.snapshot(), in_flight_tokens=in_flight() if in_flight else 0))
+            self.pool.snapshot(), in_flight_tokens=self.backend.in_flight_tokens()))
+
+    async def answer(self, queue: asyncio.Queue[InputRow], background: list[asyncio.Task[None]]) -> None:
+        """Start the backend for the rows queued, probe its endpoints (if it has any), and answer every row."""
+        config, backend = self.config, self.backend
+        in_flight = min(config.concurrency * len(self.pool.endpoints), queue.qsize())
+        backend.start(in_flight, Timeouts(connect_s=config.connect_timeout_s, request_s=config.request_timeout_s))
+        if backend.has_endpoints:
+            await self.pool.probe_all(backend.healthy)
+            if not any(endpoint.healthy for endpoint in self.pool.endpoints):
+                raise AllEndpointsDown("no server answers its health check: " + ", ".join(config.endpoints))
+            background.append(asyncio.create_task(self.pool.reprobe_forever(backend.healthy)))
+        workers = [asyncio.create_task(self.worker(queue)) for _ in range(in_flight)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            await _cancel(workers)
 
 
-def _turn_meta(result: TurnResult, server: str, attempts: int) -> dict[str, Any]:
-    meta: dict[str, Any] = {
+def _turn_meta(result: TurnResult, server: str, attempts: int) -> TurnMeta:
+    meta: TurnMeta = {
         "finish_reason": result.finish_reason,
         "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens,
@@ -257,25 +281,37 @@ def _turn_meta(result: TurnResult, server: str, attempts: int) -> dict[str, Any]
         "attempts": attempts,
         "model": result.model,
     }
-    for counter in (*SPEC_COUNTS, "spec_accept_length"):
-        if getattr(result, counter) is not None:
-            meta[counter] = getattr(result, counter)
+    if result.spec_verify_ct is not None:
+        meta["spec_verify_ct"] = result.spec_verify_ct
+    if result.spec_accept_length is not None:
+        meta["spec_accept_length"] = result.spec_accept_length
+    if result.spec_num_correct_drafts is not None:
+        meta["spec_num_correct_drafts"] = result.spec_num_correct_drafts
+    if result.spec_num_proposed_drafts is not None:
+        meta["spec_num_proposed_drafts"] = result.spec_num_proposed_drafts
     if result.reasoning:
         meta["reasoning_chars"] = len(result.reasoning)
     return meta
 
 
-def passthrough_record(row: InputRow) -> dict[str, Any]:
+def _total(values: list[int | None]) -> int | None:
+    """Return the sum of the values given, None when every one is None."""
+    given = [v for v in values if v is not None]
+    return sum(given) if given else None
+
+
+def passthrough_record(row: InputRow) -> PassthroughRow:
     """Return the output record of a target-native row: its messages unchanged."""
-    meta = {"regenerated": False, "reason": "needs_regeneration is false", "category": row.category, "source": row.source}
+    meta: PassthroughMeta = {"regenerated": False, "reason": "needs_regeneration is false", "category": row.category, "source": row.source}
     return {"id": row.id, "conversations": row.messages, "meta": meta}
 
 
-def _write_run_file(config: RunConfig, api: str) -> None:
+def _write_run_file(config: RunConfig, backend: GenerationBackend) -> None:
     data = {
         "input": str(config.input_path),
         "endpoints": config.endpoints,
-        "api": api,
+        "api": backend.api,
+        "backend": backend.describe(),
         "model": config.model,
         "sampling": config.sampling.model_dump(),
         "reasoning": config.reasoning.value,
@@ -295,8 +331,8 @@ def _write_run_file(config: RunConfig, api: str) -> None:
     write_json_atomic(path, data)
 
 
-async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> RunSummary:
-    """Regenerate every unfinished row of `config.input_path` into `config.out_dir`; return the summary."""
+def select_rows(config: RunConfig) -> tuple[list[InputRow], int]:
+    """Return the rows this run covers (limit, stratified sample, samples per prompt) and the duplicates dropped."""
     rows, duplicates = load_rows(config.input_path)
     if config.limit is not None:
         rows = rows[: config.limit]
@@ -305,8 +341,25 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
     rows = expand_samples(rows, config.samples)
     if not rows:
         raise InputError(f"{config.input_path} holds no rows to regenerate")
+    return rows, duplicates
+
+
+def endpoint_pool(config: RunConfig, backend: GenerationBackend) -> EndpointPool:
+    """Return the run's pool of request slots: one group per server, or, for a backend without endpoints,
+    one group named by the backend itself."""
+    if backend.has_endpoints and not config.endpoints:
+        raise InputError(f"the {backend.api} backend answers through servers: give at least one endpoint")
+    if not backend.has_endpoints and config.endpoints:
+        raise InputError(f"{backend.describe()} runs in this process: it takes no endpoints ({config.endpoints})")
+    names = config.endpoints if backend.has_endpoints else [backend.describe()]
+    return EndpointPool.from_urls(names, config.concurrency, reprobe_interval_s=config.reprobe_interval_s,
+                                  dead_after_s=config.dead_after_s)
+
+
+def _open_run(config: RunConfig, backend: GenerationBackend, rows: list[InputRow]) -> tuple[Journal, StatusTracker]:
+    """Create the run folder, its run file and journal; return the journal and a tracker seeded from it."""
     config.out_dir.mkdir(parents=True, exist_ok=True)
-    _write_run_file(config, backend.api)
+    _write_run_file(config, backend)
     register_run(config.out_dir)
     journal = Journal(config.out_dir, fsync_interval_s=config.fsync_interval_s)
     journal.open(retry_failed=config.retry_failed)
@@ -321,67 +374,65 @@ async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> Run
     )
     tracker.seed_lengths(journal.done_lengths)
     tracker.seed_quality(journal.done_quality)
+    return journal, tracker
+
+
+def _queue_pending(pending: list[InputRow], journal: Journal, tracker: StatusTracker) -> asyncio.Queue[InputRow]:
+    """Queue the rows to answer; write the target-native ones through unchanged at once."""
+    queue: asyncio.Queue[InputRow] = asyncio.Queue()
+    for row in pending:
+        if row.needs_regeneration:
+            queue.put_nowait(row)
+        else:
+            journal.write_done(passthrough_record(row))
+            tracker.row_passed_through()
+    return queue
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel `tasks` and wait until each has ended."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _drive(run: _Run, queue: asyncio.Queue[InputRow]) -> None:
+    """Answer the queued rows with the status file kept current; record how the run ended, then close it all."""
+    tracker = run.tracker
+    background = [asyncio.create_task(run.write_status_forever())]
+    try:
+        if not queue.empty():
+            await run.answer(queue, background)
+        tracker.state = "finished"
+    except AllEndpointsDown as exc:
+        tracker.state, tracker.error = "failed", str(exc)
+        raise
+    except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C: a stop asked for, not an error to show
+        tracker.state, tracker.error = "interrupted", "stopped by the user; run the same command again to resume"
+        raise
+    except BaseException as exc:
+        tracker.state, tracker.error = "interrupted", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        await _cancel(background)
+        run.journal.close()
+        run.write_status()
+        await run.backend.aclose()  # an HTTP session's connections, an in-process model's caches and threads
+
+
+async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> RunSummary:
+    """Regenerate every unfinished row of `config.input_path` into `config.out_dir`; return the summary."""
+    rows, duplicates = select_rows(config)
+    pool = endpoint_pool(config, backend)
+    journal, tracker = _open_run(config, backend, rows)
     pending = [row for row in rows if not journal.finished(row.id)]
-    skipped = len(rows) - len(pending)
-    pool = EndpointPool.from_urls(
-        config.endpoints, config.concurrency,
-        reprobe_interval_s=config.reprobe_interval_s, dead_after_s=config.dead_after_s,
-    )
-    slots = config.concurrency * len(config.endpoints)
-    session = new_session(
-        connections=slots + len(config.endpoints),
-        connect_timeout_s=config.connect_timeout_s,
-        request_timeout_s=config.request_timeout_s,
-    )
-    async with session as client:
-        run = _Run(config, backend, client, pool, journal, tracker)
-        queue: asyncio.Queue[InputRow] = asyncio.Queue()
-        for row in pending:
-            if row.needs_regeneration:
-                queue.put_nowait(row)
-            else:
-                journal.write_done(passthrough_record(row))
-                tracker.row_passed_through()
-        background = [asyncio.create_task(run.write_status_forever())]
-        workers: list[asyncio.Task[None]] = []
-        try:
-            if not queue.empty():
-                await pool.probe_all(client)
-                if not any(endpoint.healthy for endpoint in pool.endpoints):
-                    raise AllEndpointsDown(
-                        "no server answers its health check: " + ", ".join(config.endpoints)
-                    )
-                background.append(asyncio.create_task(pool.reprobe_forever(client)))
-                in_flight = min(slots, queue.qsize())
-                expect = getattr(backend, "expect_concurrency", None)  # the local engine sizes its slots to it
-                if expect is not None:
-                    expect(in_flight)
-                workers = [asyncio.create_task(run.worker(queue)) for _ in range(in_flight)]
-                await asyncio.gather(*workers)
-            tracker.state = "finished"
-        except AllEndpointsDown as exc:
-            tracker.state, tracker.error = "failed", str(exc)
-            raise
-        except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C: a stop asked for, not an error to show
-            tracker.state, tracker.error = "interrupted", "stopped by the user; run the same command again to resume"
-            raise
-        except BaseException as exc:
-            tracker.state, tracker.error = "interrupted", f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            for task in workers + background:
-                task.cancel()
-            for task in workers + background:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            journal.close()
-            run.write_status()
-            close = getattr(backend, "aclose", None)
-            if close is not None:  # an in-process backend frees its model's caches and threads
-                await close()
+    run = _Run(config, backend, pool, journal, tracker)
+    await _drive(run, _queue_pending(pending, journal, tracker))
     return RunSummary(
-        total=len(rows), done=tracker.done, failed=tracker.failed, skipped=skipped, duplicates=duplicates,
-        completion_tokens=tracker.completion_tokens, status=tracker.snapshot(pool.snapshot()),
+        total=len(rows), done=tracker.done, failed=tracker.failed, skipped=len(rows) - len(pending),
+        duplicates=duplicates, completion_tokens=tracker.completion_tokens, status=tracker.snapshot(pool.snapshot()),
     )
 
 

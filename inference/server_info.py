@@ -9,7 +9,7 @@ serves another model than the manifest's target; the training preflight uses it 
 vLLM is the other engine a draft is served on: `fetch_server_info` tells the two apart (SGLang's
 `/server_info` answers its server args flat; vLLM has no such endpoint, or with `VLLM_SERVER_DEV_MODE=1`
 answers it as `{"vllm_config": ...}`, and always has `/version` and `/metrics`) and returns one `ServerInfo`
-whose `engine` says which; `inference/vllm_info.py` reads vLLM's answers. Anything else (llama.cpp, a proxy)
+(the contract, in `core/server_info.py`, which the training preflight reads too) whose `engine` says which; `inference/vllm_info.py` reads vLLM's answers. Anything else (llama.cpp, a proxy)
 raises `ServerInfoError` naming both, or with `fetch_model_name` gives at least the model name from the OpenAI
 `/v1/models` list.
 """
@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Literal
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field
 
+from core.server_info import Engine, ServerInfo
 from core.spec_counters import VllmSpecCounters
 from inference import vllm_info
 from inference.errors import InferenceError
@@ -36,35 +36,6 @@ MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 
 class ServerInfoError(InferenceError):
     """The server is unreachable or does not answer SGLang's introspection endpoints; the message says which."""
-
-
-class ServerInfo(BaseModel):
-    """The fields of SGLang's server info that datahunt reads, plus the raw answer."""
-
-    raw: dict[str, Any] = Field(default_factory=dict, description="The merged JSON the server returned.")
-    engine: Literal["sglang", "vllm"] = Field(default="sglang", description="Which engine answered.")
-    model_path: str | None = None
-    tokenizer_path: str | None = None
-    dtype: str | None = None
-    context_length: int | None = None
-    speculative_algorithm: str | None = None
-    speculative_draft_model_path: str | None = None
-    speculative_num_steps: int | None = None
-    speculative_eagle_topk: int | None = None
-    speculative_num_draft_tokens: int | None = None
-    enable_deterministic_inference: bool = Field(
-        default=False, description="Whether the server honours `sampling_seed` (it ignores it otherwise)."
-    )
-    launch_command: str | None = None
-    avg_spec_accept_length: float | None = Field(
-        default=None, description="Mean over internal states (cumulative since start); None before any spec step."
-    )
-    version: str | None = None
-
-    @property
-    def speculating(self) -> bool:
-        """True when the server runs a speculative algorithm (SGLang reports none as null or "NONE")."""
-        return bool(self.speculative_algorithm) and str(self.speculative_algorithm).upper() != "NONE"
 
 
 def _as_int(value: Any) -> int | None:
@@ -89,7 +60,10 @@ def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = 
         for state in info.get("internal_states") or []
         if isinstance(state, dict) and state.get("avg_spec_accept_length") is not None
     ]
-    engine: Literal["sglang", "vllm"] = "vllm" if info.get("engine") == "vllm" else "sglang"
+    engine: Engine = "vllm" if info.get("engine") == "vllm" else "sglang"
+    nested = info.get("server_args")
+    if isinstance(nested, dict):  # an older SGLang nested its arguments: both shapes read alike
+        info = {**nested, **info}
     return ServerInfo(
         raw=merged,
         engine=engine,
@@ -106,6 +80,7 @@ def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = 
         launch_command=_as_str(info.get("launch_command")),
         avg_spec_accept_length=sum(accepts) / len(accepts) if accepts else None,
         version=_as_str(info.get("version")),
+        dev_mode=bool(info.get("dev_mode")),
     )
 
 

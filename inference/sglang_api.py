@@ -14,11 +14,10 @@ sheds load.
 from __future__ import annotations
 
 import time
-from typing import Any
-
-import aiohttp
+from typing import Any, NotRequired, TypedDict
 
 from core.spec_counters import SpecCounters
+from inference.backend import HttpBackend, require_endpoint
 from inference.chat_template import ChatRenderer
 from inference.generation import (
     Reasoning,
@@ -26,15 +25,45 @@ from inference.generation import (
     RowError,
     Sampling,
     TurnResult,
-    post_json,
     split_thinking,
 )
 
 GENERATE_PATH = "/generate"
 
 
-class SGLangNativeBackend:
-    """Answers a turn through `/generate`, rendering the prompt with the target tokenizer's chat template."""
+class SamplingParams(TypedDict):
+    """`/generate`'s `sampling_params` as this backend sends them."""
+
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    sampling_seed: NotRequired[int]
+    stop: NotRequired[list[str]]
+
+
+class GenerateRequest(TypedDict):
+    """A `/generate` request body: the prompt as token ids (or, with `send_text`, as text) and its sampling."""
+
+    sampling_params: SamplingParams
+    stream: bool
+    input_ids: NotRequired[list[int]]
+    text: NotRequired[str]
+
+
+def sampling_params(sampling: Sampling, stop: tuple[str, ...] = ()) -> SamplingParams:
+    """Return `sampling` as SGLang names it (the seed only when one is set, `stop` only when given)."""
+    params: SamplingParams = {"max_new_tokens": sampling.max_tokens, "temperature": sampling.temperature,
+                              "top_p": sampling.top_p}
+    if stop:
+        params["stop"] = list(stop)
+    if sampling.seed is not None:
+        params["sampling_seed"] = sampling.seed
+    return params
+
+
+class SGLangNativeBackend(HttpBackend):
+    """Answers a turn through `/generate`, rendering the prompt with the target tokenizer's chat template, on
+    the session it owns (`HttpBackend`)."""
 
     api = "sglang"
 
@@ -46,52 +75,37 @@ class SGLangNativeBackend:
         reasoning: Reasoning = Reasoning.KEEP,
         send_text: bool = False,
     ) -> None:
+        super().__init__()
         self.renderer = renderer
         self.model = model
         self.reasoning = reasoning
         self.send_text = send_text
 
-    def payload(self, history: list[dict[str, str]], sampling: Sampling) -> dict[str, Any]:
+    def payload(self, history: list[dict[str, str]], sampling: Sampling) -> GenerateRequest:
         """Return the request body for `history` at `sampling`."""
         thinking = False if self.reasoning is Reasoning.DISABLE else None
-        params: dict[str, Any] = {
-            "max_new_tokens": sampling.max_tokens,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-        }
-        if sampling.seed is not None:
-            params["sampling_seed"] = sampling.seed
-        body: dict[str, Any] = {"sampling_params": params, "stream": False}
+        body: GenerateRequest = {"sampling_params": sampling_params(sampling), "stream": False}
         if self.send_text:  # SGLang adds special tokens to text: a template's own BOS arrives twice
             body["text"] = self.renderer.render(history, enable_thinking=thinking)
         else:
             body["input_ids"] = self.renderer.render_ids(history, enable_thinking=thinking)
         return body
 
-    async def generate_turn(
-        self, client: aiohttp.ClientSession, endpoint: str, history: list[dict[str, str]], sampling: Sampling
-    ) -> TurnResult:
-        """Return the server's answer to the last user turn of `history`."""
-        started = time.monotonic()
-        body = await post_json(client, endpoint.rstrip("/") + GENERATE_PATH, self.payload(history, sampling))
-        result = parse_generate(body, time.monotonic() - started)
-        result.model = self.model
-        return result
+    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
+                            endpoint: str | None = None) -> TurnResult:
+        """Return the answer of the server at `endpoint` to the last user turn of `history`."""
+        return await self._generate(endpoint, self.payload(history, sampling))
 
-
-    async def generate_ids(self, client: aiohttp.ClientSession, endpoint: str, ids: list[int], sampling: Sampling,
-                           *, stop: tuple[str, ...] = ()) -> TurnResult:
+    async def generate_ids(self, ids: list[int], sampling: Sampling, *, stop: tuple[str, ...] = (),
+                           endpoint: str | None = None) -> TurnResult:
         """Continue the raw prompt `ids` (no template applied), stopping at `stop` or the model's end of turn."""
-        params: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "temperature": sampling.temperature,
-                                  "top_p": sampling.top_p}
-        if stop:
-            params["stop"] = list(stop)
-        if sampling.seed is not None:
-            params["sampling_seed"] = sampling.seed
+        body: GenerateRequest = {"input_ids": ids, "sampling_params": sampling_params(sampling, stop), "stream": False}
+        return await self._generate(endpoint, body)
+
+    async def _generate(self, endpoint: str | None, body: GenerateRequest) -> TurnResult:
+        url = require_endpoint(self, endpoint).rstrip("/") + GENERATE_PATH
         started = time.monotonic()
-        body = await post_json(client, endpoint.rstrip("/") + GENERATE_PATH,
-                               {"input_ids": ids, "sampling_params": params, "stream": False})
-        result = parse_generate(body, time.monotonic() - started)
+        result = parse_generate(await self.post(url, body), time.monotonic() - started)
         result.model = self.model
         return result
 

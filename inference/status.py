@@ -19,8 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.regen_records import RegeneratedRow
 from core.settings import Settings, get_settings
 from inference.atomic_files import write_file
+from inference.endpoints import EndpointSnapshot
 from inference.errors import InferenceError
 from inference.quality import QualityCounts, category_of, record_flags
 
@@ -95,7 +97,7 @@ class StatusTracker:
         for category, counts in quality.items():
             self.quality.setdefault(category, QualityCounts()).merge(counts)
 
-    def count_quality(self, record: dict[str, Any]) -> None:
+    def count_quality(self, record: RegeneratedRow) -> None:
         """Count a regenerated record's quality (cut at the token limit, repetitive) under its category."""
         self.quality.setdefault(category_of(record), QualityCounts()).add(*record_flags(record))
 
@@ -145,7 +147,7 @@ class StatusTracker:
         recent = max(in_window / span, (generated - before) / max(now - then, 1e-9) if in_flight else 0.0)
         return recent, generated / elapsed
 
-    def snapshot(self, endpoints: list[dict[str, Any]] | None = None, *, in_flight_tokens: int = 0
+    def snapshot(self, endpoints: list[EndpointSnapshot] | None = None, *, in_flight_tokens: int = 0
                  ) -> dict[str, Any]:
         """Return the status as JSON-ready data; `in_flight_tokens`: tokens written so far by unfinished answers."""
         recent, overall = self._tok_s(in_flight_tokens)

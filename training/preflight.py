@@ -6,14 +6,15 @@ the target's lm_head and ignores d2t, accepts about 1.0 tokens); the server serv
 one given; `fc` not reading 3x the target's hidden size; a missing or mis-shaped `lm_head`; aux layer ids the
 server will capture differently from training (SGLang's +1, whose rule depends on the target's model family)
 or twice; `max_position_embeddings` below the serving context; draft and target dtypes differing; a draft
-vocab that does not fit the target's. The checks are functions of three dicts (server info, the draft's
-config and tensor shapes, the target's config), so they run on recorded answers in tests; only the draft
-check reads files, to compare the server's draft folder with the given one when their paths differ.
+vocab that does not fit the target's. The checks are functions of what the server says (the typed
+`ServerInfo` of `core/server_info.py`, parsed from its answers by `inference/server_info.py`), the draft's
+config and tensor shapes, and the target's config (its `config.json`, as the model ships it), so they run on
+recorded answers in tests; only the draft check reads files, to compare the server's draft folder with the
+given one when their paths differ.
 
 Two engines read the same `eagle_aux_hidden_state_layer_ids` differently: SGLang adds 1 (by a rule of the
 target's family) and captures the inputs of those layers, vLLM takes them as given (id k = the residual stream
-entering layer k). The server dict's `engine` ("sglang" by default, "vllm" from `inference/server_info.py`)
-picks the reading, so a draft exported for one engine is refused on the other with the fix named. What vLLM
+entering layer k). The server info's `engine` ("sglang" or "vllm") picks the reading, so a draft exported for one engine is refused on the other with the fix named. What vLLM
 does not report (its speculative method and draft path, without `VLLM_SERVER_DEV_MODE=1`) is said as unseen.
 """
 
@@ -29,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from core.server_info import ServerInfo
 from training.export import WEIGHTS_FILE, ExportError, read_config
 
 
@@ -77,10 +79,6 @@ def _text_config(config: dict[str, Any] | None) -> dict[str, Any]:
     return dict(config.get("text_config") or config)
 
 
-def _server_args(server: dict[str, Any]) -> dict[str, Any]:
-    return {**(server.get("server_args") or {}), **server}
-
-
 def is_eagle3_draft(draft: DraftCheckpoint) -> bool:
     """An EAGLE-3 draft: its architecture says so, it names aux layers, or it has an `fc` reading 3 states."""
     arch = " ".join(draft.config.get("architectures") or [])
@@ -89,12 +87,12 @@ def is_eagle3_draft(draft: DraftCheckpoint) -> bool:
         eagle.get("use_aux_hidden_state"))
 
 
-def check_algorithm(server: dict[str, Any], draft: DraftCheckpoint) -> Check:
+def check_algorithm(server: ServerInfo, draft: DraftCheckpoint) -> Check:
     """The server must run EAGLE3 for an EAGLE-3 draft: only EAGLE3 makes the target capture aux states."""
-    algo = str(_server_args(server).get("speculative_algorithm") or "").upper()
+    algo = str(server.speculative_algorithm or "").upper()
     eagle3 = is_eagle3_draft(draft)
     if algo == "SPECULATING":  # vLLM without dev mode: its counters say it speculates, nothing says how
-        steps = _server_args(server).get("speculative_num_steps")
+        steps = server.speculative_num_steps
         return Check("algorithm", True, (
             f"vLLM speculates ({steps} draft tokens a round, from its /metrics) but does not report its method "
             "unless started with VLLM_SERVER_DEV_MODE=1; it must be started with "
@@ -133,10 +131,10 @@ def draft_fingerprint(folder: Path) -> tuple[str, str]:
     return hashlib.sha256(config.encode()).hexdigest(), _sha256_of(sorted(folder.glob("*.safetensors")))
 
 
-def check_draft(server: dict[str, Any], draft: DraftCheckpoint) -> Check:
+def check_draft(server: ServerInfo, draft: DraftCheckpoint) -> Check:
     """The server must serve this draft: the same folder, or one with the same config and weights."""
-    served = _server_args(server).get("speculative_draft_model_path")
-    if not served and server.get("engine") == "vllm" and not server.get("dev_mode"):
+    served = server.speculative_draft_model_path
+    if not served and server.engine == "vllm" and not server.dev_mode:
         return Check("draft", True, "vLLM does not report the draft it serves unless started with "
                      "VLLM_SERVER_DEV_MODE=1: not compared (the other checks read the given draft)")
     if not served:
@@ -315,13 +313,13 @@ def _check_vllm_layers(eagle_ids: list[int] | None, trained: tuple[int, ...] | N
     return Check("aux_layers", True, f"vLLM captures inputs of layers {list(captured)} (ids as given), as trained")
 
 
-def serving_context(server: dict[str, Any], target: dict[str, Any] | None) -> int | None:
+def serving_context(server: ServerInfo, target: dict[str, Any] | None) -> int | None:
     """The context the server serves: its context_length, else the target's max_position_embeddings."""
-    value = _server_args(server).get("context_length") or _text_config(target).get("max_position_embeddings")
+    value = server.context_length or _text_config(target).get("max_position_embeddings")
     return int(value) if value else None
 
 
-def check_context(server: dict[str, Any], draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
+def check_context(server: ServerInfo, draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
     """The draft's max_position_embeddings must cover the serving context (2048 cripples long prompts)."""
     context = serving_context(server, target)
     draft_max = draft.config.get("max_position_embeddings")
@@ -344,9 +342,9 @@ def _dtype(value: Any) -> str | None:
     return _DTYPE_NAMES.get(text)
 
 
-def check_dtype(server: dict[str, Any], draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
+def check_dtype(server: ServerInfo, draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
     """Draft and target must run in the same dtype (the server's, or the target's own when it says auto)."""
-    served = _dtype(_server_args(server).get("dtype"))
+    served = _dtype(server.dtype)
     text = _text_config(target)
     served = served or _dtype((target or {}).get("torch_dtype") or (target or {}).get("dtype")
                               or text.get("torch_dtype") or text.get("dtype"))
@@ -389,14 +387,14 @@ def check_vocab(draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
     return Check("vocab", True, f"draft vocab {n} of the target's {v}")
 
 
-def run_preflight(server: dict[str, Any], draft: DraftCheckpoint, target: dict[str, Any] | None) -> list[Check]:
+def run_preflight(server: ServerInfo, draft: DraftCheckpoint, target: dict[str, Any] | None) -> list[Check]:
     """Every check, in the order a person would fix them."""
     return [
         check_algorithm(server, draft),
         check_draft(server, draft),
         check_fc_input(draft, target),
         check_lm_head(draft),
-        check_aux_layers(draft, target, str(server.get("engine") or "sglang")),
+        check_aux_layers(draft, target, server.engine),
         check_context(server, draft, target),
         check_dtype(server, draft, target),
         check_vocab(draft, target),

@@ -10,19 +10,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from enum import StrEnum
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
-from server.commands.failure import EXIT_USAGE, fail
+from inference.backend_choice import Api
+from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
+if TYPE_CHECKING:
+    from curation.manifest import Manifest
+    from inference.backend import GenerationBackend, HttpBackend
+    from inference.generation import Reasoning
+    from inference.runner import RunConfig, RunSummary
 
-class Api(StrEnum):
-    OPENAI = "openai"
-    SGLANG = "sglang"
-    LOCAL = "local"
+T = TypeVar("T")
 
 
 def _find_manifest(manifest: Path | None, input_path: Path) -> Path | None:
@@ -33,89 +36,103 @@ def _find_manifest(manifest: Path | None, input_path: Path) -> Path | None:
     return folder / "manifest.json" if (folder / "manifest.json").is_file() else None
 
 
-def _load_target(manifest: Path | None, input_path: Path) -> dict[str, Any] | None:
-    """Return the manifest as plain data (given, or `manifest.json` beside the curated set), or None."""
+def _load_target(manifest: Path | None, input_path: Path) -> Manifest | None:
+    """Return the manifest (given, or `manifest.json` beside the curated set), or None."""
     from curation.manifest import ManifestError, load_manifest
 
     manifest = _find_manifest(manifest, input_path)
     if manifest is None:
         return None
     try:
-        return load_manifest(manifest).model_dump(mode="json")
+        return load_manifest(manifest)
     except ManifestError as exc:
         fail(str(exc))
-    return None
 
 
-def _backend(api: Api, *, model: str | None, tokenizer: str | None, manifest: dict[str, Any] | None,
-             reasoning: Any, send_text: bool) -> Any:
-    from inference.chat_template import ChatRenderer, TemplateError
-    from inference.openai_api import OpenAIChatBackend
-    from inference.sglang_api import SGLangNativeBackend
+def _chosen(build: Callable[[], T]) -> T:
+    """Return what `build` returns; end the command with its message when the backend cannot be built."""
+    from inference.backend_choice import BackendChoiceError
 
-    if api is Api.OPENAI:
-        return OpenAIChatBackend(model=model, reasoning=reasoning)
-    target = (manifest or {}).get("target") or {}
-    source = tokenizer or target.get("tokenizer") or target.get("model")
-    if not source:
-        fail("--api sglang renders prompts itself: pass --tokenizer PATH (or a manifest with a target)")
     try:
-        renderer = ChatRenderer.load(source, chat_template=target.get("chat_template"))
-    except TemplateError as exc:
-        fail(str(exc))
-    return SGLangNativeBackend(renderer, model=model, reasoning=reasoning, send_text=send_text)
+        return build()
+    except BackendChoiceError as exc:
+        fail(str(exc), EXIT_USAGE if exc.usage else EXIT_FAILED)
 
 
-def _local_backend(model: str | None, manifest: dict[str, Any] | None, batch: int, servers: list[str],
-                   max_tokens: int) -> tuple[Any, list[str], str]:
-    """The in-process backend over the model folder `model`; the run's one pseudo-endpoint; the model name."""
-    from inference.local_backend import LOCAL_URL, LocalTransformersBackend
+def _http_backend(api: Api, plan: Manifest | None, *, model: str | None, tokenizer: str | None,
+                  reasoning: Reasoning, send_text: bool) -> HttpBackend:
+    """The server backend `api`; SGLang's renders with `--tokenizer`, else the manifest target's tokenizer."""
+    from inference.backend_choice import http_backend
 
-    if servers:
-        fail("--api local runs the model in this process: leave out --server", EXIT_USAGE)
-    if not model or not Path(model).is_dir():
-        fail(f"--api local needs --model DIR, a local model folder (got {model!r})", EXIT_USAGE)
-    template = ((manifest or {}).get("target") or {}).get("chat_template")
-    try:
-        backend = LocalTransformersBackend.load(Path(model), chat_template=template, max_batch=batch)
-    except (OSError, ValueError) as exc:
-        fail(f"cannot load {model}: {exc}")
-    check = getattr(backend, "check_fits", None)
-    if check is not None:
-        try:
-            check(max_tokens)
-        except ValueError as exc:
-            fail(str(exc), EXIT_USAGE)
-    return backend, [LOCAL_URL], Path(model).name
+    target = plan.target if plan is not None else None
+    source = tokenizer or (target.tokenizer or target.model if target is not None else None)
+    return _chosen(lambda: http_backend(api, model=model, tokenizer=source, reasoning=reasoning, send_text=send_text,
+                                        chat_template=target.chat_template if target is not None else None))
 
 
-async def _check_servers(urls: list[str], expected: str | None) -> tuple[list[str], str | None, Any]:
-    """Return (model mismatches against `expected`, the first server's advertised model, its SGLang info or None)."""
-    import httpx
-
-    from inference.server_info import (
-        ServerInfoError,
-        fetch_model_name,
-        fetch_server_info,
-        find_model_mismatches,
-    )
-
-    async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
-        try:
-            info = await fetch_server_info(client, urls[0])
-        except ServerInfoError:
-            info = None  # not SGLang (llama.cpp, vLLM) or unreachable: the model list may still name the model
-        served = info.model_path if info is not None else await fetch_model_name(client, urls[0])
-        mismatches = await find_model_mismatches(client, urls, expected) if expected else []
-    return mismatches, served, info
-
-
-def _warn_seed(info: Any, seed: int | None) -> None:
+def _choose_backend(api: Api, plan: Manifest | None, *, servers: list[str], model: str | None,
+                    tokenizer: str | None, concurrency: int, max_tokens: int, seed: int | None, force: bool,
+                    reasoning: Reasoning, send_text: bool) -> tuple[GenerationBackend, str | None]:
+    """Return the run's backend and the model the server says it serves (local: the model folder's name),
+    after refusing a server that serves another model than the manifest's target (unless `force`)."""
+    from inference.backend_choice import check_servers, local_backend
     from inference.server_info import seed_warning
 
-    warning = seed_warning(info, seed)
+    target = plan.target if plan is not None else None
+    if api is Api.LOCAL:
+        template = target.chat_template if target is not None else None
+        backend = _chosen(lambda: local_backend(model, servers=servers, chat_template=template, batch=concurrency,
+                                                max_tokens=max_tokens))
+        return backend, Path(str(model)).name
+    if not servers:
+        fail("pass --server URL (or --api local --model DIR)", EXIT_USAGE)
+    check = asyncio.run(check_servers(servers, target.model if target is not None else None))
+    if check.mismatches and not force:
+        fail("; ".join(check.mismatches) + " (use --force to regenerate anyway)")
+    warning = seed_warning(check.info, seed)
     if warning:
         typer.echo(f"warning: {warning}", err=True)
+    return _http_backend(api, plan, model=model or check.served, tokenizer=tokenizer, reasoning=reasoning,
+                         send_text=send_text), check.served
+
+
+def _run(config: RunConfig, backend: GenerationBackend, *, progress: bool) -> RunSummary:
+    """Run the regeneration with live bars (when asked); end the command with one line when it fails."""
+    from rich.console import Console
+
+    from inference.errors import InferenceError
+    from inference.monitor import LiveStatus
+    from inference.runner import regenerate
+
+    out = config.out_dir
+    live = LiveStatus(out, Console(stderr=True)) if progress else contextlib.nullcontext()
+    try:
+        with live:
+            return regenerate(config, backend)
+    except InferenceError as exc:
+        fail(str(exc))
+    except OSError as exc:  # a full disk or a read-only folder: finished rows are kept, the run resumes
+        where = f" ({exc.filename})" if exc.filename else ""
+        fail(f"cannot write the run's outputs{where}: {exc.strerror or exc}; free space and run the same "
+             f"command again to resume ({out})")
+    except KeyboardInterrupt:
+        fail(f"interrupted; run the same command again to resume ({out})", 130)
+
+
+def _report(summary: RunSummary, out: Path, max_tokens: int) -> None:
+    """Print what the run did, its quality warnings and the next steps."""
+    from inference.quality import warnings
+
+    typer.echo(
+        f"{summary.done} regenerated, {summary.failed} failed, {summary.skipped} already finished "
+        f"of {summary.total} rows; {summary.completion_tokens:,} tokens → {out}"
+    )
+    for line in warnings(summary.status.get("quality") or {}, max_tokens):
+        typer.echo(f"warning: {line}", err=True)
+    if summary.failed:
+        typer.echo(f"next: datahunt regen … --retry-failed runs the {summary.failed} failed row(s) again "
+                   f"({out / 'errors.jsonl'})")
+    typer.echo(f"next: datahunt train --data {out} --target TARGET_DIR --out DRAFT")
 
 
 def regen(
@@ -151,13 +168,8 @@ def regen(
                                   help="Draw live bars on stderr (only when it is a terminal)."),
 ) -> None:
     """Regenerate every curated prompt with the target model; run again to resume."""
-    from rich.console import Console
-
-    from inference.errors import InferenceError
     from inference.generation import Reasoning, Sampling
-    from inference.monitor import LiveStatus
-    from inference.quality import warnings
-    from inference.runner import RunConfig, regenerate
+    from inference.runner import RunConfig
 
     try:
         mode = Reasoning(reasoning)
@@ -168,47 +180,17 @@ def regen(
     if limit is not None and sample is not None:
         fail("pass --limit N (the first N rows) or --sample N (N rows over the categories), not both", EXIT_USAGE)
     plan = _load_target(manifest, input_path)
-    expected = ((plan or {}).get("target") or {}).get("model")
-    served: str | None
-    if api is Api.LOCAL:
-        backend, servers, served = _local_backend(model, plan, concurrency, servers, max_tokens)
-    else:
-        if not servers:
-            fail("pass --server URL (or --api local --model DIR)", EXIT_USAGE)
-        mismatches, served, info = asyncio.run(_check_servers(servers, expected))
-        if mismatches and not force:
-            fail("; ".join(mismatches) + " (use --force to regenerate anyway)")
-        _warn_seed(info, seed)
-        backend = _backend(api, model=model or served, tokenizer=tokenizer, manifest=plan, reasoning=mode,
-                           send_text=send_text)
+    backend, served = _choose_backend(api, plan, servers=servers, model=model, tokenizer=tokenizer,
+                                      concurrency=concurrency, max_tokens=max_tokens, seed=seed, force=force,
+                                      reasoning=mode, send_text=send_text)
+    expected = plan.target.model if plan is not None and plan.target is not None else None
     config = RunConfig(
         input_path=input_path, out_dir=out, endpoints=list(servers), concurrency=concurrency,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         reasoning=mode, max_attempts=max_attempts, request_timeout_s=request_timeout, retry_failed=retry_failed,
         limit=limit, sample=sample, model=model or served or expected, allow_new_sampling=force, samples=samples,
     )
-    live = LiveStatus(out, Console(stderr=True)) if progress else contextlib.nullcontext()
-    try:
-        with live:
-            summary = regenerate(config, backend)
-    except InferenceError as exc:
-        fail(str(exc))
-    except OSError as exc:  # a full disk or a read-only folder: finished rows are kept, the run resumes
-        where = f" ({exc.filename})" if exc.filename else ""
-        fail(f"cannot write the run's outputs{where}: {exc.strerror or exc}; free space and run the same "
-             f"command again to resume ({out})")
-    except KeyboardInterrupt:
-        fail(f"interrupted; run the same command again to resume ({out})", 130)
-    typer.echo(
-        f"{summary.done} regenerated, {summary.failed} failed, {summary.skipped} already finished "
-        f"of {summary.total} rows; {summary.completion_tokens:,} tokens → {out}"
-    )
-    for line in warnings(summary.status.get("quality") or {}, max_tokens):
-        typer.echo(f"warning: {line}", err=True)
-    if summary.failed:
-        typer.echo(f"next: datahunt regen … --retry-failed runs the {summary.failed} failed row(s) again "
-                   f"({out / 'errors.jsonl'})")
-    typer.echo(f"next: datahunt train --data {out} --target TARGET_DIR --out DRAFT")
+    _report(_run(config, backend, progress=progress), out, max_tokens)
 
 
 def monitor(
@@ -249,6 +231,7 @@ def plan(
     max_tokens: int = typer.Option(2048, "--max-tokens", min=1),
 ) -> None:
     """Measure the server with a short probe and write the regeneration plan (Markdown and JSON)."""
+    from inference.backend_choice import check_servers
     from inference.generation import Reasoning, Sampling
     from inference.plan import build_plan, probe_throughput, render_markdown
     from inference.records import InputError, load_rows
@@ -257,10 +240,10 @@ def plan(
         rows, _ = load_rows(curated)
     except InputError as exc:
         fail(str(exc))
-    manifest_data = _load_target(manifest, curated)
-    _, served, _ = asyncio.run(_check_servers([server], None))
-    backend = _backend(api, model=model or served, tokenizer=tokenizer, manifest=manifest_data,
-                       reasoning=Reasoning.KEEP, send_text=False)
+    plan_manifest = _load_target(manifest, curated)
+    served = asyncio.run(check_servers([server], None)).served
+    backend = _http_backend(api, plan_manifest, model=model or served, tokenizer=tokenizer, reasoning=Reasoning.KEEP,
+                            send_text=False)
     sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
     sample = [r for r in rows if r.needs_regeneration][:probe_rows]
     if not sample:
@@ -268,7 +251,8 @@ def plan(
     probe = asyncio.run(probe_throughput(backend, server, sample, sampling=sampling, concurrency=concurrency))
     if probe.failed == probe.requests:
         fail(f"every probe request to {server} failed; is the server up?")
-    result = build_plan(rows, probe, server=server, sampling=sampling, manifest=manifest_data)
+    result = build_plan(rows, probe, server=server, sampling=sampling,
+                        manifest=plan_manifest.model_dump(mode="json") if plan_manifest is not None else None)
     found = _find_manifest(manifest, curated)
     result["manifest"]["path"] = str(found.resolve()) if found else None
     out = out or (curated if curated.is_dir() else curated.parent) / "regen_plan.md"

@@ -152,7 +152,7 @@ def _preflight(url: str, draft: Path, target_config: Path | None) -> tuple[bool,
     try:
         info = get_server_info(url)
         checkpoint = read_draft(draft)
-        checks = run_preflight(info.raw, checkpoint, _target_config(target_config, info.raw))
+        checks = run_preflight(info, checkpoint, _target_config(target_config, info.raw))
     except ServerInfoError as exc:
         fail(str(exc), EXIT_FAILED)
     except _user_errors() as exc:

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from core.types import Category
-from server.commands.failure import EXIT_USAGE, fail
+from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from inference.backend import RawBackend
+    from inference.prompt_writer import PrefixBackend, WriterConfig, WriterReport
+    from inference.runner import RunSummary
 
 
 def _categories(value: str | None) -> list[str]:
@@ -47,27 +52,70 @@ def _tokenizer(target: Path, chat_template: str | None) -> tuple[Any, Any]:
 
 
 def _inner_backend(api: str, target: Path, model: str | None, servers: list[str], concurrency: int,
-                   chat_template: str | None) -> tuple[Any, list[str], str | None]:
-    from inference.chat_template import ChatRenderer
-    from inference.local_backend import LOCAL_URL, LocalTransformersBackend
-    from inference.openai_api import OpenAIChatBackend
-    from inference.sglang_api import SGLangNativeBackend
+                   chat_template: str | None, max_tokens: int) -> tuple[RawBackend, str | None]:
+    """The backend that continues the prefixes, and the model name it records (local: the folder's name)."""
+    from inference.backend_choice import Api, BackendChoiceError, http_backend, local_backend
 
-    if api == "local":
-        if servers:
-            fail("--api local runs the model in this process: leave out --server", EXIT_USAGE)
-        try:
-            return (LocalTransformersBackend.load(target, chat_template=chat_template, max_batch=concurrency),
-                    [LOCAL_URL], target.name)
-        except (OSError, ValueError) as exc:
-            fail(f"cannot load {target}: {exc}")
-    if not servers:
+    try:
+        choice = Api(api)
+    except ValueError:
+        fail(f"--api must be openai, sglang or local, not {api!r}", EXIT_USAGE)
+    if choice is not Api.LOCAL and not servers:
         fail("pass --server URL (or --api local)", EXIT_USAGE)
-    if api == "openai":
-        return OpenAIChatBackend(model=model), servers, model
-    if api == "sglang":
-        return SGLangNativeBackend(ChatRenderer.load(target, chat_template=chat_template), model=model), servers, model
-    fail(f"--api must be openai, sglang or local, not {api!r}", EXIT_USAGE)
+    try:
+        if choice is Api.LOCAL:
+            return local_backend(target, servers=servers, chat_template=chat_template, batch=concurrency,
+                                 max_tokens=max_tokens), target.name
+        return http_backend(choice, model=model, tokenizer=str(target), chat_template=chat_template), model
+    except BackendChoiceError as exc:
+        fail(str(exc), EXIT_USAGE if exc.usage else EXIT_FAILED)
+
+
+def _read_template(chat_template: Path | None) -> str | None:
+    """Return the text of the `--chat-template` file, None when none is given."""
+    if chat_template is None:
+        return None
+    if not chat_template.is_file():
+        fail(f"chat template {chat_template} does not exist", EXIT_USAGE)
+    return chat_template.read_text(encoding="utf-8")
+
+
+def _run_writer(config: WriterConfig, backend: PrefixBackend, *, progress: bool) -> tuple[RunSummary, WriterReport]:
+    """Run the prompt writer with live bars (when asked); end the command with one line when it fails."""
+    from rich.console import Console
+
+    from inference.errors import InferenceError
+    from inference.monitor import LiveStatus
+    from inference.prompt_writer import GENERATION_DIR
+    from inference.prompt_writer import write_prompts as run_writer
+
+    out = config.out_dir
+    live = LiveStatus(out / GENERATION_DIR, Console(stderr=True)) if progress else contextlib.nullcontext()
+    try:
+        with live:
+            return run_writer(config, backend)
+    except InferenceError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}; run the same command again to resume")
+    except KeyboardInterrupt:
+        fail(f"interrupted; run the same command again to resume ({out})", 130)
+
+
+def _report(summary: RunSummary, report: WriterReport, out: Path, manifest: Path | None) -> None:
+    """Print the counts per category, then add the sources to `manifest` (or say how to)."""
+    for category, counts in report.per_category.items():
+        drops = ", ".join(f"{r} {n}" for r, n in counts["drops"].items()) or "none"
+        pending = f", {counts['pending']} not answered" if counts["pending"] else ""
+        typer.echo(f"{category}: {counts['kept']} of {counts['requested']} kept (dropped: {drops}){pending}")
+    typer.echo(f"{report.kept} prompts in {out / 'prompts'}; {summary.completion_tokens:,} tokens written")
+    if manifest is not None:
+        added = _add_to_manifest(manifest, out, {c: f for c, f in report.files.items()
+                                                 if report.per_category[c]["kept"]})
+        typer.echo(f"{added} target-written source(s) in {manifest}")
+    else:
+        typer.echo("next: add them to a manifest: datahunt write-prompts … --manifest FILE (or a source "
+                   '{"kind": "target-written", "path": "…/prompts/<category>.jsonl", "category": …})')
 
 
 def _add_to_manifest(manifest: Path, out: Path, files: dict[str, str]) -> int:
@@ -118,51 +166,22 @@ def write_prompts(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Draw live bars on stderr (a terminal)."),
 ) -> None:
     """Have the target write new user prompts per category (Magpie-style); run again to resume."""
-    from rich.console import Console
-
-    from inference.errors import InferenceError
     from inference.generation import Sampling
-    from inference.monitor import LiveStatus
-    from inference.prompt_writer import GENERATION_DIR, PrefixBackend, WriterConfig
-    from inference.prompt_writer import write_prompts as run_writer
+    from inference.prompt_writer import PrefixBackend, WriterConfig
     from prompts import seed_topics
 
     names = _categories(categories)
-    template = None
-    if chat_template is not None:
-        if not chat_template.is_file():
-            fail(f"chat template {chat_template} does not exist", EXIT_USAGE)
-        template = chat_template.read_text(encoding="utf-8")
+    template = _read_template(chat_template)
     tokenizer, turn = _tokenizer(target, template)
-    inner, endpoints, served = _inner_backend(api, target, model, servers, concurrency, template)
+    inner, served = _inner_backend(api, target, model, servers, concurrency, template, max_tokens)
     config = WriterConfig(
-        out_dir=out, categories=names, per_category=per_category, endpoints=endpoints,
+        out_dir=out, categories=names, per_category=per_category, endpoints=servers if inner.has_endpoints else [],
         topics={c: seed_topics(c) for c in names} if topics else {}, concurrency=concurrency,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         min_words=min_words, model=served, retry_failed=retry_failed, allow_new_sampling=force,
     )
-    live = LiveStatus(out / GENERATION_DIR, Console(stderr=True)) if progress else contextlib.nullcontext()
-    try:
-        with live:
-            summary, report = run_writer(config, PrefixBackend(inner, tokenizer, turn))
-    except InferenceError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot write {out}: {exc.strerror or exc}; run the same command again to resume")
-    except KeyboardInterrupt:
-        fail(f"interrupted; run the same command again to resume ({out})", 130)
-    for category, counts in report.per_category.items():
-        drops = ", ".join(f"{r} {n}" for r, n in counts["drops"].items()) or "none"
-        pending = f", {counts['pending']} not answered" if counts["pending"] else ""
-        typer.echo(f"{category}: {counts['kept']} of {counts['requested']} kept (dropped: {drops}){pending}")
-    typer.echo(f"{report.kept} prompts in {out / 'prompts'}; {summary.completion_tokens:,} tokens written")
-    if manifest is not None:
-        added = _add_to_manifest(manifest, out, {c: f for c, f in report.files.items()
-                                                 if report.per_category[c]["kept"]})
-        typer.echo(f"{added} target-written source(s) in {manifest}")
-    else:
-        typer.echo("next: add them to a manifest: datahunt write-prompts … --manifest FILE (or a source "
-                   '{"kind": "target-written", "path": "…/prompts/<category>.jsonl", "category": …})')
+    summary, report = _run_writer(config, PrefixBackend(inner, tokenizer, turn), progress=progress)
+    _report(summary, report, out, manifest)
 
 
 def register(app: typer.Typer) -> None:

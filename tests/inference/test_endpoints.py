@@ -7,8 +7,9 @@ import asyncio
 import pytest
 from regen_fake_server import FakeServer
 
+from inference.backend import Timeouts
 from inference.endpoints import AllEndpointsDown, EndpointPool
-from inference.generation import new_session
+from inference.openai_api import OpenAIChatBackend
 
 
 def test_least_outstanding_requests_spreads_load_and_respects_limits() -> None:
@@ -53,14 +54,18 @@ def test_reprobe_readmits_an_endpoint_that_answers_again() -> None:
 
     async def run() -> bool:
         pool = EndpointPool.from_urls([f"http://127.0.0.1:{port}"], concurrency=1, reprobe_interval_s=0.02)
-        async with new_session(connections=2, connect_timeout_s=1.0, request_timeout_s=1.0) as session:
-            await pool.probe_all(session)
+        backend = OpenAIChatBackend()  # the health checks go through the backend's own session
+        backend.start(1, Timeouts(connect_s=1.0, request_s=1.0))
+        try:
+            await pool.probe_all(backend.healthy)
             assert not pool.endpoints[0].healthy
-            task = asyncio.create_task(pool.reprobe_forever(session))
+            task = asyncio.create_task(pool.reprobe_forever(backend.healthy))
             revived.append(FakeServer(port=port).start())
             endpoint = await asyncio.wait_for(pool.acquire(), timeout=5)
             task.cancel()
             return endpoint.healthy
+        finally:
+            await backend.aclose()
 
     try:
         assert asyncio.run(run()) is True

@@ -14,7 +14,7 @@ from regen_fake_server import write_samples
 from typer.testing import CliRunner
 
 from inference.generation import Sampling
-from inference.local_backend import LOCAL_URL, LocalTransformersBackend
+from inference.local_backend import LocalTransformersBackend
 from inference.runner import RunConfig, regenerate
 from server.cli import app
 
@@ -51,7 +51,7 @@ async def _answer_all(backend: LocalTransformersBackend, histories: list[list[di
     import asyncio
 
     try:
-        return list(await asyncio.gather(*(backend.generate_turn(None, LOCAL_URL, h, sampling) for h in histories)))
+        return list(await asyncio.gather(*(backend.generate_turn(h, sampling) for h in histories)))
     finally:
         await backend.aclose()
 
@@ -94,7 +94,7 @@ def test_seeded_sampling_is_reproducible_and_differs_from_greedy(tiny_dir: Path,
 def test_runner_batches_turns_writes_the_journal_and_resumes(tiny_dir: Path, tmp_path: Path) -> None:
     write_samples(tmp_path / "in.jsonl", 10, turns=2, prefix="w")
     backend = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=16, engine="generate")
-    config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=[LOCAL_URL],
+    config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=[],
                        concurrency=16, sampling=Sampling(temperature=0.8, max_tokens=6, seed=1), model="tiny")
     summary = regenerate(config, backend)
     assert (summary.done, summary.failed) == (10, 0)
@@ -104,9 +104,30 @@ def test_runner_batches_turns_writes_the_journal_and_resumes(tiny_dir: Path, tmp
     for row in rows:
         roles = [t["role"] for t in row["conversations"] if t["role"] != "system"]
         assert roles == ["user", "assistant", "user", "assistant"]
-        assert row["meta"]["api"] == "local" and row["meta"]["server"] == LOCAL_URL
+        assert row["meta"]["api"] == "local" and row["meta"]["server"] == f"in-process transformers ({tiny_dir.name})"
+    run_file = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert (run_file["endpoints"], run_file["backend"]) == ([], backend.describe())
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert [e["url"] for e in status["endpoints"]] == [backend.describe()]
+    # Runs of earlier versions named the local backend by a pseudo-URL in run.json and every row: they resume.
+    old = "local://transformers"
+    (tmp_path / "run" / "run.json").write_text(json.dumps({**run_file, "endpoints": [old]}))
+    (tmp_path / "run" / "regenerated.jsonl").write_text("".join(
+        json.dumps({**r, "meta": {**r["meta"], "server": old}}) + "\n" for r in rows))
     again = regenerate(config, LocalTransformersBackend.load(tiny_dir, device="cpu"))
     assert (again.done, again.skipped) == (0, 10)
+
+
+def test_an_in_process_backend_takes_no_endpoints(tiny_dir: Path, tmp_path: Path) -> None:
+    from inference.records import InputError
+
+    write_samples(tmp_path / "in.jsonl", 1, prefix="w")
+    backend = LocalTransformersBackend.load(tiny_dir, device="cpu", engine="generate")
+    assert not backend.has_endpoints
+    config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=["http://127.0.0.1:9"])
+    with pytest.raises(InputError, match="runs in this process: it takes no endpoints"):
+        regenerate(config, backend)
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "matmul"])
@@ -155,7 +176,7 @@ def test_engine_refuses_a_prompt_that_cannot_fit_as_a_row_error(tiny_dir: Path) 
 
 def test_runner_through_the_engine_resumes(tiny_dir: Path, tmp_path: Path) -> None:
     write_samples(tmp_path / "in.jsonl", 10, turns=2, prefix="w")
-    config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=[LOCAL_URL],
+    config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=[],
                        concurrency=4, sampling=Sampling(temperature=0.8, max_tokens=6, seed=1), model="tiny")
     summary = regenerate(config, LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=4))
     assert (summary.done, summary.failed) == (10, 0)
@@ -171,7 +192,7 @@ def test_a_run_with_fewer_rows_than_slots_sizes_the_engine_to_its_rows(tiny_dir:
     from inference.engine_backend import LocalEngineBackend
 
     write_samples(tmp_path / "in.jsonl", 3, turns=2, prefix="w")
-    config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=[LOCAL_URL],
+    config = RunConfig(input_path=tmp_path / "in.jsonl", out_dir=tmp_path / "run", endpoints=[],
                        concurrency=32, sampling=Sampling(temperature=0, max_tokens=6), model="tiny")
     backend = LocalTransformersBackend.load(tiny_dir, device="cpu", max_batch=32)
     assert isinstance(backend, LocalEngineBackend)

@@ -83,13 +83,12 @@ def _config(out: Path, endpoints: list[str], **kwargs: Any) -> WriterConfig:
 def test_local_run_writes_sources_resumes_and_curates(tiny: tuple[Any, Any], tmp_path: Path) -> None:
     from curation.manifest import load_manifest
     from curation.pipeline import curate
-    from inference.local_backend import LOCAL_URL
 
     model, tokenizer = tiny
     out = tmp_path / "written"
     turn = user_turn_prefix(tokenizer)
     backend = PrefixBackend(LocalTransformersBackend(model, tokenizer, max_batch=8, gather_s=0.01), tokenizer, turn)
-    summary, report = write_prompts(_config(out, [LOCAL_URL]), backend)
+    summary, report = write_prompts(_config(out, []), backend)
     assert summary.done + summary.failed == 12
     for category, counts in report.per_category.items():
         assert counts["requested"] == 6 and counts["pending"] == 0
@@ -111,7 +110,7 @@ def test_local_run_writes_sources_resumes_and_curates(tiny: tuple[Any, Any], tmp
 
     # Run again: every request is already answered, nothing new is generated, the same files come out.
     before = (out / "prompts/general_chat.jsonl").read_bytes()
-    again, report_again = write_prompts(_config(out, [LOCAL_URL]), PrefixBackend(
+    again, report_again = write_prompts(_config(out, []), PrefixBackend(
         LocalTransformersBackend(model, tokenizer), tokenizer, turn))
     assert again.skipped == 12 and again.done == 0 and again.completion_tokens == 0
     assert (out / "prompts/general_chat.jsonl").read_bytes() == before

@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.server_info import ServerInfo
 from core.spec_counters import VllmSpecCounters
-from inference.server_info import ServerInfo, ServerInfoError, fetch_server_info, fetch_vllm_metrics
+from inference.server_info import ServerInfoError, fetch_server_info, fetch_vllm_metrics
 from inference.vllm_info import MetricsError, parse_metrics, spec_counters
 
 RECORDED = Path(__file__).parents[1] / "data" / "recorded" / "vllm"

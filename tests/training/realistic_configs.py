@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from core.server_info import ServerInfo
+from inference.server_info import parse_server_info
 from training.draft_model import DraftConfig
 from training.export import config_json, expected_shapes
 from training.hidden_states import default_aux_layers
@@ -36,6 +38,11 @@ KIMI_TARGET: dict[str, Any] = {
 def server_info(name: str) -> dict[str, Any]:
     """A recorded /server_info answer by file stem."""
     return dict(json.loads((RECORDED / f"{name}.json").read_text()))
+
+
+def recorded_server(name: str) -> ServerInfo:
+    """A recorded /server_info answer by file stem, parsed as the preflight reads it."""
+    return parse_server_info(server_info(name))
 
 
 def draft_for(target: dict[str, Any], stride: int) -> DraftCheckpoint:

@@ -14,6 +14,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from core.server_info import ServerInfo
 from server.cli import app
 from training.draft_model import DraftConfig, Eagle3Draft
 from training.export import ExportError, convert_export, export_draft, load_draft
@@ -37,10 +38,10 @@ def _draft() -> Eagle3Draft:
     return draft
 
 
-def _vllm_server(draft_dir: Path) -> dict[str, object]:
-    return {"engine": "vllm", "dev_mode": True, "speculative_algorithm": "EAGLE3",
-            "speculative_draft_model_path": str(draft_dir), "speculative_num_steps": 5, "context_length": 4096,
-            "dtype": "bfloat16"}
+def _vllm_server(draft_dir: Path) -> ServerInfo:
+    return ServerInfo(engine="vllm", dev_mode=True, speculative_algorithm="EAGLE3",
+                      speculative_draft_model_path=str(draft_dir), speculative_num_steps=5, context_length=4096,
+                      dtype="bfloat16")
 
 
 def test_each_engine_gets_the_ids_it_reads_as_the_trained_layers(tmp_path: Path) -> None:
@@ -95,8 +96,8 @@ def test_the_preflight_reads_ids_the_way_the_server_engine_does(tmp_path: Path) 
 
 def test_without_dev_mode_the_unreported_draft_and_method_are_said_not_failed(tmp_path: Path) -> None:
     vllm_dir = export_draft(_draft(), LAYERS, tmp_path / "vllm", engine="vllm")
-    server = {"engine": "vllm", "dev_mode": False, "speculative_algorithm": "speculating",
-              "speculative_num_steps": 5, "context_length": 4096, "dtype": None}
+    server = ServerInfo(engine="vllm", dev_mode=False, speculative_algorithm="speculating",
+                        speculative_num_steps=5, context_length=4096, dtype=None)
     checks = {c.name: c for c in run_preflight(server, read_draft(vllm_dir), TARGET)}
     assert checks["draft"].ok and "VLLM_SERVER_DEV_MODE" in checks["draft"].detail
     assert checks["algorithm"].ok and "does not report its method" in checks["algorithm"].detail

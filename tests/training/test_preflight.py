@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from realistic_configs import KIMI_TARGET, LLAMA_TARGET, altered, kimi_draft, llama_draft, server_info
+from realistic_configs import KIMI_TARGET, LLAMA_TARGET, altered, kimi_draft, llama_draft, recorded_server
 
+from core.server_info import ServerInfo
 from training.preflight import (
     PlusOne,
     check_algorithm,
@@ -35,7 +36,7 @@ GPT_OSS_TARGET = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss
 
 def _served_here(server: str, draft):  # type: ignore[no-untyped-def]
     """The draft as read from the folder the recorded server serves."""
-    draft.folder = Path(server_info(server)["speculative_draft_model_path"])
+    draft.folder = Path(str(recorded_server(server).speculative_draft_model_path))
     return draft
 
 
@@ -44,14 +45,14 @@ def _served_here(server: str, draft):  # type: ignore[no-untyped-def]
     ("kimi_k2_eagle3", kimi_draft, KIMI_TARGET),
 ], ids=["llama-3.1-8b", "kimi-k2"])
 def test_a_correct_pairing_passes_every_check(server: str, draft: object, target: dict) -> None:
-    checks = run_preflight(server_info(server), _served_here(server, draft()), target)  # type: ignore[operator]
+    checks = run_preflight(recorded_server(server), _served_here(server, draft()), target)  # type: ignore[operator]
     assert [c.name for c in checks] == ["algorithm", "draft", "fc_input", "lm_head", "aux_layers", "context", "dtype",
                                         "vocab"]
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
 
 
 def test_eagle_flag_with_an_eagle3_draft_is_the_trap_explained() -> None:
-    check = check_algorithm(server_info("llama31_8b_eagle_flag"), llama_draft())
+    check = check_algorithm(recorded_server("llama31_8b_eagle_flag"), llama_draft())
     assert not check.ok
     for words in ("1x hidden size instead of 3x", "fc layer", "skipped", "about 1.0 tokens", "EAGLE3",
                   "target's lm_head", "ignore d2t"):
@@ -69,25 +70,25 @@ def test_the_server_must_serve_the_given_draft(tmp_path: Path) -> None:
     ours = _export(tmp_path / "ours", b"weights-a", hidden_size=64)
     draft = altered(llama_draft())
     draft.folder = ours
-    same = check_draft({"speculative_draft_model_path": str(tmp_path / "x" / ".." / "ours")}, draft)
+    same = check_draft(ServerInfo(speculative_draft_model_path=str(tmp_path / "x" / ".." / "ours")), draft)
     assert same.ok and "the given draft" in same.detail
     shutil.copytree(ours, tmp_path / "copy")
-    copy_ok = check_draft({"speculative_draft_model_path": str(tmp_path / "copy")}, draft)
+    copy_ok = check_draft(ServerInfo(speculative_draft_model_path=str(tmp_path / "copy")), draft)
     assert copy_ok.ok and "a copy of the given draft" in copy_ok.detail
     _export(tmp_path / "other", b"weights-b", hidden_size=64)
-    other = check_draft({"speculative_draft_model_path": str(tmp_path / "other")}, draft)
+    other = check_draft(ServerInfo(speculative_draft_model_path=str(tmp_path / "other")), draft)
     assert not other.ok and str(tmp_path / "other") in other.detail and str(ours) in other.detail
     assert "weights differ" in other.detail and "config.json" not in other.detail.split("(")[1].split(";")[0]
     _export(tmp_path / "retuned", b"weights-a", hidden_size=128)
-    assert "config.json differ" in check_draft({"speculative_draft_model_path": str(tmp_path / "retuned")}, draft).detail
-    remote = check_draft({"speculative_draft_model_path": "/elsewhere/draft"}, draft)
+    assert "config.json differ" in check_draft(ServerInfo(speculative_draft_model_path=str(tmp_path / "retuned")), draft).detail
+    remote = check_draft(ServerInfo(speculative_draft_model_path="/elsewhere/draft"), draft)
     assert not remote.ok and "/elsewhere/draft" in remote.detail and str(ours) in remote.detail
     assert "cannot be read here" in remote.detail and hashlib.sha256(b"weights-a").hexdigest() in remote.detail
-    assert not check_draft(server_info("llama31_8b_no_speculation"), draft).ok
+    assert not check_draft(recorded_server("llama31_8b_no_speculation"), draft).ok
 
 
 def test_a_server_without_speculation_fails() -> None:
-    check = check_algorithm(server_info("llama31_8b_no_speculation"), llama_draft())
+    check = check_algorithm(recorded_server("llama31_8b_no_speculation"), llama_draft())
     assert not check.ok and "without speculative decoding" in check.detail
 
 
@@ -171,19 +172,19 @@ def test_a_draft_for_another_target_depth_fails() -> None:
 
 def test_max_position_embeddings_below_the_serving_context_fails() -> None:
     draft = altered(kimi_draft(), max_position_embeddings=2048)
-    check = check_context(server_info("kimi_k2_eagle3"), draft, KIMI_TARGET)
+    check = check_context(recorded_server("kimi_k2_eagle3"), draft, KIMI_TARGET)
     assert not check.ok and "2048" in check.detail and "131072" in check.detail
     # Llama's server leaves context_length unset: the target's own 131072 is what it serves.
-    assert not check_context(server_info("llama31_8b_eagle3"), altered(llama_draft(), max_position_embeddings=8192),
+    assert not check_context(recorded_server("llama31_8b_eagle3"), altered(llama_draft(), max_position_embeddings=8192),
                              LLAMA_TARGET).ok
 
 
 def test_dtype_mismatch_fails() -> None:
     draft = altered(llama_draft(), torch_dtype="float16")
-    check = check_dtype(server_info("llama31_8b_eagle3"), draft, LLAMA_TARGET)  # server dtype auto -> bf16
+    check = check_dtype(recorded_server("llama31_8b_eagle3"), draft, LLAMA_TARGET)  # server dtype auto -> bf16
     assert not check.ok and "float16" in check.detail and "bfloat16" in check.detail
-    kimi = server_info("kimi_k2_eagle3")
-    assert not check_dtype({**kimi, "dtype": "float16"}, kimi_draft(), KIMI_TARGET).ok
+    kimi = recorded_server("kimi_k2_eagle3")
+    assert not check_dtype(kimi.model_copy(update={"dtype": "float16"}), kimi_draft(), KIMI_TARGET).ok
 
 
 def test_draft_vocab_for_another_tokenizer_fails() -> None:
