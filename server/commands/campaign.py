@@ -161,9 +161,8 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
     """Run a campaign coroutine with the live table (or silently for --json); Ctrl-C marks it interrupted.
 
     `coroutine_factory(engine, settings, on_event)` returns the coroutine: this entry point hands the graph the
-    process's settings."""
+    process's settings. A `CampaignError` ends through the CLI's one map of stage errors (one line, exit 1)."""
     from core.settings import get_settings
-    from graph.campaign import CampaignError
 
     board = ProgressBoard()
     settings = get_settings()
@@ -183,8 +182,6 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
                      f"campaign is not marked interrupted yet (its lease runs out on its own); {resume}")
             fail(f"interrupted; {resume}")
         fail("interrupted")
-    except CampaignError as exc:
-        fail(str(exc))
     with catalog_failures():
         adopt_mirror_licenses(engine)
     return board
