@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import typer
 from rich import box
@@ -136,7 +136,21 @@ def _tight_table(title: str) -> Table:
                  collapse_padding=True)
 
 
-def summary_table(by_category: dict[str, dict[str, Any]]) -> Table:
+class RunCounts(TypedDict):
+    """One category's line of a finished campaign (the `by_category` values `graph.persist.run_counts` sends)."""
+
+    status: str
+    error: str | None
+    candidates: int
+    accepted: int
+    unverified: int
+    flagged: int
+    eval_sets: int
+    rejected: int
+    reasons: dict[str, int]  # each flag or rejection code, counted once per candidate
+
+
+def summary_table(by_category: dict[str, RunCounts]) -> Table:
     """Return the end-of-run table: per category, status and candidate counts."""
     table = _tight_table("catalog summary of this campaign")
     table.add_column("category", no_wrap=True)
@@ -148,7 +162,7 @@ def summary_table(by_category: dict[str, dict[str, Any]]) -> Table:
     return table
 
 
-def reason_lines(by_category: dict[str, dict[str, Any]]) -> list[str]:
+def reason_lines(by_category: dict[str, RunCounts]) -> list[str]:
     """Return one line per category with flags or rejections: the category, then each reason code once."""
     lines = []
     for category, row in by_category.items():
@@ -227,7 +241,7 @@ def adopt_mirror_licenses(engine: Any) -> None:
 def report(board: ProgressBoard, *, as_json: bool) -> None:
     """Print the campaign's outcome: JSON, or the summary table and any error."""
     console = Console()
-    by_category = board.summary.get("by_category", {})
+    by_category: dict[str, RunCounts] = board.summary.get("by_category", {})
     if as_json:
         result = {"campaign_id": board.campaign_id, "status": board.summary.get("status"),
                   "error": board.summary.get("error"), "notes": board.notes, "by_category": by_category}
