@@ -95,7 +95,7 @@ def catalog_failures(board: ProgressBoard | None = None) -> Iterator[None]:
 
 
 def open_catalog() -> Any:
-    """Return an engine on the configured catalog, migrated to the latest schema."""
+    """Return a database engine (SQLAlchemy's) on the configured catalog, migrated to the latest schema."""
     from core.settings import get_settings
     from curation.catalog import store
 

@@ -13,7 +13,7 @@ exception of no stage is a bug and keeps its traceback.
     escaping error                                         exit  why
     training.interrupt.TrainingStopped                     128+n the shell's code for a run ended by signal n
     bad input, nothing started:                            2
-      curation: ManifestError, FormatError, EngineError,         a manifest, mapping, engine name, folder or
+      curation: ManifestError, FormatError, EngineError,         a manifest, mapping, curation engine, folder or
         PublishError, UnsafePathError, InvalidValueError         value the user gave cannot be used
       inference: InputError, UnknownRunError, UnsafePathError    an input file or run id that is not there
       training: ConfigError, DataError, LaunchError, CurveError, run settings, rows, flags or paths that

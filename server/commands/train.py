@@ -195,7 +195,7 @@ def _print_checks(checks: list[Any], as_json: bool) -> None:
 
 
 def check_server(
-    url: str = typer.Argument(..., help="SGLang or vLLM server base URL (the engine is detected)."),
+    url: str = typer.Argument(..., help="SGLang or vLLM server base URL (the serving engine is detected)."),
     draft: Path = typer.Option(..., "--draft", help="Exported draft folder."),
     target_config: Path | None = typer.Option(None, "--target-config",
                                               help="Target folder with config.json (default: server's model_path)."),
