@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,45 +92,12 @@ def create_app(
     started with `--no-resume` still takes over a dead one's work.
     """
     settings = settings or get_settings()
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        own_engine = engine is None
-        if settings.api_token is None or not settings.api_token.get_secret_value():
-            logger.warning("DATAHUNT_API_TOKEN is not set: approvals, exports and campaign launches are refused"
-                           "%s", "; reads are open to anyone who can reach this server"
-                           if not settings.api_read_requires_token else "")
-        app.state.engine = engine or store.make_engine(settings.resolved_database_url)
-        await asyncio.to_thread(store.upgrade_database, app.state.engine)
-        # Create the checkpoint tables once, before campaigns run side by side (concurrent first-time setups
-        # of the PostgreSQL checkpointer race on its migrations table).
-        async with open_checkpointer(app.state.engine.url.render_as_string(hide_password=False)):
-            pass
-        app.state.campaigns = CampaignManager(app.state.engine, settings, overrides=campaign_overrides)
-        sweeper = None
-        if resume_unfinished:
-            resumed = await app.state.campaigns.resume_unfinished()
-            if resumed:
-                logger.info("resuming %d unfinished campaign(s): %s", len(resumed), ", ".join(resumed))
-        if resume_unfinished if sweep_abandoned is None else sweep_abandoned:
-            # Another replica that dies leaves its campaigns behind: take them over once their leases expire.
-            sweeper = asyncio.create_task(app.state.campaigns.sweep(settings.lease_ttl_s), name="campaign-sweep")
-        try:
-            yield
-        finally:
-            if sweeper is not None:
-                sweeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeper
-            await app.state.campaigns.shutdown()
-            if own_engine:
-                app.state.engine.dispose()
-
+    sweep = resume_unfinished if sweep_abandoned is None else sweep_abandoned
     app = FastAPI(
         title="datahunt",
         summary="Launch discovery campaigns, review and approve datasets, export the manifest.",
         version="0.1.0",
-        lifespan=lifespan,
+        lifespan=_lifespan(settings, engine, campaign_overrides, resume_unfinished=resume_unfinished, sweep=sweep),
         docs_url=None,  # served from local files below: no CDN
         redoc_url=None,
     )
@@ -153,3 +120,44 @@ def create_app(
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     add_offline_docs(app)
     return app
+
+
+def _lifespan(settings: Settings, engine: Engine | None, campaign_overrides: dict[str, Any] | None, *,
+              resume_unfinished: bool, sweep: bool) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: open the catalog (unless `engine` is given), migrate it, set up the checkpoint
+    tables, start the campaign manager (resuming and sweeping as asked), and close them all at shutdown."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own_engine = engine is None
+        if settings.api_token is None or not settings.api_token.get_secret_value():
+            logger.warning("DATAHUNT_API_TOKEN is not set: approvals, exports and campaign launches are refused"
+                           "%s", "; reads are open to anyone who can reach this server"
+                           if not settings.api_read_requires_token else "")
+        app.state.engine = engine or store.make_engine(settings.resolved_database_url)
+        await asyncio.to_thread(store.upgrade_database, app.state.engine)
+        # Create the checkpoint tables once, before campaigns run side by side (concurrent first-time setups
+        # of the PostgreSQL checkpointer race on its migrations table).
+        async with open_checkpointer(app.state.engine.url.render_as_string(hide_password=False)):
+            pass
+        app.state.campaigns = CampaignManager(app.state.engine, settings, overrides=campaign_overrides)
+        sweeper = None
+        if resume_unfinished:
+            resumed = await app.state.campaigns.resume_unfinished()
+            if resumed:
+                logger.info("resuming %d unfinished campaign(s): %s", len(resumed), ", ".join(resumed))
+        if sweep:
+            # Another replica that dies leaves its campaigns behind: take them over once their leases expire.
+            sweeper = asyncio.create_task(app.state.campaigns.sweep(settings.lease_ttl_s), name="campaign-sweep")
+        try:
+            yield
+        finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
+            await app.state.campaigns.shutdown()
+            if own_engine:
+                app.state.engine.dispose()
+
+    return lifespan

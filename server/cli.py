@@ -2,18 +2,37 @@
 
 Every stage's commands live in `server/commands/<stage>.py` and expose `register(app)`. They import their
 stage lazily inside the command so `datahunt --help` stays fast. Logging handlers are set up here, the
-only entry point.
+only entry point, and so is the one place a stage's error that escapes a command is ended (`StageErrorGroup`,
+by the table in `server/commands/failure.py`).
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
+
+from server.commands.failure import end_stage_error
+
+
+class StageErrorGroup(TyperGroup):
+    """The top group: a stage's error escaping any command (or group) below it ends as one `error:` line with
+    its mapped exit code; any other exception is a bug and propagates with its traceback."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context, which it does not export
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            end_stage_error(exc)
+            raise
+
 
 app = typer.Typer(
     name="datahunt",
+    cls=StageErrorGroup,
     help="Find, vet, curate and regenerate EAGLE-3 draft training data, then retrain and check the draft.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -10,7 +10,7 @@ all or none, one audit row per entry; `GET /catalog/counts` gives the counts per
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 from sqlalchemy import Engine
@@ -21,13 +21,16 @@ from curation.catalog import store
 from server.api.deps import EngineDep, SettingsDep, require_read_token, require_token
 from server.api.preview import sample_preview
 from server.api.schemas import (
+    AuditOut,
     BulkReviewed,
     BulkReviewRequest,
+    CandidateOut,
     EntryDetail,
     EntryOut,
     EntryPage,
     ReviewRequest,
     StatusCounts,
+    VerdictOut,
 )
 
 router = APIRouter(prefix="/catalog", tags=["catalog"])
@@ -43,17 +46,6 @@ def valid_hub_id(hub_id: str) -> str:
         return parse_hub_id(hub_id)
     except MalformedHubIdError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-
-
-def plain(value: Any) -> Any:
-    """Return rows and models as JSON-ready dicts (history items may be tables or dicts)."""
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
 
 
 @router.get("", dependencies=[Depends(require_read_token)])
@@ -154,10 +146,9 @@ def get_catalog_entry(owner: Owner, name: Name, engine: EngineDep, settings: Set
         history = store.entry_history(session, hub_id=valid)
         detail = EntryDetail(
             entry=EntryOut.model_validate(history["entry"]),
-            candidates=plain(list(history.get("candidates", []))),
-            verdicts=plain(list(history.get("verdicts", []))),
-            audit=plain(list(history.get("audit", []))),
-            preview={},
+            candidates=[CandidateOut.model_validate(c) for c in history.get("candidates", [])],
+            verdicts=[VerdictOut.model_validate(v) for v in history.get("verdicts", [])],
+            audit=[AuditOut.model_validate(a) for a in history.get("audit", [])],
+            preview=sample_preview(valid, settings.mirror),
         )
-    detail.preview = sample_preview(valid, settings.mirror)
     return detail

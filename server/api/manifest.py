@@ -6,7 +6,7 @@ path written and the manifest itself; a path outside the data directory is a 422
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, status
 from pydantic import StringConstraints
@@ -51,14 +51,14 @@ def get_manifest(
         list[Annotated[str, StringConstraints(pattern=SHARE_PATTERN)]],
         Query(max_length=10, description="category=fraction, repeatable; the fractions sum to at most 1"),
     ] = [],  # noqa: B006
-) -> dict[str, Any]:
+) -> Manifest:
     """Return the manifest of the currently approved set (nothing is written)."""
     try:
         shares = parse_shares(share)
     except ValueError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     options = ManifestOptions(target_model=target_model, tokenizer=tokenizer, budget_total=budget_total, shares=shares)
-    return _manifest(engine, options).model_dump(mode="json")
+    return _manifest(engine, options)
 
 
 @router.post("/export", dependencies=[Depends(require_token)])
@@ -75,4 +75,4 @@ def export_manifest(
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     except ExportPathError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    return ManifestExported(path=str(path), manifest=manifest.model_dump(mode="json"))
+    return ManifestExported(path=str(path), manifest=manifest)

@@ -20,6 +20,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import TypedDict  # pydantic reads it on Python 3.11 (typing.TypedDict it cannot)
+
 from core.jsonl import iter_jsonl
 
 logger = logging.getLogger(__name__)
@@ -91,9 +93,19 @@ def mirrored_ids(mirror: Path | None) -> set[str]:
     return {e["id"] for e in _mirror_entries(mirror.resolve()) if isinstance(e.get("id"), str) and e["id"]}
 
 
-def sample_preview(hub_id: str, mirror: Path | None, *, limit: int = PREVIEW_ROWS) -> dict[str, Any]:
+class SamplePreview(TypedDict):
+    """A few rows of a dataset from the local mirror, or why there are none."""
+
+    available: bool
+    source: str | None  # `mirror:<file>` the rows came from
+    config: str | None
+    rows: list[Any]  # the dataset's own rows, clipped (long strings cut, deep values elided)
+    message: str | None  # why there is no preview
+
+
+def sample_preview(hub_id: str, mirror: Path | None, *, limit: int = PREVIEW_ROWS) -> SamplePreview:
     """Return `{available, source, config, rows, message}` for `hub_id` from the local mirror."""
-    unavailable: dict[str, Any] = {"available": False, "source": None, "config": None, "rows": [],
+    unavailable: SamplePreview = {"available": False, "source": None, "config": None, "rows": [],
                    "message": "no preview available offline: no local copy of this dataset"}
     if mirror is None:
         return unavailable

@@ -13,6 +13,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
 
 from core.types import HUB_ID_SCHEMA_PATTERN, CampaignStatus, Category, Reason, RunStatus
+from curation.manifest import Manifest
+from server.api.preview import SamplePreview
 
 # Relative, portable and unable to climb: no part starts with '.', so neither '..' nor hidden names; each part
 # fits a file system's 255-byte name limit, temporary names included.
@@ -95,7 +97,7 @@ class EntryOut(_Row):
     best_relevance: float
     status: str
     verifier_decision: str | None
-    reasons: list[dict[str, Any]]
+    reasons: list[Reason]
     dataset_metadata: dict[str, Any]
     license: str | None
     format_guess: str | None
@@ -118,14 +120,60 @@ class EntryPage(BaseModel):
     offset: int
 
 
+class CandidateOut(_Row):
+    """A candidate as one subagent run delivered it, with its evidence."""
+
+    id: int | None
+    campaign_id: str
+    run_id: int
+    category: str
+    hub_id: str
+    title: str
+    description: str
+    dataset_metadata: dict[str, Any]
+    evidence: list[dict[str, Any]]
+    relevance: float
+    relevance_reason: str
+    format_guess: str | None
+    created_at: datetime
+
+
+class VerdictOut(_Row):
+    """The verifier's decision on a candidate, or on a whole run."""
+
+    id: int | None
+    campaign_id: str
+    run_id: int | None
+    candidate_id: int | None
+    hub_id: str | None
+    decision: str
+    reasons: list[Reason]
+    created_at: datetime
+
+
+class AuditOut(_Row):
+    """One status change of the entry."""
+
+    id: int | None
+    entity: str
+    entity_id: str
+    action: str
+    from_status: str | None
+    to_status: str | None
+    actor: str
+    note: str | None
+    detail: dict[str, Any]
+    at: datetime
+
+
 class EntryDetail(BaseModel):
     """An entry with its candidates (evidence), verdict history, audit trail and sample preview."""
 
     entry: EntryOut
-    candidates: list[dict[str, Any]]
-    verdicts: list[dict[str, Any]]
-    audit: list[dict[str, Any]]
-    preview: dict[str, Any]
+    candidates: list[CandidateOut]
+    verdicts: list[VerdictOut]
+    audit: list[AuditOut]
+    preview: SamplePreview
 
 
 class ReviewRequest(_Request):
@@ -202,4 +250,4 @@ class ManifestExported(BaseModel):
     """Where the manifest was written, and the manifest itself."""
 
     path: str
-    manifest: dict[str, Any]
+    manifest: Manifest

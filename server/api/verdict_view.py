@@ -10,7 +10,7 @@ of each category, with the older ones (earlier campaigns, re-runs) kept apart as
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from core.types import Category
 
@@ -22,7 +22,24 @@ def _category_key(name: str) -> tuple[int, str]:
     return _ORDER.get(name, len(_ORDER)), name
 
 
-def reason_groups(reasons: Iterable[Mapping[str, Any]], categories: Sequence[str] = ()) -> list[dict[str, Any]]:
+class ShownReason(TypedDict):
+    """One distinct reason as the page shows it (its category is the group's)."""
+
+    code: str
+    detail: str
+    blocking: bool
+
+
+class ReasonGroup(TypedDict):
+    """The reasons the same categories gave, and how the page labels them."""
+
+    categories: list[str]
+    label: str  # "math, tool_use", or "all 3 categories"
+    blocking: bool  # one of its reasons blocks
+    reasons: list[ShownReason]
+
+
+def reason_groups(reasons: Iterable[Mapping[str, Any]], categories: Sequence[str] = ()) -> list[ReasonGroup]:
     """Return the distinct reasons grouped by the categories that gave them, blocking groups first:
     `[{"categories": [...], "label": "math, tool_use" | "all 3 categories", "blocking": bool,
     "reasons": [{"code", "detail", "blocking"}, ...]}]`.
@@ -34,12 +51,12 @@ def reason_groups(reasons: Iterable[Mapping[str, Any]], categories: Sequence[str
     for reason in reasons:
         key = (str(reason.get("code", "?")), str(reason.get("detail") or ""), bool(reason.get("blocking")))
         given.setdefault(key, set()).add(str(reason.get("category") or UNTAGGED))
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, ...], list[ShownReason]] = {}
     for (code, detail, blocking), cats in given.items():
         names = tuple(sorted(cats, key=_category_key))
         groups.setdefault(names, []).append({"code": code, "detail": detail, "blocking": blocking})
     everyone = set(categories)
-    out: list[dict[str, Any]] = []
+    out: list[ReasonGroup] = []
     for names, items in groups.items():
         items.sort(key=lambda r: (not r["blocking"], r["code"], r["detail"]))
         label = f"all {len(names)} categories" if len(names) > 1 and set(names) == everyone else ", ".join(names)

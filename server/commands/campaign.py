@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import typer
 from rich import box
@@ -95,7 +95,7 @@ def catalog_failures(board: ProgressBoard | None = None) -> Iterator[None]:
 
 
 def open_catalog() -> Any:
-    """Return an engine on the configured catalog, migrated to the latest schema."""
+    """Return a database engine (SQLAlchemy's) on the configured catalog, migrated to the latest schema."""
     from core.settings import get_settings
     from curation.catalog import store
 
@@ -136,7 +136,21 @@ def _tight_table(title: str) -> Table:
                  collapse_padding=True)
 
 
-def summary_table(by_category: dict[str, dict[str, Any]]) -> Table:
+class RunCounts(TypedDict):
+    """One category's line of a finished campaign (the `by_category` values `graph.persist.run_counts` sends)."""
+
+    status: str
+    error: str | None
+    candidates: int
+    accepted: int
+    unverified: int
+    flagged: int
+    eval_sets: int
+    rejected: int
+    reasons: dict[str, int]  # each flag or rejection code, counted once per candidate
+
+
+def summary_table(by_category: dict[str, RunCounts]) -> Table:
     """Return the end-of-run table: per category, status and candidate counts."""
     table = _tight_table("catalog summary of this campaign")
     table.add_column("category", no_wrap=True)
@@ -148,7 +162,7 @@ def summary_table(by_category: dict[str, dict[str, Any]]) -> Table:
     return table
 
 
-def reason_lines(by_category: dict[str, dict[str, Any]]) -> list[str]:
+def reason_lines(by_category: dict[str, RunCounts]) -> list[str]:
     """Return one line per category with flags or rejections: the category, then each reason code once."""
     lines = []
     for category, row in by_category.items():
@@ -161,9 +175,8 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
     """Run a campaign coroutine with the live table (or silently for --json); Ctrl-C marks it interrupted.
 
     `coroutine_factory(engine, settings, on_event)` returns the coroutine: this entry point hands the graph the
-    process's settings."""
+    process's settings. A `CampaignError` ends through the CLI's one map of stage errors (one line, exit 1)."""
     from core.settings import get_settings
-    from graph.campaign import CampaignError
 
     board = ProgressBoard()
     settings = get_settings()
@@ -183,8 +196,6 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
                      f"campaign is not marked interrupted yet (its lease runs out on its own); {resume}")
             fail(f"interrupted; {resume}")
         fail("interrupted")
-    except CampaignError as exc:
-        fail(str(exc))
     with catalog_failures():
         adopt_mirror_licenses(engine)
     return board
@@ -230,7 +241,7 @@ def adopt_mirror_licenses(engine: Any) -> None:
 def report(board: ProgressBoard, *, as_json: bool) -> None:
     """Print the campaign's outcome: JSON, or the summary table and any error."""
     console = Console()
-    by_category = board.summary.get("by_category", {})
+    by_category: dict[str, RunCounts] = board.summary.get("by_category", {})
     if as_json:
         result = {"campaign_id": board.campaign_id, "status": board.summary.get("status"),
                   "error": board.summary.get("error"), "notes": board.notes, "by_category": by_category}

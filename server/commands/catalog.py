@@ -14,7 +14,7 @@ import json
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
 from rich import box
@@ -23,6 +23,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from server.commands.failure import EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from core.types import Reason
+    from curation.catalog.models import CatalogEntry
 
 catalog_app = typer.Typer(help="The catalog: list, inspect, approve and reject candidate datasets.", no_args_is_help=True)
 
@@ -83,7 +87,25 @@ def _hub_id(value: str) -> str:
     return parse_hub_id(value)
 
 
-def entry_json(entry: Any, category: str | None = None) -> dict[str, Any]:
+class EntryJson(TypedDict):
+    """One entry as `catalog list --json` (and `approve`/`reject --json`) print it."""
+
+    hub_id: str
+    status: str
+    categories: list[str]
+    score: float  # the category's relevance with --category, else the best
+    relevance: dict[str, float]
+    reasons: list[Reason]
+    verifier_decision: str | None
+    title: str
+    license: str | None
+    reviewer: str | None
+    note: str | None
+    version: int
+    updated_at: str  # ISO 8601
+
+
+def entry_json(entry: CatalogEntry, category: str | None = None) -> EntryJson:
     """Return the JSON object of one entry as `catalog list --json` prints it (score = the category's relevance)."""
     score = entry.relevance.get(category, 0.0) if category else entry.best_relevance
     return {
@@ -207,7 +229,7 @@ def _counts_table(title: str, **options: Any) -> Table:
                  collapse_padding=True, **options)
 
 
-def _reason_codes(reasons: list[dict[str, Any]], category: str | None = None) -> str:
+def _reason_codes(reasons: list[Reason], category: str | None = None) -> str:
     """Each reason code once, in first-seen order, `(flag)` unless one of its occurrences blocks; with a category,
     that category's reasons only. An entry found by five categories carries a license reason five times."""
     codes: dict[str, bool] = {}

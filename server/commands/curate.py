@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 from server.hub_probe import hub_problem
+
+if TYPE_CHECKING:
+    from curation.pipeline import CurateResult
 
 
 def curate(
@@ -42,58 +45,76 @@ def curate(
                      "when one resolves nowhere."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="With --check: print the resolutions as JSON.")] = False,
-    engine: Annotated[
+    curation_engine: Annotated[
         str,
-        typer.Option("--engine", help="local (in-process, default) or datatrove (the same steps out of core)."),
+        typer.Option("--engine", help="Curation engine: local (in-process, default) or datatrove (the same steps "
+                     "out of core)."),
     ] = "local",
     workers: Annotated[
-        int | None, typer.Option("--workers", min=1, help="Engine worker processes (default: the CPU count).")
+        int | None, typer.Option("--workers", min=1, help="Curation engine worker processes (default: the CPU "
+                                 "count).")
     ] = None,
 ) -> None:
     """Load, clean, deduplicate, decontaminate and mix the manifest's sources into OUT.
 
     Exits 1 when any source failed (naming each), unless --allow-partial.
     """
-    from rich.console import Console
-    from rich.table import Table
-
-    from core.settings import get_settings
-    from curation.engine import check_engine, curate_on
-    from curation.errors import CurationError
-    from curation.manifest import dump_manifest, load_manifest
-    from curation.pipeline import curate as run_curation
-    from curation.shards import atomic_write_bytes
-
     if mirror is not None and not (mirror / "MIRROR.json").is_file():
         fail(f"{mirror} is not a mirror folder (no MIRROR.json)", EXIT_USAGE)
     manifest = find_manifest(manifest)
     if check:
         _check(manifest, out, mirror, as_json)
         return
-    try:
-        check_engine(engine)
-    except CurationError as exc:
-        fail(str(exc), EXIT_USAGE)
+    result = _run(manifest, out, curation_engine, seed=seed, jsonl=jsonl, mirror=mirror, workers=workers)
+    _print_summary(result, out)
+    failed = result.report.failed_sources
+    if not failed or allow_partial:
+        typer.echo(f"next: datahunt regen --input {out} --server URL --out RUN (or --api local --model TARGET_DIR)")
+    if failed and not allow_partial:
+        fail(f"{len(failed)} of {len(result.report.per_source)} source(s) failed: {', '.join(failed)}; "
+             f"the set in {out} lacks them (pass --allow-partial to accept a partial set)", EXIT_FAILED)
+
+
+def _run(manifest: Path, out: Path, curation_engine: str, *, seed: int | None, jsonl: bool, mirror: Path | None,
+         workers: int | None) -> CurateResult:
+    """Curate `manifest` into `out` on the curation engine named (in process, or datatrove) and keep the
+    manifest beside the set. A curation error ends through the CLI's one map (failure.py: a bad manifest or
+    engine name exits 2, a failed run 1); a file that cannot be read or written exits 2."""
+    from core.settings import get_settings
+    from curation.engine import check_engine, curate_on
+    from curation.manifest import dump_manifest, load_manifest
+    from curation.pipeline import curate as run_curation
+    from curation.shards import atomic_write_bytes
+
+    check_engine(curation_engine)
     try:
         loaded = load_manifest(manifest)
         if not loaded.sources:  # an empty set would look like a finished curation, ready for regeneration
             fail(f"manifest {manifest} names no sources: approve datasets in the catalog, then export the manifest "
                  "(`datahunt manifest export`)", EXIT_USAGE)
-        if engine == "local":
+        if curation_engine == "local":
             with _load_bar() as on_source:
                 result = run_curation(
-                    loaded, out, settings=get_settings(), seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem, on_source=on_source,
-                    sources_root=manifest.resolve().parent,
+                    loaded, out, settings=get_settings(), seed=seed, jsonl=jsonl, mirror=mirror, hub_probe=hub_problem,
+                    on_source=on_source, sources_root=manifest.resolve().parent,
                 )
         else:
             result = curate_on(
-                engine, loaded, out, settings=get_settings(), seed=seed, jsonl=jsonl, mirror=mirror, workers=workers,
-                progress=lambda line: typer.echo(f"[{engine}] {line}", err=True), sources_root=manifest.resolve().parent,
+                curation_engine, loaded, out, settings=get_settings(), seed=seed, jsonl=jsonl, mirror=mirror,
+                workers=workers, progress=lambda line: typer.echo(f"[{curation_engine}] {line}", err=True),
+                sources_root=manifest.resolve().parent,
             )
         atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
-    except (CurationError, OSError) as exc:
+    except OSError as exc:
         fail(str(exc), EXIT_USAGE)
-        return
+    return result
+
+
+def _print_summary(result: CurateResult, out: Path) -> None:
+    """The mix per category, the row counts, and each failed source, warning and unmet budget."""
+    from rich.console import Console
+    from rich.table import Table
+
     report = result.report
     console = Console()
     table = Table(title=f"curated set in {out}")
@@ -117,13 +138,6 @@ def curate(
         console.print(f"[yellow]budget unmet[/yellow] {category}: {short} rows short")
     if result.reused:
         console.print(f"reused {len(result.reused)} step(s) whose inputs had not changed")
-    failed = report.failed_sources
-    if not failed or allow_partial:
-        console.print(f"next: datahunt regen --input {out} --server URL --out RUN (or --api local --model "
-                      "TARGET_DIR)", highlight=False, soft_wrap=True)
-    if failed and not allow_partial:
-        fail(f"{len(failed)} of {len(report.per_source)} source(s) failed: {', '.join(failed)}; "
-             f"the set in {out} lacks them (pass --allow-partial to accept a partial set)", EXIT_FAILED)
 
 
 @contextmanager
@@ -163,15 +177,13 @@ def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> Non
 
     from core.settings import get_settings
     from curation.check import check_manifest
-    from curation.errors import CurationError
     from curation.manifest import load_manifest
     from curation.pipeline import make_context
 
     try:
-        loaded = load_manifest(manifest)
-    except (CurationError, OSError) as exc:
+        loaded = load_manifest(manifest)  # a ManifestError ends through the CLI's one map: exit 2
+    except OSError as exc:
         fail(str(exc), EXIT_USAGE)
-        return
     ctx = make_context(loaded, out, mirror, None, hub_problem, settings=get_settings(),
                        sources_root=manifest.resolve().parent)
     found = check_manifest(loaded, ctx)

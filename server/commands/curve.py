@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from training.curve.runner import CurveDoc
 
 HELP = "\n\n".join([
     ("Train a draft at several shares of your regenerated data, measure each the same way, fit, and say how "
@@ -100,12 +103,6 @@ def curve(
                                           "point resumes from)."),
     as_json: bool = typer.Option(False, "--json", help="Print curve.json's points, fit and paths as JSON."),
 ) -> None:
-    from training.curve.plan import make_settings
-    from training.curve.report import answer_lines
-    from training.curve.runner import CURVE_FILE, SUMMARY_FILE, run_curve
-    from training.errors import TrainingError
-    from training.interrupt import TrainingStopped
-
     if rule not in {"epochs", "steps"}:
         fail(f"--rule {rule!r}: epochs or steps", EXIT_USAGE)
     if device not in {"auto", "cpu", "cuda"}:
@@ -119,14 +116,31 @@ def curve(
         "control": control, "originals": originals, "rule": rule, "epochs": epochs, "steps": steps, "seed": seed,
         "eval_per_set": eval_per_set, "k": k, "max_new": max_new, "eval_batch": eval_batch, "target_al": target_al,
         "device": device, "train": train}
+    _print_curve(_run(values, out), out, target_al, as_json)
+
+
+def _run(values: dict[str, Any], out: Path) -> CurveDoc:
+    """Validate the curve's settings and run (or resume) it in `out`, progress on stderr; return the curve."""
+    from training.curve.plan import make_settings
+    from training.curve.runner import CURVE_FILE, run_curve
+    from training.errors import TrainingError
+    from training.interrupt import TrainingStopped
+
     logging.getLogger("training").setLevel(logging.INFO)  # the trainer's progress lines, on stderr
     try:
-        settings = make_settings(values)
-        doc = run_curve(settings, say=lambda line: typer.echo(line, err=True))
+        return run_curve(make_settings(values), say=lambda line: typer.echo(line, err=True))
     except TrainingStopped as exc:  # SIGTERM / Ctrl-C: the step in flight was checkpointed
         fail(f"{exc} (finished points are in {out / CURVE_FILE})", exc.exit_code)
     except (TrainingError, OSError, ValueError) as exc:
         fail(str(exc).splitlines()[0], EXIT_FAILED)
+
+
+def _print_curve(doc: CurveDoc, out: Path, target_al: float, as_json: bool) -> None:
+    """The answer (how much data `target_al` needs) and where the summary is; with `as_json`, the points, the
+    fit and the paths as one JSON line instead."""
+    from training.curve.report import answer_lines
+    from training.curve.runner import CURVE_FILE, SUMMARY_FILE
+
     if as_json:
         typer.echo(json.dumps({"points": [{"name": p.name, "samples": p.samples, "control": p.control,
                                            "steps": p.stats["steps"], "mean_accept_length": p.mean_accept_length,

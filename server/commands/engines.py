@@ -23,16 +23,17 @@ def _target_config(target: str) -> dict[str, Any] | None:
 
 def export_draft(
     draft: Path = typer.Argument(..., help="An exported draft folder (from `datahunt train`)."),
-    engine: str = typer.Option(..., "--engine", help="sglang | vllm: whose aux layer-id layout to write."),
+    serving_engine: str = typer.Option(..., "--engine", help="sglang | vllm: the serving engine whose aux "
+                                       "layer-id layout to write."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder to write (not the source)."),
 ) -> None:
-    """Write the draft for another engine: the same weights, the layer ids that engine reads as trained."""
+    """Write the draft for another serving engine: the same weights, the layer ids it reads as trained."""
     from training.errors import TrainingError
     from training.export import ENGINES, convert_export, read_config
 
-    chosen = next((e for e in ENGINES if e == engine), None)
+    chosen = next((e for e in ENGINES if e == serving_engine), None)
     if chosen is None:
-        fail(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}", EXIT_USAGE)
+        fail(f"--engine must be one of {', '.join(ENGINES)}, not {serving_engine!r}", EXIT_USAGE)
     if not draft.is_dir():
         fail(f"draft folder {draft} does not exist")
     try:
@@ -40,7 +41,7 @@ def export_draft(
         ids = read_config(folder)["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
     except (TrainingError, OSError) as exc:
         fail(str(exc))
-    typer.echo(f"wrote {folder.resolve()}: {engine} layout, eagle_aux_hidden_state_layer_ids {ids}")
+    typer.echo(f"wrote {folder.resolve()}: {serving_engine} layout, eagle_aux_hidden_state_layer_ids {ids}")
 
 
 def vllm_command(

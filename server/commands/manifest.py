@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from server.commands.failure import EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from core.settings import Settings
+    from curation.manifest import Budget, Manifest, TargetModel
 
 manifest_app = typer.Typer(help="Manifests: the approved set, pinned, ready for curation.", no_args_is_help=True)
 
@@ -36,15 +40,12 @@ def export(
     from sqlalchemy.exc import SQLAlchemyError
 
     from core.settings import get_settings
-    from curation.catalog import store
     from curation.errors import CurationError
-    from curation.licenses import mirror_licenses, risky_sources
+    from curation.licenses import mirror_licenses
     from curation.manifest import TargetModel
     from curation.mirror import read_mirror_index
-    from server.commands.catalog import say_empty_catalog
     from server.manifest_builder import (
         ExportPathError,
-        build_manifest,
         make_budget,
         parse_shares,
         resolve_export_path,
@@ -56,43 +57,54 @@ def export(
         budget = make_budget(budget_total, parse_shares(share), seed)
         path = resolve_export_path(settings.resolved_data_dir, out)
         licenses = mirror_licenses(read_mirror_index(settings.mirror)) if settings.mirror else {}
-        engine = store.make_engine(settings.resolved_database_url)
-        try:
-            store.upgrade_database(engine)
-            with store.open_session(engine) as session:
-                store.adopt_licenses(session, licenses, source="mirror index")
-                approved = store.approved_entries(session)
-                if not approved and not store.list_entries(session, limit=1)[1]:
-                    say_empty_catalog()
-                manifest = build_manifest(
-                    approved,
-                    budget=budget,
-                    target=TargetModel(model=target, tokenizer=tokenizer) if target else None,
-                    eval_entries=store.benchmark_entries(session),
-                    licenses=licenses,
-                )
-        finally:
-            engine.dispose()
+        model = TargetModel(model=target, tokenizer=tokenizer) if target else None
+        manifest = _from_catalog(settings, budget, model, licenses)
         write_manifest(manifest, path, data_dir=settings.resolved_data_dir)
     except (ExportPathError, CurationError, ValueError, OSError) as exc:
         fail(str(exc), EXIT_USAGE)
-        return
     except SQLAlchemyError as exc:
         fail(f"catalog database unavailable: {type(exc).__name__}: {str(exc).splitlines()[0]}", EXIT_USAGE)
-        return
     if as_json:
         typer.echo(json.dumps({"path": str(path), "manifest": manifest.model_dump(mode="json")}, indent=2))
     else:
-        typer.echo(f"manifest with {len(manifest.sources)} approved source(s) written to {path}")
-        if out and not Path(out).is_absolute() and path != (Path.cwd() / out).resolve():
-            typer.echo(f"note: --out {out} is read inside the data directory {settings.resolved_data_dir}, not the "
-                  "current folder")
-        typer.echo(f"next: datahunt curate --manifest {path} --out OUT")
-        for note in manifest.notes:
-            typer.echo(f"note: {note}")
-        for hub_id, lic, risk in risky_sources(s.model_dump() for s in manifest.sources):
-            typer.echo(f"warning: {hub_id}: license {lic or 'not stated'} ({risk.replace('_', '-')}); "
-                  "publish will ask for --accept-license-risk")
+        _say_exported(manifest, path, out, settings.resolved_data_dir)
+
+
+def _from_catalog(settings: Settings, budget: Budget, target: TargetModel | None,
+                  licenses: dict[str, str]) -> Manifest:
+    """The manifest of the catalog's approved entries (the database migrated first, the mirror's licenses
+    adopted); says so on stderr when the catalog is empty."""
+    from curation.catalog import store
+    from server.commands.catalog import say_empty_catalog
+    from server.manifest_builder import build_manifest
+
+    engine = store.make_engine(settings.resolved_database_url)
+    try:
+        store.upgrade_database(engine)
+        with store.open_session(engine) as session:
+            store.adopt_licenses(session, licenses, source="mirror index")
+            approved = store.approved_entries(session)
+            if not approved and not store.list_entries(session, limit=1)[1]:
+                say_empty_catalog()
+            return build_manifest(approved, budget=budget, target=target,
+                                  eval_entries=store.benchmark_entries(session), licenses=licenses)
+    finally:
+        engine.dispose()
+
+
+def _say_exported(manifest: Manifest, path: Path, out: str | None, data_dir: Path) -> None:
+    """Where the manifest went, the next command, its notes and a warning per source of risky license."""
+    from curation.licenses import risky_sources
+
+    typer.echo(f"manifest with {len(manifest.sources)} approved source(s) written to {path}")
+    if out and not Path(out).is_absolute() and path != (Path.cwd() / out).resolve():
+        typer.echo(f"note: --out {out} is read inside the data directory {data_dir}, not the current folder")
+    typer.echo(f"next: datahunt curate --manifest {path} --out OUT")
+    for note in manifest.notes:
+        typer.echo(f"note: {note}")
+    for hub_id, lic, risk in risky_sources(s.model_dump() for s in manifest.sources):
+        typer.echo(f"warning: {hub_id}: license {lic or 'not stated'} ({risk.replace('_', '-')}); "
+                   "publish will ask for --accept-license-risk")
 
 
 @manifest_app.command("from-mirror")

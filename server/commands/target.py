@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
+from server.commands.failure import EXIT_USAGE, fail
 
 target_app = typer.Typer(help="Target models: make the folder the local stages load.", no_args_is_help=True)
 
@@ -28,7 +28,7 @@ def prepare(
     json_out: bool = typer.Option(False, "--json", help="Print the record as JSON."),
 ) -> None:
     """Dequantize a GGUF into a transformers folder and record its sha256 beside it."""
-    from inference.target_folder import TargetError, prepare_target
+    from inference.target_folder import prepare_target
 
     template = None
     if chat_template is not None:
@@ -39,11 +39,8 @@ def prepare(
         if not json_out:
             typer.echo(f"preparing {source} -> {out} (dequantizing takes about a minute on two cores)", err=True)
 
-    try:
-        record = prepare_target(source, out, dtype=dtype, chat_template=template, expect_sha256=sha256,
-                                on_start=started)
-    except TargetError as exc:
-        fail(str(exc), EXIT_FAILED)
+    record = prepare_target(source, out, dtype=dtype, chat_template=template, expect_sha256=sha256,
+                            on_start=started)  # a TargetError ends as one line, exit 1 (server/commands/failure.py)
     if json_out:
         typer.echo(json.dumps(asdict(record)))
         return

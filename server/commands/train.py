@@ -11,14 +11,27 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
 
 from core.jsonl import JsonlError, read_jsonl
-from core.samples import read_turn
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from training.config import TrainConfig
+    from training.trainer import TrainResult
+
+
+class Sampling(TypedDict):
+    """How `eval-accept` decodes locally: `training.accept.evaluate`'s keyword arguments of that name."""
+
+    max_new: int
+    temperature: float
+    seed: int
+    schedule: str
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -53,18 +66,16 @@ def train(
     device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda"),
     attention_kernels: str | None = typer.Option(
         None, "--attention-kernels", help="no-cudnn (default: no per-shape plan building) | auto (torch's choice)."),
-    engine: str | None = typer.Option(None, "--engine", help="sglang (default) | vllm | both: the engine whose "
-                                      "aux layer-id layout export/ holds (both: export-vllm/ beside it)."),
+    export_engine: str | None = typer.Option(None, "--engine", help="sglang (default) | vllm | both: the serving "
+                                             "engine whose aux layer-id layout export/ holds (both: export-vllm/ "
+                                             "beside it)."),
     force_resume: bool = typer.Option(False, "--force-resume", help="Resume even though training settings (lr, "
                                       "batch, data, …) differ from the checkpoint's; the new ones apply from there."),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang (or vLLM) loads."""
     import logging
 
-    from training.config import load_config, make_config
-
     logging.getLogger("training").setLevel(logging.INFO)  # progress (loss, per-step accuracy) on stderr
-    from training.interrupt import TrainingStopped
     from training.trainer import train as run_training
 
     overrides = {k: v for k, v in {
@@ -72,23 +83,35 @@ def train(
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
-        "attention_kernels": attention_kernels, "export_engine": engine, "cache": cache,
+        "attention_kernels": attention_kernels, "export_engine": export_engine, "cache": cache,
         "force_resume": force_resume or None,
     }.items() if v is not None}
     try:
-        if config is not None:
-            cfg = load_config(config, overrides)
-        else:
-            if (data is None and cache is None) or target is None or out is None:
-                fail("pass --config FILE, or --data (or --cache), --target and --out", EXIT_USAGE)
-            cfg = make_config(overrides)
-        if not cfg.target.is_dir():
-            fail(f"target folder {cfg.target} does not exist", EXIT_USAGE)
-        result = run_training(cfg)
-    except TrainingStopped as exc:  # SIGTERM / Ctrl-C: the step in flight finished and was checkpointed
-        fail(str(exc), exc.exit_code)
+        cfg = _run_config(config, overrides)
+        result = run_training(cfg)  # a TrainingStopped (a signal) ends with 128 + its number (failure.py's map)
     except _user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
+    _print_trained(result, cfg)
+
+
+def _run_config(config: Path | None, overrides: Mapping[str, object]) -> TrainConfig:
+    """The run's strict config: `config` with `overrides` over it, or the overrides alone (which must then
+    name the data or a cache, the target and the run folder)."""
+    from training.config import load_config, make_config
+
+    if config is not None:
+        cfg = load_config(config, overrides)
+    else:
+        if ("data" not in overrides and "cache" not in overrides) or "target" not in overrides or "out" not in overrides:
+            fail("pass --config FILE, or --data (or --cache), --target and --out", EXIT_USAGE)
+        cfg = make_config(overrides)
+    if not cfg.target.is_dir():
+        fail(f"target folder {cfg.target} does not exist", EXIT_USAGE)
+    return cfg
+
+
+def _print_trained(result: TrainResult, cfg: TrainConfig) -> None:
+    """The run's summary as one JSON line on stdout; warnings, and the next commands, on stderr."""
     for key, (before, after) in result.changed.items():
         typer.echo(f"warning: resumed with {key} {before} → {after} (--force-resume)", err=True)
     if result.already_finished:
@@ -146,15 +169,13 @@ def _target_config(folder: Path | None, server_raw: dict[str, Any]) -> dict[str,
 
 def _preflight(url: str, draft: Path, target_config: Path | None) -> tuple[bool, list[Any], Any]:
     """Run every check against the server at `url`; return (all passed, the checks, the server's ServerInfo)."""
-    from inference.server_info import ServerInfoError, get_server_info
+    from inference.server_info import get_server_info
     from training.preflight import read_draft, run_preflight
 
-    try:
+    try:  # a ServerInfoError (no builtin base) passes on to the CLI's map: one line, exit 1
         info = get_server_info(url)
         checkpoint = read_draft(draft)
         checks = run_preflight(info, checkpoint, _target_config(target_config, info.raw))
-    except ServerInfoError as exc:
-        fail(str(exc), EXIT_FAILED)
     except _user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
     return all(c.ok for c in checks), checks, info
@@ -174,7 +195,7 @@ def _print_checks(checks: list[Any], as_json: bool) -> None:
 
 
 def check_server(
-    url: str = typer.Argument(..., help="SGLang or vLLM server base URL (the engine is detected)."),
+    url: str = typer.Argument(..., help="SGLang or vLLM server base URL (the serving engine is detected)."),
     draft: Path = typer.Option(..., "--draft", help="Exported draft folder."),
     target_config: Path | None = typer.Option(None, "--target-config",
                                               help="Target folder with config.json (default: server's model_path)."),
@@ -197,14 +218,6 @@ def _read_prompt_rows(path: Path) -> list[dict[str, Any]]:
     if not rows:
         fail(f"{path}: no prompts", EXIT_USAGE)
     return rows
-
-
-def _prompt_turns(row: dict[str, Any]) -> list[dict[str, str]]:
-    """The conversation up to its first assistant turn (held-out rows keep only what the user said), each turn
-    read by the one turn reader (`core.samples.read_turn`: `{role, content}` or ShareGPT's `{from, value}`)."""
-    turns = [read_turn(t) for t in row.get("conversations") or row.get("messages") or []]
-    first = next((i for i, (role, _) in enumerate(turns) if role == "assistant"), len(turns))
-    return [{"role": role, "content": "" if content is None else str(content)} for role, content in turns[:first]]
 
 
 def eval_accept(
@@ -249,28 +262,39 @@ def eval_accept(
         return
     if draft is None or target is None:
         fail("local evaluation needs --draft and --target (or pass --server URL)", EXIT_USAGE)
+    sampling = Sampling(max_new=max_new, temperature=temperature, seed=seed, schedule=schedule)
+    reports = _eval_local(rows, draft, target, device, steps, batch, sampling)
+    _print_reports(reports, steps, batch)
+
+
+def _eval_local(rows: list[dict[str, Any]], draft: Path, target: Path, device: str, steps: list[int],
+                batch: list[int], sampling: Sampling) -> list[Any]:
+    """Load the target and the draft on `device`, then run one evaluation per (batch, k) under a bar on stderr;
+    return their reports. Sampling holds `evaluate`'s max_new, temperature, seed and schedule."""
     import torch
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from server.commands.failure import exit_code_for
     from training.accept import evaluate
+    from training.eval_prompts import encode_prompt
     from training.export import load_draft
     from training.hidden_states import target_embeddings
     from training.trainer import load_target
 
-    err = Console(stderr=True)
+    if device not in {"cpu", "cuda"} or (device == "cuda" and not torch.cuda.is_available()):
+        fail(f"--device {device} is not available here (cpu, or cuda with a GPU)", EXIT_USAGE)
     try:
-        if device not in {"cpu", "cuda"} or (device == "cuda" and not torch.cuda.is_available()):
-            fail(f"--device {device} is not available here (cpu, or cuda with a GPU)", EXIT_USAGE)
         model, tokenizer = load_target(target, torch.device(device))
         draft_model, layers = load_draft(draft, target_embeddings(model).cpu(),
                                          target_layers=model.config.num_hidden_layers)
         draft_model = draft_model.to(device=model.device, dtype=model.dtype)
-        ids = [_encode(tokenizer, r) for r in rows]
+        ids = [encode_prompt(tokenizer, r) for r in rows]
         columns = (TextColumn("eval-accept {task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
+        eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
         reports = []
-        with Progress(*columns, console=err, transient=True) as bar:
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
             for b in batch:
                 for k in steps:
                     task = bar.add_task(f"batch {b}, k={k}", total=len(ids))
@@ -278,14 +302,21 @@ def eval_accept(
                     def advance(_: int, task: Any = task) -> None:
                         bar.advance(task)
 
-                    reports.append(evaluate(
-                        model, draft_model, layers, ids, max_new=max_new, k=k, temperature=temperature, seed=seed,
-                        eos={tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set(),
-                        on_prompt=advance, batch=b, schedule=schedule))
-    except _user_errors() as exc:
-        fail(str(exc), EXIT_FAILED)
-    from server.commands.accept_table import accept_table
+                    reports.append(evaluate(model, draft_model, layers, ids, k=k, eos=eos, on_prompt=advance,
+                                            batch=b, **sampling))
+    except _user_errors() as exc:  # a stage error keeps its mapped code (a row with no user turn: 2)
+        fail(str(exc), exit_code_for(exc) or EXIT_FAILED)
+    return reports
 
+
+def _print_reports(reports: list[Any], steps: list[int], batch: list[int]) -> None:
+    """Each report's table and summary on stderr and its JSON on stdout; the k to run per batch when several
+    were compared; exit 1 when a speculative output differed from the target's greedy one."""
+    from rich.console import Console
+
+    from server.commands.accept_table import accept_table, recommend_line
+
+    err = Console(stderr=True)
     for report in reports:
         err.print(accept_table(report))
         err.print(f"{report.prompts} prompts: {report.summary()}", highlight=False)
@@ -293,8 +324,6 @@ def eval_accept(
             err.print(report.break_even(), highlight=False)
         typer.echo(json.dumps(report.as_dict()))
     if len(steps) > 1:
-        from server.commands.accept_table import recommend_line
-
         for b in batch:
             line = recommend_line([r for r in reports if r.batch == b])
             if line:
@@ -310,14 +339,11 @@ def forecast(
     json_out: bool = typer.Option(False, "--json", help="Print the forecast as JSON."),
 ) -> None:
     """Fit acceptance length against data size and say how many conversations a target AL needs."""
-    from training.forecast import ForecastError, load_results, plot_forecast
     from training.forecast import forecast as run_forecast
+    from training.forecast import load_results, plot_forecast
 
-    try:
-        doc = load_results(results)
-        doc["forecast"] = run_forecast(doc["runs"], target_accept=target_accept)
-    except ForecastError as exc:
-        fail(str(exc), EXIT_FAILED)
+    doc = load_results(results)  # a ForecastError ends as one line, exit 1 (server/commands/failure.py)
+    doc["forecast"] = run_forecast(doc["runs"], target_accept=target_accept)
     png = plot_forecast(doc, plot or results.with_name(results.stem + "_forecast.png"))
     fc = doc["forecast"]
     if json_out:
@@ -348,44 +374,19 @@ def forecast(
     typer.echo(f"plot: {png}")
 
 
-def _encode(tokenizer: Any, row: dict[str, Any]) -> list[int]:
-    if "text" in row:
-        return list(tokenizer(row["text"], add_special_tokens=False)["input_ids"])
-    turns = _prompt_turns(row)
-    if not turns:
-        fail("a prompt row has neither 'text' nor user turns", EXIT_USAGE)
-    encoded = tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=True)
-    return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
-
-
 def _server_prompts(rows: list[dict[str, Any]], target: Path | None, send_text: bool) -> list[Any]:
-    """The prompts for `/generate`: token ids rendered once from the target's tokenizer (no special tokens
-    added), or with `send_text` the rendered text; `text` rows are taken literally either way."""
-    from inference.chat_template import ChatRenderer, TemplateError
+    """The prompts for `/generate` (`training.eval_prompts.server_prompt`): token ids rendered once from the
+    target's tokenizer, or with `send_text` the rendered text; `text` rows are taken literally either way."""
+    from inference.chat_template import ChatRenderer
+    from training.eval_prompts import server_prompt
 
     renderer = None
     if not send_text or any("text" not in r for r in rows):
         if target is None:
             fail("--server needs --target for the tokenizer and chat template (the native API applies none); "
                  "only its config.json and tokenizer files are read", EXIT_USAGE)
-        try:
-            renderer = ChatRenderer.load(target)
-        except TemplateError as exc:
-            fail(str(exc), EXIT_FAILED)
-    prompts: list[Any] = []
-    for row in rows:
-        if "text" in row and send_text:
-            prompts.append(str(row["text"]))
-            continue
-        assert renderer is not None  # loaded above for every row that needs it
-        if "text" in row:
-            prompts.append(list(renderer.tokenizer(str(row["text"]), add_special_tokens=False)["input_ids"]))
-            continue
-        turns = _prompt_turns(row)
-        if not turns:
-            fail("a prompt row has neither 'text' nor user turns", EXIT_USAGE)
-        prompts.append(renderer.render(turns) if send_text else renderer.render_ids(turns))
-    return prompts
+        renderer = ChatRenderer.load(target)  # a TemplateError ends as one line, exit 1 (failure.py's map)
+    return [server_prompt(row, renderer, send_text) for row in rows]  # a row with no user turn: exit 2
 
 
 def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, draft: Path | None,
@@ -399,24 +400,20 @@ def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, 
         _print_checks(checks, as_json=False)
         fail("preflight failed; not measuring a misconfigured server", EXIT_FAILED)
     prompts = _server_prompts(rows, target, send_text)
-    try:
-        if info.engine == "vllm":
-            from inference.server_info import ServerInfoError, get_vllm_counters
+    if info.engine == "vllm":  # a ServerEvalError ends as one line, exit 1 (server/commands/failure.py)
+        from inference.server_info import ServerInfoError, get_vllm_counters
 
-            def read_counters() -> Any:
-                try:
-                    return get_vllm_counters(server)
-                except ServerInfoError as exc:
-                    raise ServerEvalError(str(exc)) from None
+        def read_counters() -> Any:
+            try:
+                return get_vllm_counters(server)
+            except ServerInfoError as exc:
+                raise ServerEvalError(str(exc)) from None
 
-            model = str(info.raw.get("served_model_name") or info.model_path or "")
-            report = evaluate_vllm(server, model, prompts, read_counters, max_new_tokens=max_new,
-                                   baseline_url=baseline)
-        else:
-            report = evaluate_server(server, prompts, max_new_tokens=max_new, baseline_url=baseline,
-                                     speculating=info.speculating)
-    except ServerEvalError as exc:
-        fail(str(exc), EXIT_FAILED)
+        model = str(info.raw.get("served_model_name") or info.model_path or "")
+        report = evaluate_vllm(server, model, prompts, read_counters, max_new_tokens=max_new, baseline_url=baseline)
+    else:
+        report = evaluate_server(server, prompts, max_new_tokens=max_new, baseline_url=baseline,
+                                 speculating=info.speculating)
     typer.echo(json.dumps({"engine": info.engine, "engine_version": info.version, **report}))
 
 

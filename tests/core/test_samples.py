@@ -43,8 +43,8 @@ def test_every_reader_maps_the_same_aliases_through_the_one_table(tmp_path: Path
     refused by regeneration and training, and `eval-accept` lost every `value` and called the system a user."""
     from curation.adapters.chat import sharegpt
     from inference.records import normalise_messages
-    from server.commands.train import _prompt_turns
     from training.data import load_conversations
+    from training.eval_prompts import prompt_turns
 
     curated = sharegpt({"conversations": SHAREGPT_TURNS})
     assert [(m["role"], m["content"]) for m in curated] == EXPECTED  # type: ignore[index]
@@ -52,7 +52,7 @@ def test_every_reader_maps_the_same_aliases_through_the_one_table(tmp_path: Path
     path = tmp_path / "rows.jsonl"
     path.write_text(json.dumps({"id": "r", "conversations": SHAREGPT_TURNS}) + "\n", encoding="utf-8")
     assert [(t["role"], t["content"]) for t in load_conversations(path)[0][1]] == EXPECTED
-    assert [(t["role"], t["content"]) for t in _prompt_turns({"conversations": SHAREGPT_TURNS})] == EXPECTED[:2]
+    assert [(t["role"], t["content"]) for t in prompt_turns({"conversations": SHAREGPT_TURNS})] == EXPECTED[:2]
 
 
 def test_the_role_table_and_the_roles_are_declared_once() -> None:

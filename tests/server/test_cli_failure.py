@@ -65,3 +65,61 @@ def test_bad_input_exits_2_and_failed_work_exits_1(tmp_path: Path) -> None:
     manifest.write_text('{"sources": [{"hub_id": "nobody/nothing"}]}', encoding="utf-8")
     moved = runner.invoke(app, ["manifest", "from-mirror", str(tmp_path / "no-mirror"), "--out", str(manifest)])
     assert moved.exit_code == EXIT_USAGE and moved.output.startswith("error: ")
+
+
+def test_a_stage_error_escaping_a_command_ends_in_the_one_map(tmp_path: Path) -> None:
+    """No command catches these: the CLI's group maps each to one `error:` line and the table's exit code."""
+    runner = CliRunner()
+    manifest = tmp_path / "m.json"
+    manifest.write_text('{"schema_version": ', encoding="utf-8")
+    bad_manifest = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(tmp_path / "c")])
+    assert bad_manifest.exit_code == EXIT_USAGE, bad_manifest.output  # ManifestError: bad input
+    assert bad_manifest.output.startswith("error: ") and bad_manifest.output.count("\n") == 1
+    assert "Traceback" not in bad_manifest.output
+    no_engine = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(tmp_path / "c"),
+                                    "--engine", "spark"])
+    assert no_engine.exit_code == EXIT_USAGE and no_engine.output.startswith("error: ")  # UnknownEngine
+    assert no_engine.output.count("\n") == 1
+    results = tmp_path / "scaling.json"
+    results.write_text('{"runs": []}', encoding="utf-8")
+    unfit = runner.invoke(app, ["forecast", str(results)])
+    assert unfit.exit_code == EXIT_FAILED, unfit.output  # ForecastError: the fit was tried and failed
+    assert unfit.output.startswith("error: ") and unfit.output.count("\n") == 1
+
+
+def test_the_map_gives_each_kind_its_code_and_leaves_bugs_alone() -> None:
+    import signal
+
+    from curation.loading import SourceLoadError
+    from curation.manifest import ManifestError
+    from graph.campaign import CampaignBusyError
+    from inference.records import InputError
+    from inference.server_info import ServerInfoError
+    from server.commands.failure import exit_code_for
+    from training.config import ConfigError
+    from training.interrupt import TrainingStopped
+    from training.resume_check import ResumeMismatchError
+
+    assert [exit_code_for(e) for e in (ManifestError("m"), InputError("i"), ConfigError("c"),
+                                       ResumeMismatchError("r"))] == [EXIT_USAGE] * 4
+    assert [exit_code_for(e) for e in (SourceLoadError("s"), ServerInfoError("s"),
+                                       CampaignBusyError("b"))] == [EXIT_FAILED] * 3
+    assert exit_code_for(TrainingStopped(3, signal.SIGTERM, None)) == 128 + signal.SIGTERM
+    assert exit_code_for(ValueError("a bug")) is None and exit_code_for(KeyError("k")) is None
+
+
+def test_a_bug_keeps_its_traceback() -> None:
+    from server.cli import StageErrorGroup
+
+    buggy = typer.Typer(cls=StageErrorGroup, pretty_exceptions_enable=False)
+
+    @buggy.command()
+    def broken() -> None:
+        raise ZeroDivisionError("a bug, not a stage's error")
+
+    @buggy.command()
+    def other() -> None: ...
+
+    result = CliRunner().invoke(buggy, ["broken"])
+    assert isinstance(result.exception, ZeroDivisionError)  # propagated, not turned into an `error:` line
+    assert "error:" not in result.output
