@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import torch
 
@@ -40,6 +40,27 @@ SCHEDULES = ("continuous", "static")  # how a batched run fills its rows (see _e
 
 __all__ = ["AcceptReport", "evaluate", "evaluate_acceptance", "evaluate_sampled_acceptance", "speculative_generate",
            "target_greedy", "verify_sampled"]
+
+
+class AcceptSummary(TypedDict):
+    """`AcceptReport.as_dict`: the JSON `datahunt eval-accept` prints."""
+
+    accept_length: float
+    rounds: int
+    tokens: int
+    position_rates: list[float]
+    prompts: int
+    temperature: float
+    batch: int
+    k: int
+    schedule: NotRequired[str]  # batched runs only
+    speculative_tok_s: NotRequired[float]  # the three timings, when the baseline was timed
+    baseline_tok_s: NotRequired[float]
+    speedup: NotRequired[float]
+    round_cost_target_steps: NotRequired[float]  # the three costs, when both sides were timed
+    break_even_accept_length: NotRequired[float]
+    expected_speedup: NotRequired[float]
+    identical_to_target_greedy: NotRequired[bool]  # greedy decoding only
 
 
 @dataclass
@@ -116,22 +137,22 @@ class AcceptReport:
             words += " (about no speed-up)"
         return words
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> AcceptSummary:
         """A JSON-ready summary."""
-        out: dict[str, Any] = {
+        out: AcceptSummary = {
             "accept_length": round(self.accept_length, 4), "rounds": self.rounds, "tokens": self.tokens,
             "position_rates": [round(r, 4) for r in self.position_rates], "prompts": self.prompts,
-            "temperature": self.temperature}
-        out.update(batch=self.batch, k=self.k)
+            "temperature": self.temperature, "batch": self.batch, "k": self.k}
         if self.batch > 1:
             out["schedule"] = self.schedule
         if self.baseline_s:
-            out.update(speculative_tok_s=round(self.speculative_tok_s, 1), baseline_tok_s=round(self.baseline_tok_s, 1),
-                       speedup=round(self.speedup, 3))
+            out["speculative_tok_s"] = round(self.speculative_tok_s, 1)
+            out["baseline_tok_s"] = round(self.baseline_tok_s, 1)
+            out["speedup"] = round(self.speedup, 3)
         if self.round_cost:
-            out.update(round_cost_target_steps=round(self.round_cost, 3),
-                       break_even_accept_length=round(break_even_accept_length(self.round_cost), 3),
-                       expected_speedup=round(expected_speedup(self.accept_length, self.round_cost), 3))
+            out["round_cost_target_steps"] = round(self.round_cost, 3)
+            out["break_even_accept_length"] = round(break_even_accept_length(self.round_cost), 3)
+            out["expected_speedup"] = round(expected_speedup(self.accept_length, self.round_cost), 3)
         if self.temperature == 0:  # the identity check only applies to greedy decoding
             out["identical_to_target_greedy"] = self.identical
         return out

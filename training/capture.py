@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 import torch
 import torch.distributed as dist
@@ -43,6 +43,7 @@ from training.offline_cache import (
     DTYPES,
     FORMAT,
     HEAD_FILE,
+    CacheManifest,
     bytes_per_token,
     finish_cache,
     plan_shards,
@@ -79,6 +80,16 @@ class CaptureConfig:
     shard_target: bool = False
 
 
+class RankMemory(TypedDict):
+    """One rank's memory at the end of a capture (`_memory`)."""
+
+    rank: int
+    target_bytes_held: int  # its parameter shards and buffers
+    peak_rss_bytes: int
+    rss_anon_bytes: NotRequired[int]  # private resident memory, where /proc tells it
+    peak_cuda_bytes: NotRequired[int]
+
+
 @dataclass
 class CaptureResult:
     """What a capture call did: rows and shards in the cache, how many it wrote now, and each rank's memory."""
@@ -91,7 +102,7 @@ class CaptureResult:
     skipped: int
     bytes: int
     wall_s: float
-    ranks: list[dict[str, Any]] = field(default_factory=list)
+    ranks: list[RankMemory] = field(default_factory=list)
 
 
 def run_capture(cfg: CaptureConfig, on_progress: Progress | None = None) -> CaptureResult:
@@ -211,16 +222,51 @@ def capture_into(folder: Path, target: Any, rows: list[TokenizedRow], layers: Au
     device = next(iter(target.parameters())).device
     hidden = int(target.config.hidden_size)
     plan = plan_shards([len(r.input_ids) for r in rows], bytes_per_token(hidden, dtype), shard_bytes)
-    manifest: dict[str, Any] = {
+    manifest = cache_manifest(target, rows, plan, layers, identity, tokenizer_fingerprint, dtype)
+    open_cache_folder(folder, target, manifest, rank, world, device)
+    # --- the shards still missing, dealt round-robin to the ranks, each rank's in token-budgeted batches
+    pending = [i for i in range(len(plan)) if not shard_done(folder, i)]
+    work = [(i, batch) for i in pending[rank::world] for batch in _batches(plan[i], rows, batch_tokens)]
+    done = sum(plan[i][1] for i in range(len(plan)) if i not in pending)
+    if on_progress is not None and rank == 0:
+        on_progress(done, len(rows))
+    capture_work(folder, target, rows, plan, work, layers, dtype=dtype, rank=rank, world=world, done=done,
+                 on_progress=on_progress)
+    # --- every rank's memory, the cache marked complete, one line of the run's log
+    ranks = _gather(_memory(target, device, rank), world)
+    _barrier(world, device)
+    complete = finish_cache(folder) if rank == 0 else manifest
+    written = len(pending)
+    total_bytes = sum((folder / f"{shard_name(i)}.safetensors").stat().st_size for i in range(len(plan)))
+    result = CaptureResult(folder=folder, rows=len(rows), tokens=int(complete["tokens"]), shards=len(plan),
+                           written=written, skipped=len(plan) - written, bytes=total_bytes,
+                           wall_s=time.perf_counter() - started, ranks=ranks)
+    if rank == 0:
+        with (folder / "capture_runs.jsonl").open("a") as log:  # one line per call: who wrote what, peak memory
+            log.write(json.dumps({"world": world, "written": written, "skipped": result.skipped,
+                                  "wall_s": round(result.wall_s, 2), "ranks": ranks}) + "\n")
+    return result
+
+
+def cache_manifest(target: Any, rows: list[TokenizedRow], plan: list[tuple[int, int]], layers: AuxLayers,
+                   identity: str, tokenizer_fingerprint: str, dtype: str) -> CacheManifest:
+    """The manifest of the cache of `rows` through `target`, with its shard plan."""
+    return {
         "format": FORMAT, "target_identity": identity, "tokenizer_hash": tokenizer_fingerprint,
         "data_hash": data_hash([(r.input_ids, r.loss_mask) for r in rows]),
-        "aux_layers_input": list(layers.as_input().ids), "dtype": dtype, "hidden_size": hidden,
+        "aux_layers_input": list(layers.as_input().ids), "dtype": dtype,
+        "hidden_size": int(target.config.hidden_size),
         "model_type": str(getattr(target.config, "model_type", "")),
         "num_hidden_layers": int(target.config.num_hidden_layers),
         "softcap": getattr(target.config, "final_logit_softcapping", None),
         "rows": len(rows), "tokens": sum(len(r.input_ids) for r in rows),
         "shards": [{"row_ids": [r.id for r in rows[a:a + n]], "first": a, "count": n} for a, n in plan],
     }
+
+
+def open_cache_folder(folder: Path, target: Any, manifest: CacheManifest, rank: int, world: int,
+                      device: torch.device) -> None:
+    """Start (or check, to resume) the cache and write the target's head once; every rank waits for rank 0."""
     heads = head_tensors(target)  # every rank joins the all-gathers; rank 0 writes
     if rank == 0:
         start_cache(folder, manifest)
@@ -228,12 +274,15 @@ def capture_into(folder: Path, target: Any, rows: list[TokenizedRow], layers: Au
             write_head(folder, *heads)
     del heads
     _barrier(world, device)
-    pending = [i for i in range(len(plan)) if not shard_done(folder, i)]
-    work = [(i, batch) for i in pending[rank::world] for batch in _batches(plan[i], rows, batch_tokens)]
+
+
+def capture_work(folder: Path, target: Any, rows: list[TokenizedRow], plan: list[tuple[int, int]],
+                 work: list[tuple[int, list[int]]], layers: AuxLayers, *, dtype: str, rank: int, world: int,
+                 done: int, on_progress: Progress | None) -> None:
+    """Forward this rank's batches (`work`: (shard, row indices)) and write each shard whole after its last batch;
+    every rank runs as many forwards as the busiest one. `done`: the rows already cached, for the progress."""
+    device = next(iter(target.parameters())).device
     steps = _all_max(len(work), world, device)
-    done = sum(plan[i][1] for i in range(len(plan)) if i not in pending)
-    if on_progress is not None and rank == 0:
-        on_progress(done, len(rows))
     aux: list[Tensor] = []
     final: list[Tensor] = []
     for step in range(steps):
@@ -254,19 +303,6 @@ def capture_into(folder: Path, target: Any, rows: list[TokenizedRow], layers: Au
         done += _all_sum(finished, world, device)
         if on_progress is not None and rank == 0:
             on_progress(done, len(rows))
-    ranks = _gather(_memory(target, device, rank), world)
-    _barrier(world, device)
-    complete = finish_cache(folder) if rank == 0 else manifest
-    written = len(pending)
-    total_bytes = sum((folder / f"{shard_name(i)}.safetensors").stat().st_size for i in range(len(plan)))
-    result = CaptureResult(folder=folder, rows=len(rows), tokens=int(complete["tokens"]), shards=len(plan),
-                           written=written, skipped=len(plan) - written, bytes=total_bytes,
-                           wall_s=time.perf_counter() - started, ranks=ranks)
-    if rank == 0:
-        with (folder / "capture_runs.jsonl").open("a") as log:  # one line per call: who wrote what, peak memory
-            log.write(json.dumps({"world": world, "written": written, "skipped": result.skipped,
-                                  "wall_s": round(result.wall_s, 2), "ranks": ranks}) + "\n")
-    return result
 
 
 def _batches(shard: tuple[int, int], rows: list[TokenizedRow], budget: int) -> list[list[int]]:
@@ -315,14 +351,14 @@ def _dummy_forward(target: Any, device: torch.device) -> None:
     target(input_ids=ids, attention_mask=torch.ones_like(ids))
 
 
-def _memory(target: Any, device: torch.device, rank: int) -> dict[str, Any]:
+def _memory(target: Any, device: torch.device, rank: int) -> RankMemory:
     """This rank's memory: target bytes it holds (its parameter shards and buffers), peak RSS, peak CUDA bytes."""
     held = 0
     for t in [*target.parameters(), *target.buffers()]:
         local = t.to_local() if hasattr(t, "to_local") else t
         held += local.numel() * local.element_size()
-    record: dict[str, Any] = {"rank": rank, "target_bytes_held": held,
-                              "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    record: RankMemory = {"rank": rank, "target_bytes_held": held,
+                          "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     try:  # private (anonymous) resident memory now: RSS also counts the file pages of memory-mapped weights
         status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
         record["rss_anon_bytes"] = int(status["RssAnon"].split()[0]) * 1024
@@ -354,7 +390,7 @@ def _all_sum(value: int, world: int, device: torch.device) -> int:
     return int(t.item())
 
 
-def _gather(record: dict[str, Any], world: int) -> list[dict[str, Any]]:
+def _gather(record: RankMemory, world: int) -> list[RankMemory]:
     if world == 1:
         return [record]
     out: list[Any] = [None] * world

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 import torch
 from safetensors.torch import load_file, save
@@ -36,6 +36,46 @@ ENGINES: tuple[Engine, ...] = ("sglang", "vllm")
 
 class ExportError(TrainingError, ValueError):
     """A checkpoint with missing, extra or mis-shaped tensors, or an unreadable export folder."""
+
+
+class EagleConfigBlock(TypedDict):
+    """config.json's `eagle_config`: the aux layer ids in the layout of the engine the folder is for."""
+
+    eagle_aux_hidden_state_layer_ids: list[int]
+    use_aux_hidden_state: bool
+
+
+class DatahuntRecord(TypedDict):
+    """config.json's `datahunt` block (engines ignore it): the layers trained on, whatever the engine's layout."""
+
+    aux_layer_ids_input_of_layer: list[int]
+    engine: Engine
+    target_num_hidden_layers: NotRequired[int]  # the trained-on target's depth, when known
+
+
+class DraftConfigJson(TypedDict):
+    """The config.json `export_draft` writes (`read_config` reads any draft's, ours or not, as raw JSON)."""
+
+    architectures: list[str]
+    model_type: str
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    num_hidden_layers: int
+    hidden_act: str
+    vocab_size: int
+    draft_vocab_size: int
+    target_hidden_size: int
+    max_position_embeddings: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: None
+    tie_word_embeddings: bool
+    torch_dtype: str
+    eagle_config: EagleConfigBlock
+    datahunt: DatahuntRecord
 
 
 def expected_shapes(cfg: DraftConfig) -> dict[str, tuple[int, ...]]:
@@ -83,11 +123,11 @@ def engine_layer_ids(layers: AuxLayers, engine: Engine) -> list[int]:
 
 
 def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str, target_layers: int | None = None,
-                engine: Engine = "sglang") -> dict[str, Any]:
+                engine: Engine = "sglang") -> DraftConfigJson:
     """The config.json an engine reads for an EAGLE-3 draft; our own block (which engines ignore) also records
     the depth of the target it was trained on, so a draft run on another target of the same width is refused,
     and the engine whose layer-id layout the file holds."""
-    ours: dict[str, Any] = {"aux_layer_ids_input_of_layer": list(layers.as_input().ids), "engine": engine}
+    ours: DatahuntRecord = {"aux_layer_ids_input_of_layer": list(layers.as_input().ids), "engine": engine}
     if target_layers is not None:
         ours["target_num_hidden_layers"] = target_layers
     return {

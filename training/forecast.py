@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, Required, cast, final
+
+from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing_extensions on Python 3.11
 
 from training.errors import TrainingError
 
@@ -24,6 +27,61 @@ EXPONENTS = [round(0.02 * i, 2) for i in range(1, 101)]  # c in 0.02 .. 2.0
 
 class ForecastError(TrainingError, ValueError):
     """Results that cannot be fitted (too few data sizes, no regenerated runs)."""
+
+
+class ForecastRun(TypedDict):
+    """One measured (draft, eval set) row: what the fit reads of it (a row carries more: `CurveRun`)."""
+
+    samples: int
+    eval_set: str
+    accept_length: float
+    regenerated: NotRequired[bool]  # a control row (the datasets' own answers) is plotted, never fitted
+
+
+class FitParams(TypedDict):
+    """`Fit` as JSON."""
+
+    a: float
+    b: float
+    c: float
+    sse: float
+
+
+@final  # final, so that `"error" in fit` tells a ForecastResult from a FitFailure
+class ForecastResult(TypedDict):
+    """What `forecast` returns: the fit, its bootstrap band and the samples a target AL needs."""
+
+    model: str
+    fit: FitParams
+    points: list[list[float]]  # [size, mean AL] of each data size
+    eval_sets: list[str]
+    target_accept_length: float
+    samples_needed: int | None  # None: the fitted ceiling lies below the target
+    samples_needed_band_10_90: list[int | None] | None
+    ceiling: float
+    grid: list[int]
+    band_10_90: list[list[float]]
+    bootstrap_fits: int
+    saturation_identified: bool
+    at_10x_top: float
+    gain_per_doubling: list[float]
+    steepening: bool
+    top_above_fit: float
+
+
+@final
+class FitFailure(TypedDict):
+    """A forecast that could not be made, and why."""
+
+    error: str
+
+
+class ScalingDoc(TypedDict, total=False):
+    """A scaling results document (scaling.json, or a curve's runs and fit) as the forecast and plots read it."""
+
+    target: str
+    runs: Required[Sequence[ForecastRun]]
+    forecast: ForecastResult | FitFailure | None
 
 
 @dataclass
@@ -70,7 +128,7 @@ def fit_curve(sizes: list[float], accepts: list[float]) -> Fit:
     return best
 
 
-def _points(runs: list[dict[str, Any]], sets: list[str]) -> tuple[list[float], list[float]]:
+def _points(runs: Sequence[ForecastRun], sets: list[str]) -> tuple[list[float], list[float]]:
     sizes = sorted({r["samples"] for r in runs})
     out_n, out_al = [], []
     for n in sizes:
@@ -81,7 +139,7 @@ def _points(runs: list[dict[str, Any]], sets: list[str]) -> tuple[list[float], l
     return out_n, out_al
 
 
-def forecast(runs: list[dict[str, Any]], *, target_accept: float, boot: int = 400, seed: int = 0) -> dict[str, Any]:
+def forecast(runs: Sequence[ForecastRun], *, target_accept: float, boot: int = 400, seed: int = 0) -> ForecastResult:
     """Fit the regenerated runs, bootstrap over eval sets, and say how many samples target_accept needs."""
     regen = [r for r in runs if r.get("regenerated", True)]
     if not regen:
@@ -105,7 +163,7 @@ def forecast(runs: list[dict[str, Any]], *, target_accept: float, boot: int = 40
     need = fit.needed(target_accept)
     per_doubling = gain_per_doubling(sizes, accepts)
     return {
-        "model": "AL(n) = a - b * n^(-c)", "fit": asdict(fit), "points": [list(p) for p in zip(sizes, accepts, strict=True)],
+        "model": "AL(n) = a - b * n^(-c)", "fit": cast(FitParams, asdict(fit)), "points": [list(p) for p in zip(sizes, accepts, strict=True)],
         "eval_sets": sets, "target_accept_length": target_accept,
         "samples_needed": None if math.isinf(need) else round(need),
         "samples_needed_band_10_90": [_finite(_quantile(needs, 0.1)), _finite(_quantile(needs, 0.9))] if needs else None,
@@ -137,11 +195,11 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(q * (len(ordered) - 1) + 0.5)))]
 
 
-def _finite(x: float) -> float | None:
+def _finite(x: float) -> int | None:
     return None if math.isinf(x) or math.isnan(x) else round(x)
 
 
-def forecast_from_results(doc: dict[str, Any], *, target_accept: float) -> dict[str, Any]:
+def forecast_from_results(doc: ScalingDoc, *, target_accept: float) -> ForecastResult | FitFailure:
     """The forecast of a scaling results document (its `runs`), or the reason it cannot be made."""
     try:
         return forecast(doc["runs"], target_accept=target_accept)
@@ -149,7 +207,7 @@ def forecast_from_results(doc: dict[str, Any], *, target_accept: float) -> dict[
         return {"error": str(exc)}
 
 
-def plot_scaling(doc: dict[str, Any], path: Path) -> Path:
+def plot_scaling(doc: ScalingDoc, path: Path) -> Path:
     """AL vs training samples per eval set (control dashed) and their mean: what was measured, no fit."""
     plt = _pyplot()
     runs = doc["runs"]
@@ -171,11 +229,12 @@ def plot_scaling(doc: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def plot_forecast(doc: dict[str, Any], path: Path) -> Path:
+def plot_forecast(doc: ScalingDoc, path: Path) -> Path:
     """The mean AL points, the fitted curve with its bootstrap band, the target AL and the samples it needs."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.0, 4.4))
-    fc = doc.get("forecast") or {}
+    made = doc.get("forecast")
+    fc = cast(ForecastResult, made if made and "error" not in made else {})  # a failed fit plots the frame alone
     if fc.get("points"):
         ax.plot([p[0] for p in fc["points"]], [p[1] for p in fc["points"]], "D", color="black", ms=5,
                 label="measured mean AL")
@@ -208,7 +267,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def _finish(ax: Any, fig: Any, path: Path, doc: dict[str, Any], *, ncol: int) -> None:
+def _finish(ax: Any, fig: Any, path: Path, doc: ScalingDoc, *, ncol: int) -> None:
     import matplotlib.pyplot as plt
 
     ax.set_xscale("log")
@@ -222,7 +281,7 @@ def _finish(ax: Any, fig: Any, path: Path, doc: dict[str, Any], *, ncol: int) ->
     plt.close(fig)
 
 
-def load_results(path: Path) -> dict[str, Any]:
+def load_results(path: Path) -> ScalingDoc:
     """A scaling results document (scaling.json) with its runs."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -237,4 +296,4 @@ def load_results(path: Path) -> dict[str, Any]:
         if not ok:
             raise ForecastError(f"{path}: run {i} needs samples (a positive integer), eval_set (text) and "
                                 f"accept_length (a number >= 1): {str(run)[:120]}")
-    return doc
+    return cast(ScalingDoc, doc)

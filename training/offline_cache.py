@@ -29,7 +29,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import torch
 from torch import Tensor
@@ -50,6 +50,33 @@ IDENTITY_KEYS = ("format", "target_identity", "tokenizer_hash", "data_hash", "au
 
 class CacheError(TrainingError, ValueError):
     """An offline cache that cannot be used: missing, incomplete, or made by another target, tokenizer or data."""
+
+
+class PlannedShard(TypedDict):
+    """One shard of the plan: its rows' ids and where they start in the row order."""
+
+    row_ids: list[str]
+    first: int
+    count: int
+
+
+class CacheManifest(TypedDict):
+    """manifest.json: what was captured and the shard plan (`IDENTITY_KEYS` must agree for a rerun to resume)."""
+
+    format: str
+    target_identity: str
+    tokenizer_hash: str
+    data_hash: str
+    aux_layers_input: list[int]  # input-of-layer ids
+    dtype: str  # a key of DTYPES
+    hidden_size: int
+    model_type: str
+    num_hidden_layers: int
+    softcap: float | None  # the target's final logit softcapping, if it has one
+    rows: int
+    tokens: int
+    shards: list[PlannedShard]
+    complete: NotRequired[bool]  # written false by start_cache, true by finish_cache
 
 
 def target_identity(folder: Path) -> str:
@@ -104,13 +131,13 @@ def _write_json(path: Path, value: Any) -> None:
     os.replace(partial, path)
 
 
-def read_manifest(folder: Path) -> dict[str, Any]:
+def read_manifest(folder: Path) -> CacheManifest:
     """The cache's manifest; CacheError when the folder holds none."""
     path = folder / MANIFEST
     if not path.is_file():
         raise CacheError(f"{folder} is not an offline cache (no {MANIFEST}); write one with `datahunt capture`")
     try:
-        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        manifest: CacheManifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CacheError(f"cannot read {path}: {exc}") from None
     if manifest.get("format") != FORMAT:
@@ -118,7 +145,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return manifest
 
 
-def start_cache(folder: Path, manifest: dict[str, Any]) -> None:
+def start_cache(folder: Path, manifest: CacheManifest) -> None:
     """Write the manifest of a new cache, or check that an existing one is this capture's (then it resumes)."""
     folder.mkdir(parents=True, exist_ok=True)
     if (folder / MANIFEST).is_file():
@@ -174,7 +201,7 @@ def write_shard(folder: Path, index: int, row_ids: list[str], rows: list[tuple[l
                                           "bytes": (folder / f"{name}.safetensors").stat().st_size})
 
 
-def finish_cache(folder: Path) -> dict[str, Any]:
+def finish_cache(folder: Path) -> CacheManifest:
     """Mark the cache complete once every shard of its plan is done; return the manifest (CacheError otherwise)."""
     manifest = read_manifest(folder)
     missing = [i for i in range(len(manifest["shards"])) if not shard_done(folder, i)]
@@ -185,7 +212,7 @@ def finish_cache(folder: Path) -> dict[str, Any]:
     return manifest
 
 
-def _incomplete(folder: Path, manifest: dict[str, Any], missing: list[int]) -> str:
+def _incomplete(folder: Path, manifest: CacheManifest, missing: list[int]) -> str:
     first = manifest["shards"][missing[0]]
     return (f"cache {folder} is incomplete: {len(missing)} of {len(manifest['shards'])} shards missing (first "
             f"{shard_name(missing[0])}, rows {first['row_ids'][0]}..{first['row_ids'][-1]}); run `datahunt capture` "
@@ -230,7 +257,7 @@ class OfflineCache:
     """A complete cache opened for training: its rows, its aux layers, the head-only target, and lookups of a
     padded batch's aux states and target logits (read per batch from the memory-mapped shards)."""
 
-    def __init__(self, folder: Path, manifest: dict[str, Any]) -> None:
+    def __init__(self, folder: Path, manifest: CacheManifest) -> None:
         from safetensors import safe_open
 
         self.folder, self.manifest = folder, manifest

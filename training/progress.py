@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import torch
 from torch import Tensor
@@ -24,13 +24,33 @@ from training.atomic_files import open_append, write_file
 logger = logging.getLogger("training.trainer")
 
 
+class StepRecord(TypedDict):
+    """One line of train_log.jsonl: a log step's loss, per-TTT-step accuracy, lr, and the tokens so far."""
+
+    step: int
+    total_steps: int
+    loss: float
+    step_accuracies: list[float]
+    lr: float
+    tokens: int
+    tokens_per_s: float  # since the previous record
+    elapsed_s: float  # loop seconds so far in the run, earlier calls included
+
+
+class RunProgress(TypedDict, total=False):
+    """What a checkpoint keeps of the progress, for a resumed run to count on from (empty before they were kept)."""
+
+    tokens: int
+    elapsed_s: float
+
+
 class Progress:
     """Counts tokens per step and writes a record on each log step (rank 0 only writes)."""
 
     def __init__(self, path: Path, total_steps: int, *, enabled: bool = True, start_step: int = 0,
                  tokens: int = 0, elapsed_s: float = 0.0) -> None:
         self.path, self.total_steps, self.enabled = path, total_steps, enabled
-        self.records: list[dict[str, Any]] = []
+        self.records: list[StepRecord] = []
         self._tokens: Tensor | None = None
         self._tokens_before, self._elapsed_before = int(tokens), float(elapsed_s)
         self._started = time.perf_counter()
@@ -40,9 +60,9 @@ class Progress:
             self.records = self._earlier(start_step) if start_step else []
             write_file(path, "".join(json.dumps(r) + "\n" for r in self.records).encode("utf-8"))
 
-    def _earlier(self, start_step: int) -> list[dict[str, Any]]:
+    def _earlier(self, start_step: int) -> list[StepRecord]:
         """The log's records up to start_step (an unreadable line ends what is kept: a crash mid-write)."""
-        kept: list[dict[str, Any]] = []
+        kept: list[StepRecord] = []
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError):
@@ -53,7 +73,7 @@ class Progress:
             except json.JSONDecodeError:
                 break
             if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= start_step:
-                kept.append(record)
+                kept.append(cast(StepRecord, record))  # a record this log wrote
         return kept
 
     def count(self, attention_mask: Tensor) -> None:
@@ -77,9 +97,10 @@ class Progress:
         now, tokens = time.perf_counter(), self.tokens
         rate = (tokens - self._last[1]) / max(now - self._last[0], 1e-9)
         self._last = (now, tokens)
-        record = {"step": step, "total_steps": self.total_steps, "loss": round(float(result.total.detach()), 5),
-                  "step_accuracies": [round(a, 4) for a in result.step_accuracies], "lr": lr, "tokens": tokens,
-                  "tokens_per_s": round(rate, 1), "elapsed_s": round(self._elapsed_before + now - self._started, 2)}
+        record: StepRecord = {
+            "step": step, "total_steps": self.total_steps, "loss": round(float(result.total.detach()), 5),
+            "step_accuracies": [round(a, 4) for a in result.step_accuracies], "lr": lr, "tokens": tokens,
+            "tokens_per_s": round(rate, 1), "elapsed_s": round(self._elapsed_before + now - self._started, 2)}
         self.records.append(record)
         with open_append(self.path) as fh:  # a link planted at the log's name is refused, never followed
             fh.write((json.dumps(record) + "\n").encode("utf-8"))

@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import httpx
 
@@ -38,6 +38,61 @@ Prompt = list[int] | str  # token ids (the default), or text the server tokenize
 
 class ServerEvalError(TrainingError, RuntimeError):
     """A server that cannot be measured: unreachable, an HTTP error, or no speculation counters."""
+
+
+class SamplingParams(TypedDict):
+    """The greedy sampling of every measured request."""
+
+    max_new_tokens: int
+    temperature: float
+
+
+class GenerateBody(TypedDict):
+    """A native `/generate` request: the prompt as `input_ids`, or as `text` when the caller chose to."""
+
+    sampling_params: SamplingParams
+    input_ids: NotRequired[list[int]]
+    text: NotRequired[str]
+
+
+class BaselineComparison(TypedDict, total=False):
+    """A report's baseline keys, present when a baseline server was measured too."""
+
+    baseline_tok_s: float
+    speedup: float | None  # None when the baseline generated nothing
+
+
+class ServerEvalReport(BaselineComparison):
+    """`evaluate_server`'s report: the acceptance length of the set from SGLang's per-answer counters."""
+
+    prompts: int
+    prompt_format: Literal["text", "input_ids"]
+    accept_length: float
+    completion_tokens: int
+    spec_verify_ct: int
+    answers_without_counters: int
+    per_request_accept_min: float
+    per_request_accept_max: float
+    speculative_tok_s: float
+    spec_num_correct_drafts: NotRequired[int]  # the three draft keys come together, where SGLang reports them
+    spec_num_proposed_drafts: NotRequired[int]
+    draft_accept_rate: NotRequired[float]
+
+
+class VllmEvalReport(BaselineComparison):
+    """`evaluate_vllm`'s report: the acceptance length from vLLM's `/metrics` counters differenced around the run."""
+
+    engine: Literal["vllm"]
+    prompts: int
+    prompt_format: Literal["text", "input_ids"]
+    accept_length: float
+    completion_tokens: int
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    draft_accept_rate: float
+    per_position_accept: list[float]
+    speculative_tok_s: float
 
 
 @dataclass
@@ -80,10 +135,13 @@ class RunStats:
             self.proposed_drafts = (self.proposed_drafts or 0) + counters.spec_num_proposed_drafts
 
 
-def request_body(prompt: Prompt, max_new_tokens: int) -> dict[str, Any]:
+def request_body(prompt: Prompt, max_new_tokens: int) -> GenerateBody:
     """Return the greedy `/generate` body for `prompt`: `input_ids` for ids, `text` for a string."""
-    body: dict[str, Any] = {"sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}}
-    body["text" if isinstance(prompt, str) else "input_ids"] = prompt
+    body: GenerateBody = {"sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}}
+    if isinstance(prompt, str):
+        body["text"] = prompt
+    else:
+        body["input_ids"] = prompt
     return body
 
 
@@ -115,7 +173,7 @@ def run_prompts(client: httpx.Client, url: str, prompts: list[Prompt], max_new_t
 
 def evaluate_server(url: str, prompts: list[Prompt], max_new_tokens: int = 256, baseline_url: str | None = None,
                     timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None,
-                    speculating: bool = True) -> dict[str, Any]:
+                    speculating: bool = True) -> ServerEvalReport:
     """Measure acceptance length on url (and the baseline's tok/s); return a JSON-ready report.
 
     `speculating` is what the server's info says; a server that does not speculate cannot be measured.
@@ -128,7 +186,7 @@ def evaluate_server(url: str, prompts: list[Prompt], max_new_tokens: int = 256, 
     with httpx.Client(timeout=timeout_s, transport=transport) as client:
         spec = run_prompts(client, url, prompts, max_new_tokens, speculative=True)
         base = run_prompts(client, baseline_url, prompts, max_new_tokens, speculative=False) if baseline_url else None
-    report: dict[str, Any] = {
+    report: ServerEvalReport = {
         "prompts": len(prompts),
         "prompt_format": "text" if any(isinstance(p, str) for p in prompts) else "input_ids",
         "accept_length": round(spec.accept_length or 0.0, 4),
@@ -177,7 +235,7 @@ def _read(read_counters: Callable[[], VllmSpecCounters | None], url: str) -> Vll
 
 def evaluate_vllm(url: str, model: str, prompts: list[Prompt], read_counters: Callable[[], VllmSpecCounters | None],
                   max_new_tokens: int = 256, baseline_url: str | None = None, baseline_model: str | None = None,
-                  timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None) -> dict[str, Any]:
+                  timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None) -> VllmEvalReport:
     """Acceptance on a vLLM server from its `/metrics` counters (`read_counters`, one reading a call)
     differenced around the run; return a JSON-ready report."""
     if not prompts:
@@ -190,7 +248,7 @@ def evaluate_vllm(url: str, model: str, prompts: list[Prompt], read_counters: Ca
                 if baseline_url else None)
     if not run.drafts:
         raise ServerEvalError(f"{url} made no draft round over {len(prompts)} prompts: nothing to measure")
-    report: dict[str, Any] = {
+    report: VllmEvalReport = {
         "engine": "vllm",
         "prompts": len(prompts),
         "prompt_format": "text" if any(isinstance(p, str) for p in prompts) else "input_ids",

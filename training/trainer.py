@@ -41,8 +41,8 @@ from training.hidden_states import (
     target_embeddings,
 )
 from training.interrupt import StopFlag, TrainingStopped, stop_on_signals
-from training.loss import loss_rows, ttt_loss_rows
-from training.progress import Progress
+from training.loss import TTTLoss, loss_rows, ttt_loss_rows
+from training.progress import Progress, RunProgress
 from training.resume_check import check_resume
 from training.vocab import DraftVocab, load_or_build, vocab_key
 
@@ -61,7 +61,7 @@ class TrainResult:
     tokens: int = 0
     wall_s: float = 0.0
     already_finished: bool = False  # the run had reached its last step before this call: nothing was trained
-    changed: dict[str, Any] = field(default_factory=dict)  # settings --force-resume changed: {key: (old, new)}
+    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # settings --force-resume changed: {key: (old, new)}
 
     @property
     def tokens_per_s(self) -> float:
@@ -82,16 +82,7 @@ def train(cfg: TrainConfig) -> TrainResult:
 
     # --- Target, tokenizer, data (rendered with the target's chat template, assistant tokens supervised). From a
     # capture's cache (`cfg.cache`) the rows and states are there, and of the target only what the loss needs.
-    cache = None
-    if cfg.cache is not None:
-        cache, target, tokenizer = load_cached(cfg)
-        rows, layers = cache.rows(), cache_layers(cfg, cache)
-    else:
-        target, tokenizer = load_target(cfg.target, device, cfg.bf16)
-        rows = tokenize_file(cfg, tokenizer)
-        layers = AuxLayers(cfg.aux_layer_ids, "input") if cfg.aux_layer_ids else default_aux_layers(
-            target.config.num_hidden_layers)
-    layers.validate(target.config.num_hidden_layers)
+    cache, target, tokenizer, rows, layers = load_inputs(cfg, device)
 
     # --- Draft vocab: cached per (data, tokenizer, N), verified before reuse.
     pairs = [(r.input_ids, r.loss_mask) for r in rows]
@@ -108,50 +99,19 @@ def train(cfg: TrainConfig) -> TrainResult:
     per_epoch = steps_per_epoch(shard, cfg, world, device)
     total_steps = cfg.max_steps or cfg.epochs * per_epoch
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(total_steps, cfg.warmup_ratio))
-    step, counted_before = resume(cfg, draft, optimizer, scheduler) if cfg.resume else (0, {})
+    step, counted_before = resume(cfg, draft, optimizer, scheduler) if cfg.resume else (0, RunProgress())
     model = torch.nn.parallel.DistributedDataParallel(draft) if world > 1 else draft
     source = cache if cache is not None else rank0_first(
         rank, world, lambda: offline_source(cfg, target, rows, layers, key, tokenizer_hash(tokenizer))) if cfg.mode == "offline" else None
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16 else nullcontext()
     progress = Progress(cfg.out / "train_log.jsonl", total_steps, enabled=rank == 0, start_step=step,
                         **counted_before)
-    scorer = fast_target(target) if source is None else target
+    loop = TrainLoop(draft=draft, model=model, optimizer=optimizer, scheduler=scheduler, shard=shard, per_epoch=per_epoch,
+                     total_steps=total_steps, scorer=fast_target(target) if source is None else target,
+                     source=source, layers=layers, progress=progress, autocast=torch.autocast(
+                         "cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16 else nullcontext())
 
-    # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step. No host sync but on log steps.
-    # A stop signal ends it after a whole step, with a checkpoint of that step (`TrainingStopped`).
-    result = None
-    epoch = step // max(1, per_epoch)
-    with stop_on_signals() as stop:
-        while step < total_steps:
-            # A run resumed mid-epoch continues that epoch's batch order where the checkpoint left it.
-            done_in_epoch = step - epoch * per_epoch
-            for ids, attn, mask in plan_batches(shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:per_epoch]:
-                counted = loss_rows(mask)  # on the host, from the batch: the positions the loss reads
-                if device.type == "cuda":
-                    counted = counted.pin_memory()  # so that its copy, too, does not wait for the GPU
-                ids, attn, counted = (t.to(device, non_blocking=True) for t in (ids, attn, counted))
-                with attention_kernels(cfg.attention_kernels):  # forward and backward: the backward's attention kernel is chosen by the same rule
-                    aux, target_logits = target_states(scorer, source, ids, attn, layers)
-                    with autocast:  # the draft's head runs at those positions only
-                        step_logits = model(ids, aux, cfg.ttt_steps, rows=counted)
-                    result = ttt_loss_rows(step_logits, target_logits, draft.d2t, draft.t2d, counted,
-                                           ids.shape[1], cfg.step_decay)
-                    optimizer.zero_grad(set_to_none=True)
-                    result.total.backward()  # type: ignore[no-untyped-call]  # torch's backward is untyped
-                torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.grad_clip)
-                optimizer.step()
-                scheduler.step()
-                step += 1
-                progress.count(attn)
-                if step % cfg.log_every == 0 or step == total_steps:
-                    progress.log(step, result, float(scheduler.get_last_lr()[0]))
-                if rank == 0 and (step % cfg.save_every == 0 or step == total_steps):
-                    save_checkpoint(cfg, draft, optimizer, scheduler, step, progress)
-                if step < total_steps and (signum := _stop_signal(stop, step, cfg, world, device)) is not None:
-                    _stop(cfg, draft, optimizer, scheduler, step, signum, rank, world, progress)
-                if step >= total_steps:
-                    break
-            epoch += 1
+    # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step (`run_steps`, `train_step`).
+    step, result = run_steps(cfg, loop, step, rank, world, device)
 
     # --- Export the SGLang folder (rank 0), and finish.
     export_dir = cfg.out / "export"
@@ -164,12 +124,105 @@ def train(cfg: TrainConfig) -> TrainResult:
         progress.plot(cfg.out / "loss_curve.png")
     if world > 1:
         dist.destroy_process_group()
-    last = progress.records[-1] if progress.records else {}  # a finished run's last log record: no step ran now
-    return TrainResult(steps=step, loss=float(result.total.detach()) if result else float(last.get("loss", "nan")),
-                       step_accuracies=result.step_accuracies if result else list(
-                           last.get("step_accuracies") or [0.0] * cfg.ttt_steps),
-                       export_dir=export_dir, vocab_coverage=vocab.coverage, tokens=progress.tokens,
-                       wall_s=progress.elapsed(), already_finished=result is None and step >= total_steps > 0,
+    return train_result(cfg, step, result, loop, export_dir, vocab.coverage, changed)
+
+
+def load_inputs(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any, Any, list[TokenizedRow], AuxLayers]:
+    """(cache or None, target, tokenizer, rows, aux layers): from a capture's cache (`cfg.cache`), else the target
+    loaded whole and cfg.data tokenized; the layers checked against the target's depth."""
+    cache = None
+    if cfg.cache is not None:
+        cache, target, tokenizer = load_cached(cfg)
+        rows, layers = cache.rows(), cache_layers(cfg, cache)
+    else:
+        target, tokenizer = load_target(cfg.target, device, cfg.bf16)
+        rows = tokenize_file(cfg, tokenizer)
+        layers = AuxLayers(cfg.aux_layer_ids, "input") if cfg.aux_layer_ids else default_aux_layers(
+            target.config.num_hidden_layers)
+    layers.validate(target.config.num_hidden_layers)
+    return cache, target, tokenizer, rows, layers
+
+
+@dataclass
+class TrainLoop:
+    """What the loop steps: the draft (and its DDP wrapper), optimizer and schedule, this rank's rows, where the
+    target's states come from (`scorer` online, `source` offline), and the run's log."""
+
+    draft: Eagle3Draft
+    model: torch.nn.Module
+    optimizer: Any
+    scheduler: Any
+    shard: list[TokenizedRow]
+    per_epoch: int
+    total_steps: int
+    scorer: Any
+    source: Any
+    layers: AuxLayers
+    progress: Progress
+    autocast: Any  # bf16 autocast for the draft on CUDA, else a null context
+
+
+def run_steps(cfg: TrainConfig, loop: TrainLoop, step: int, rank: int, world: int, device: torch.device
+              ) -> tuple[int, TTTLoss | None]:
+    """Train from `step` to the last step; return the step reached and the last step's loss (None: no step ran).
+    No host sync but on log steps. A stop signal ends it after a whole step, with a checkpoint of that step
+    (`TrainingStopped`)."""
+    result = None
+    epoch = step // max(1, loop.per_epoch)
+    with stop_on_signals() as stop:
+        while step < loop.total_steps:
+            # A run resumed mid-epoch continues that epoch's batch order where the checkpoint left it.
+            done_in_epoch = step - epoch * loop.per_epoch
+            for ids, attn, mask in plan_batches(loop.shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:loop.per_epoch]:
+                result = train_step(cfg, loop, ids, attn, mask, device)
+                step += 1
+                loop.progress.count(attn)
+                if step % cfg.log_every == 0 or step == loop.total_steps:
+                    loop.progress.log(step, result, float(loop.scheduler.get_last_lr()[0]))
+                if rank == 0 and (step % cfg.save_every == 0 or step == loop.total_steps):
+                    save_checkpoint(cfg, loop.draft, loop.optimizer, loop.scheduler, step, loop.progress)
+                if step < loop.total_steps and (signum := _stop_signal(stop, step, cfg, world, device)) is not None:
+                    _stop(cfg, loop.draft, loop.optimizer, loop.scheduler, step, signum, rank, world, loop.progress)
+                if step >= loop.total_steps:
+                    break
+            epoch += 1
+    return step, result
+
+
+def train_step(cfg: TrainConfig, loop: TrainLoop, ids: Tensor, attn: Tensor, mask: Tensor, device: torch.device
+               ) -> TTTLoss:
+    """One optimizer step on one batch: target states -> TTT unroll -> weighted loss -> backward -> clip -> step."""
+    counted = loss_rows(mask)  # on the host, from the batch: the positions the loss reads
+    if device.type == "cuda":
+        counted = counted.pin_memory()  # so that its copy, too, does not wait for the GPU
+    ids, attn, counted = (t.to(device, non_blocking=True) for t in (ids, attn, counted))
+    with attention_kernels(cfg.attention_kernels):  # forward and backward: the backward's attention kernel is chosen by the same rule
+        aux, target_logits = target_states(loop.scorer, loop.source, ids, attn, loop.layers)
+        with loop.autocast:  # the draft's head runs at those positions only
+            step_logits = loop.model(ids, aux, cfg.ttt_steps, rows=counted)
+        result = ttt_loss_rows(step_logits, target_logits, loop.draft.d2t, loop.draft.t2d, counted,
+                               ids.shape[1], cfg.step_decay)
+        loop.optimizer.zero_grad(set_to_none=True)
+        result.total.backward()  # type: ignore[no-untyped-call]  # torch's backward is untyped
+    torch.nn.utils.clip_grad_norm_(loop.draft.parameters(), cfg.grad_clip)
+    loop.optimizer.step()
+    loop.scheduler.step()
+    return result
+
+
+def train_result(cfg: TrainConfig, step: int, result: TTTLoss | None, loop: TrainLoop, export_dir: Path,
+                 vocab_coverage: float, changed: dict[str, tuple[Any, Any]]) -> TrainResult:
+    """Where the run ended; a run that had already finished takes its loss and accuracies from its last log record."""
+    progress = loop.progress
+    if result is not None:
+        loss, accuracies = float(result.total.detach()), result.step_accuracies
+    else:  # no step ran now: a finished run's last log record says where it ended
+        last = progress.records[-1] if progress.records else None
+        loss = float(last.get("loss", "nan")) if last else math.nan
+        accuracies = list((last.get("step_accuracies") if last else None) or [0.0] * cfg.ttt_steps)
+    return TrainResult(steps=step, loss=loss, step_accuracies=accuracies,
+                       export_dir=export_dir, vocab_coverage=vocab_coverage, tokens=progress.tokens,
+                       wall_s=progress.elapsed(), already_finished=result is None and step >= loop.total_steps > 0,
                        changed=changed)
 
 
@@ -473,8 +526,8 @@ def offline_source(cfg: TrainConfig, target: Any, rows: list[TokenizedRow], laye
     from training.offline_cache import OfflineCache, read_manifest, target_identity
 
     folder = cfg.out / "hidden_cache" / f"{key}-{'-'.join(map(str, layers.as_input().ids))}"
-    manifest = read_manifest(folder) if (folder / "manifest.json").is_file() else {}
-    if not manifest.get("complete"):
+    manifest = read_manifest(folder) if (folder / "manifest.json").is_file() else None
+    if manifest is None or not manifest.get("complete"):
         dtype = "bfloat16" if next(iter(target.parameters())).dtype == torch.bfloat16 else "float32"
         capture_into(folder, target, rows, layers, target_identity(cfg.target), tokenizer_fingerprint, dtype=dtype)
         manifest = read_manifest(folder)
@@ -485,7 +538,7 @@ def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, schedu
                     progress: Progress | None = None) -> Path:
     """Write out/checkpoints/step_N: weights, optimizer, scheduler, step, the tokens and loop seconds so far (so
     a resumed run reports the whole run's), and the run config beside them."""
-    counted = {"tokens": progress.tokens, "elapsed_s": progress.elapsed()} if progress is not None else {}
+    counted = RunProgress(tokens=progress.tokens, elapsed_s=progress.elapsed()) if progress is not None else RunProgress()
     folder = cfg.out / "checkpoints" / f"step_{step:07d}"
     state = {"draft": draft.state_dict(), "optimizer": optimizer.state_dict(),
              "scheduler": scheduler.state_dict(), "step": step, "progress": counted}
@@ -515,7 +568,7 @@ def newest_checkpoint(cfg: TrainConfig) -> Path | None:
     return found[0].parent if found else None
 
 
-def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any) -> tuple[int, dict[str, Any]]:
+def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any) -> tuple[int, RunProgress]:
     """Load the newest checkpoint under out/checkpoints (if any): its step and the progress counted up to it
     (tokens, elapsed_s; empty for a checkpoint written before they were kept), else (0, {})."""
     for path in sorted((cfg.out / "checkpoints").glob("step_*/state.pt"), reverse=True):
@@ -532,5 +585,5 @@ def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any)
             for group, rule in zip(optimizer.param_groups, scheduler.lr_lambdas, strict=True):
                 group.update(initial_lr=cfg.lr, weight_decay=cfg.weight_decay, lr=cfg.lr * rule(scheduler.last_epoch))
         logger.info("resumed from %s", path.parent)
-        return int(state["step"]), dict(state.get("progress") or {})
-    return 0, {}
+        return int(state["step"]), cast(RunProgress, dict(state.get("progress") or {}))
+    return 0, RunProgress()

@@ -343,9 +343,8 @@ def forecast(
     from training.forecast import load_results, plot_forecast
 
     doc = load_results(results)  # a ForecastError ends as one line, exit 1 (server/commands/failure.py)
-    doc["forecast"] = run_forecast(doc["runs"], target_accept=target_accept)
+    doc["forecast"] = fc = run_forecast(doc["runs"], target_accept=target_accept)
     png = plot_forecast(doc, plot or results.with_name(results.stem + "_forecast.png"))
-    fc = doc["forecast"]
     if json_out:
         typer.echo(json.dumps({**{k: v for k, v in fc.items() if k not in {"grid", "band_10_90"}}, "plot": str(png)}))
         return
@@ -391,7 +390,13 @@ def _server_prompts(rows: list[dict[str, Any]], target: Path | None, send_text: 
 
 def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, draft: Path | None,
                  target: Path | None, target_config: Path | None, max_new: int, send_text: bool) -> None:
-    from training.server_eval import ServerEvalError, evaluate_server, evaluate_vllm
+    from training.server_eval import (
+        ServerEvalError,
+        ServerEvalReport,
+        VllmEvalReport,
+        evaluate_server,
+        evaluate_vllm,
+    )
 
     if draft is None:
         fail("--server needs --draft so the preflight can run first", EXIT_USAGE)
@@ -400,6 +405,7 @@ def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, 
         _print_checks(checks, as_json=False)
         fail("preflight failed; not measuring a misconfigured server", EXIT_FAILED)
     prompts = _server_prompts(rows, target, send_text)
+    report: ServerEvalReport | VllmEvalReport
     if info.engine == "vllm":  # a ServerEvalError ends as one line, exit 1 (server/commands/failure.py)
         from inference.server_info import ServerInfoError, get_vllm_counters
 

@@ -23,7 +23,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -118,6 +118,13 @@ class CurveData:
     prompts: list[str]  # prompt ids in the curve's random order
     originals: dict[str, list[dict[str, str]]]  # prompt id -> the dataset's own conversation (control only)
     left_out: int = 0  # prompts without an original answer, left out of both arms when the control is on
+
+
+class PointRow(TypedDict):
+    """One training row of a point, as the trainer reads it (`write_point_data`)."""
+
+    id: str  # a regenerated row id, or (control) the prompt id
+    conversations: list[dict[str, str]]
 
 
 def prompt_of(row_id: str) -> str:
@@ -267,19 +274,19 @@ def plan_points(sizes: list[int], data: CurveData, control: bool) -> tuple[list[
     return points, skipped
 
 
-def point_rows(point: PlannedPoint, data: CurveData) -> list[dict[str, Any]]:
+def point_rows(point: PlannedPoint, data: CurveData) -> list[PointRow]:
     """The training rows of a point: the first `samples` answers, or the same prompts' own answers."""
     if point.control:
         return [{"id": p, "conversations": data.originals[p]} for p in data.prompts[: point.samples]]
     return [{"id": i, "conversations": data.rows[i]} for i in data.answers[: point.samples]]
 
 
-def distinct_prompts(rows: list[dict[str, Any]]) -> int:
+def distinct_prompts(rows: list[PointRow]) -> int:
     """How many prompts the rows answer (several answers of one prompt count once)."""
     return len({prompt_of(str(r["id"])) for r in rows})
 
 
-def write_point_data(rows: list[dict[str, Any]], path: Path) -> Path:
+def write_point_data(rows: list[PointRow], path: Path) -> Path:
     """Write a point's rows as the trainer reads them (written whole: a kill leaves the old file or the new)."""
     text = "".join(json.dumps({"id": r["id"], "conversations": r["conversations"]}, ensure_ascii=False) + "\n"
                    for r in rows)

@@ -10,25 +10,62 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, cast
+
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing_extensions on Python 3.11
 
 from training.curve.evaluate import SetScore
-from training.forecast import ForecastError, forecast, plot_forecast, plot_scaling
+from training.forecast import (
+    FitFailure,
+    ForecastError,
+    ForecastResult,
+    ForecastRun,
+    ScalingDoc,
+    forecast,
+    plot_forecast,
+    plot_scaling,
+)
 
 PLOT = "curve.png"
 FORECAST_PLOT = "curve_forecast.png"
 
 
+@with_config(ConfigDict(extra="allow"))  # a caller's own stats (a benchmark's peak memory) are kept as given
+class TrainingStats(TypedDict, total=False):
+    """What a point keeps of the trainer's result (`runner.training_stats`; a hand-made point may hold fewer)."""
+
+    steps: int
+    final_loss: float
+    step_accuracies: list[float]
+    vocab_coverage: float
+    train_wall_s: float
+    train_tokens: int
+    train_tokens_per_s: float
+
+
+class CurveRun(ForecastRun, TrainingStats):
+    """One (draft, eval set) row of a curve: what the forecast fits, the set's score, the point's training stats."""
+
+    prompts: NotRequired[int]
+    distinct_training_prompts: NotRequired[int]
+    per_position_accept: NotRequired[list[float]]
+    rounds: NotRequired[int]
+    tokens: NotRequired[int]
+    data_scale: NotRequired[float]  # the point's rows over the rows available
+
+
 def run_row(samples: int, regenerated: bool, eval_set: str, result: SetScore, distinct: int,
-            stats: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """One (draft, eval set) row as `training.forecast` and the scaling report read it."""
-    return {"samples": samples, "eval_set": eval_set, "regenerated": regenerated, "prompts": result.prompts,
+            stats: TrainingStats, **extra: Any) -> CurveRun:
+    """One (draft, eval set) row as `training.forecast` and the scaling report read it (`extra`: the caller's own
+    keys, such as `data_scale`)."""
+    return cast(CurveRun, {"samples": samples, "eval_set": eval_set, "regenerated": regenerated, "prompts": result.prompts,
             "distinct_training_prompts": distinct, "accept_length": result.accept_length,
             "per_position_accept": result.per_position_accept, "rounds": result.rounds, "tokens": result.tokens,
-            **extra, **stats}
+            **extra, **stats})
 
 
-def fit_runs(runs: list[dict[str, Any]], target_al: float) -> dict[str, Any]:
+def fit_runs(runs: list[CurveRun], target_al: float) -> ForecastResult | FitFailure:
     """The forecast of the runs, or {"error": why it cannot be made}."""
     try:
         return forecast(runs, target_accept=target_al)
@@ -36,18 +73,18 @@ def fit_runs(runs: list[dict[str, Any]], target_al: float) -> dict[str, Any]:
         return {"error": str(exc)}
 
 
-def write_plots(runs: list[dict[str, Any]], fit: dict[str, Any] | None, out: Path, title: str) -> list[Path]:
+def write_plots(runs: list[CurveRun], fit: ForecastResult | FitFailure | None, out: Path, title: str) -> list[Path]:
     """AL per set against rows (control dashed) and, once fitted, the fit with its band and the target AL."""
     if not runs:
         return []
-    doc = {"target": title, "runs": runs, "forecast": fit}
+    doc: ScalingDoc = {"target": title, "runs": runs, "forecast": fit}
     paths = [plot_scaling(doc, out / PLOT)]
     if fit and "error" not in fit:
         paths.append(plot_forecast(doc, out / FORECAST_PLOT))
     return paths
 
 
-def answer_lines(fit: dict[str, Any] | None, target_al: float, rows_available: int) -> list[str]:
+def answer_lines(fit: ForecastResult | FitFailure | None, target_al: float, rows_available: int) -> list[str]:
     """The fit and the data the target AL needs, in words."""
     if not fit:
         return ["fit: not yet (no point measured)"]
@@ -77,8 +114,8 @@ def answer_lines(fit: dict[str, Any] | None, target_al: float, rows_available: i
 def markdown(doc: Any) -> str:
     """curve.md: what was trained under which rule, the table of points, the control's gap, the answer."""
     sets = sorted({s for p in doc.points for s in p.sets})
-    lines = [f"# Data-scaling curve: {doc.settings['target']}", "",
-             f"- data: {doc.settings['data']} ({doc.rows_available:,} rows, {doc.prompts_available:,} prompts)",
+    lines = [f"# Data-scaling curve: {doc.settings.target}", "",
+             f"- data: {doc.settings.data} ({doc.rows_available:,} rows, {doc.prompts_available:,} prompts)",
              f"- steps rule: {doc.steps_rule}", f"- evaluation: {doc.evaluator}",
              f"- status: {'complete' if doc.complete else 'in progress'} ({len(doc.points)} of {len(doc.plan)} "
              "points)"]
@@ -93,7 +130,7 @@ def markdown(doc: Any) -> str:
     gaps = control_gaps(doc.points)
     if gaps:
         lines += ["", "Regenerated minus control (mean AL): " + ", ".join(f"{n:,} rows {g:+.3f}" for n, g in gaps)]
-    lines += ["", *answer_lines(doc.fit, doc.settings["target_al"], doc.rows_available)]
+    lines += ["", *answer_lines(doc.fit, doc.settings.target_al, doc.rows_available)]
     return "\n".join(lines) + "\n"
 
 

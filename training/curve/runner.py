@@ -35,7 +35,8 @@ from training.curve.plan import (
     resolve_scales,
     write_point_data,
 )
-from training.curve.report import fit_runs, markdown, run_row, write_plots
+from training.curve.report import CurveRun, TrainingStats, fit_runs, markdown, run_row, write_plots
+from training.forecast import FitFailure, ForecastResult
 
 logger = logging.getLogger(__name__)
 CURVE_FILE = "curve.json"
@@ -53,7 +54,7 @@ class PointResult(BaseModel):
     control: bool
     fraction: float = Field(description="Its rows over the regenerated rows available.")
     distinct_prompts: int
-    stats: dict[str, Any] = Field(description="The trainer's: steps, final_loss, train_tokens, train_wall_s, ...")
+    stats: TrainingStats = Field(description="The trainer's: steps, final_loss, train_tokens, train_wall_s, ...")
     eval_wall_s: float
     sets: dict[str, SetScore]
 
@@ -69,7 +70,7 @@ class CurveDoc(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = SCHEMA_VERSION
-    settings: dict[str, Any]
+    settings: CurveSettings
     steps_rule: str
     evaluator: str
     rows_available: int
@@ -78,15 +79,15 @@ class CurveDoc(BaseModel):
     plan: list[PlannedPoint]
     skipped: list[str] = Field(default_factory=list)
     points: list[PointResult] = Field(default_factory=list)
-    runs: list[dict[str, Any]] = Field(default_factory=list)
-    fit: dict[str, Any] | None = None
+    runs: list[CurveRun] = Field(default_factory=list)
+    fit: ForecastResult | FitFailure | None = None
     complete: bool = False
 
     def done(self, name: str) -> bool:
         return any(p.name == name for p in self.points)
 
 
-def training_stats(result: Any) -> dict[str, Any]:
+def training_stats(result: Any) -> TrainingStats:
     """What a point keeps of the trainer's result."""
     return {"steps": result.steps, "final_loss": round(result.loss, 4),
             "step_accuracies": [round(a, 3) for a in result.step_accuracies],
@@ -94,7 +95,7 @@ def training_stats(result: Any) -> dict[str, Any]:
             "train_tokens": result.tokens, "train_tokens_per_s": round(result.tokens_per_s, 1)}
 
 
-def runs_of(points: list[PointResult]) -> list[dict[str, Any]]:
+def runs_of(points: list[PointResult]) -> list[CurveRun]:
     """Every (point, eval set) as a forecast run, smallest first."""
     return [run_row(p.samples, not p.control, name, score, p.distinct_prompts, p.stats, data_scale=p.fraction)
             for p in sorted(points, key=lambda p: (p.control, p.samples)) for name, score in sorted(p.sets.items())]
@@ -115,23 +116,23 @@ def load_doc(out: Path) -> CurveDoc | None:
 def save(doc: CurveDoc, out: Path) -> None:
     """curve.json, curve.md and the plots, each written whole."""
     doc.runs = runs_of(doc.points)
-    doc.fit = fit_runs(doc.runs, doc.settings["target_al"]) if doc.points else None
+    doc.fit = fit_runs(doc.runs, doc.settings.target_al) if doc.points else None
     write_file(out / CURVE_FILE, (doc.model_dump_json(indent=1) + "\n").encode("utf-8"), root=out)
     write_file(out / SUMMARY_FILE, markdown(doc).encode("utf-8"), root=out)
-    write_plots(doc.runs, doc.fit, out, Path(doc.settings["target"]).name)
+    write_plots(doc.runs, doc.fit, out, doc.settings.target.name)
 
 
 def start(settings: CurveSettings, data: CurveData, evaluator: Evaluator) -> CurveDoc:
     """The folder's curve when it has one with these settings; else a new one."""
     sizes = resolve_scales(settings.scales, len(data.answers))
     plan, skipped = plan_points(sizes, data, settings.control)
-    fresh = CurveDoc(settings=settings.model_dump(mode="json"), steps_rule=settings.rule_text(),
+    fresh = CurveDoc(settings=settings, steps_rule=settings.rule_text(),
                      evaluator=evaluator.description, rows_available=len(data.answers),
                      prompts_available=len(data.prompts), prompts_left_out=data.left_out, plan=plan, skipped=skipped)
     before = load_doc(settings.out)
     if before is None:
         return fresh
-    old = CurveSettings.model_validate(before.settings).fingerprint()
+    old = before.settings.fingerprint()
     changed = sorted(k for k, v in settings.fingerprint().items() if old.get(k) != v)
     if changed:
         raise CurveError(f"{settings.out} holds a curve made with other settings ({', '.join(changed)}): run it "
