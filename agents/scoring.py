@@ -26,8 +26,8 @@ from functools import lru_cache
 from agents.benchmark_rule import PENALTY_REASON, benchmark_rule
 from agents.categories import CategoryDefinition
 from agents.dataset_kind import multimodal_evidence, raw_corpus_evidence
-from agents.models import Candidate
 from agents.search.terms import light_stem, split_terms
+from core.candidates import Candidate
 
 # The one off-topic threshold (graph/verifier.py applies it). On the judged set (tests/data/index_judgments.json)
 # 0.3 would reject one more kept dataset (a tool-use SFT set at 0.27) to catch seven more not-relevant ones that

@@ -67,9 +67,7 @@ def persist_run(session: Session, *, campaign_id: str, run: VerifiedRun) -> dict
         store.add_verdict(session, campaign_id=campaign_id, decision=Decision.REJECT.value, reasons=run["reasons"],
                           run_id=run_id)
     records = store.add_verified_candidates(
-        session, campaign_id=campaign_id, run_id=run_id, category=run["category"],
-        verified=[(v["candidate"], v["decision"], v["reasons"]) for v in run["candidates"]],
-    )
+        session, campaign_id=campaign_id, run_id=run_id, category=run["category"], verified=run["candidates"])
     entries = [(record, v["decision"], v["reasons"])
                for record, v in zip(records, run["candidates"], strict=True) if is_hub_id(record.hub_id)]
     store.upsert_entries(session, verified=entries)

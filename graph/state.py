@@ -11,7 +11,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
-from core.types import Decision, Reason, RunStatus
+from core.candidates import VerifiedCandidate
+from core.types import Reason, RunStatus
 
 
 class BranchInput(TypedDict):
@@ -26,17 +27,9 @@ class BranchResult(TypedDict):
 
     category: str
     run_id: int | None
-    deliverable: dict[str, Any] | None  # agents.models.Deliverable as JSON; None when it never came
+    deliverable: dict[str, Any] | None  # core.candidates.Deliverable as JSON; None when it never came
     error: str | None  # why the subagent failed or delivered nothing usable
     elapsed_s: float
-
-
-class VerifiedCandidate(TypedDict):
-    """A candidate with the verifier's decision and every reason (blocking or flag) behind it."""
-
-    candidate: dict[str, Any]  # agents.models.Candidate as JSON, metadata enriched by lookups
-    decision: Decision
-    reasons: list[Reason]
 
 
 class VerifiedRun(TypedDict):

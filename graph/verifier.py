@@ -20,13 +20,13 @@ from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 
-from agents.models import Candidate, DatasetMetadata, Deliverable
 from agents.scoring import OFF_TOPIC_BELOW
 from agents.search.base import SearchBackend
+from core.candidates import Candidate, DatasetMetadata, Deliverable, VerifiedCandidate
 from core.licenses import is_stated, license_risk
 from core.types import Category, Decision, Reason, ReasonCode, RunStatus, is_hub_id
 from graph.context import CampaignContext
-from graph.state import BranchResult, CampaignState, VerifiedCandidate, VerifiedRun
+from graph.state import BranchResult, CampaignState, VerifiedRun
 from graph.suitability import (
     check_benchmark,
     check_draft_recipe,

@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 
 from agents.benchmark_rule import benchmark_rule
-from agents.models import BackendName, DatasetMetadata, SearchHit
-from agents.search.base import SearchError
+from agents.search.base import SearchError, SearchHit
 from agents.search.embedding import EncoderUnavailableError, SentenceEncoder, default_encoder
 from agents.search.terms import query_terms_repeated, split_filters, split_terms
 from agents.search.vectors import DocumentVectors
 from agents.source_repos import media_libraries_of, recipes_using
+from core.candidates import BackendName, DatasetMetadata
 from core.jsonl import parse_jsonl
 from core.types import is_hub_id
 

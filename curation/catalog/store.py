@@ -33,7 +33,6 @@ from curation.catalog.campaigns import (
     start_run,
 )
 from curation.catalog.candidates import (
-    CandidateAndVerdict,
     add_candidate,
     add_verdict,
     add_verified_candidates,
@@ -78,7 +77,6 @@ from curation.licenses import license_from_metadata
 __all__ = [
     "CAMPAIGN_STATUSES",
     "CampaignNotFoundError",
-    "CandidateAndVerdict",
     "CatalogError",
     "ConcurrentUpdateError",
     "DatabaseError",
