@@ -278,6 +278,27 @@ def _finish(
     if jsonl:
         atomic_write_bytes(out_dir / "samples.jsonl", jsonl_bytes(samples), root=out_dir)
         outputs.append("samples.jsonl")
+    _write_set_aside(out_dir, dedup, contaminated, index, row_ids)
+    report = _report(
+        manifest, staged, dedup, contaminated, mixed, samples, eval_status, ctx.params.counter, seed
+    )
+    report.shards = outputs
+    atomic_write_json(out_dir / "report.json", report.to_json(), root=out_dir)
+    regen = [s["token_count"] for s in samples if s["needs_regeneration"]]
+    native = [s["token_count"] for s in samples if not s["needs_regeneration"]]
+    write_summary(
+        out_dir,
+        render_summary(report, regen, native),
+        render_plot(report, [s["original_token_count"] for s in samples]),
+    )
+    return report, outputs
+
+
+def _write_set_aside(
+    out_dir: Path, dedup: DedupResult, contaminated: dict[int, str], index: EvalIndex, row_ids: dict[tuple[str, int], str]
+) -> None:
+    """Write the rows set aside beside the shards: duplicates (with the id each duplicates) and decontaminated
+    rows (with the eval item each matched)."""
     dup_records = [
         {"id": row_ids[d.key], "kept_id": row_ids[k.key], "kind": "exact", "similarity": 1.0}
         for d, k in dedup.exact
@@ -299,37 +320,14 @@ def _finish(
         for i, item in sorted(contaminated.items())
     ]
     atomic_write_bytes(out_dir / "decontaminated.jsonl", jsonl_bytes(decon_records), root=out_dir)
-    report = _report(
-        manifest, staged, dedup, contaminated, mixed, samples, eval_status, ctx.params.counter, seed
-    )
-    report.shards = outputs
-    atomic_write_json(out_dir / "report.json", report.to_json(), root=out_dir)
-    regen = [s["token_count"] for s in samples if s["needs_regeneration"]]
-    native = [s["token_count"] for s in samples if not s["needs_regeneration"]]
-    write_summary(
-        out_dir,
-        render_summary(report, regen, native),
-        render_plot(report, [s["original_token_count"] for s in samples]),
-    )
-    return report, outputs
 
 
-def _report(
-    manifest: Manifest,
-    staged: list[StagedSource],
-    dedup: DedupResult,
-    contaminated: dict[int, str],
-    mixed: MixResult,
-    samples: list[dict[str, Any]],
-    eval_status: dict[str, EvalSetStatus],
-    counter: TokenCounter,
-    seed: int,
-) -> CurationReport:
-    drops: dict[str, int] = {}
+def _source_reports(
+    manifest: Manifest, staged: list[StagedSource], dedup: DedupResult, contaminated: dict[int, str], mixed: MixResult
+) -> dict[str, SourceReport]:
+    """Return each source's report: its rows, drops, duplicates, decontaminated rows and selected rows."""
     per_source: dict[str, SourceReport] = {}
     for s, source in zip(staged, manifest.sources, strict=True):
-        for reason, n in s.drops.items():
-            drops[reason] = drops.get(reason, 0) + n
         per_source[s.key] = SourceReport(
             rows_in=s.rows_in,
             drops=dict(sorted(s.drops.items())),
@@ -346,6 +344,25 @@ def _report(
         per_source[row.source_key].duplicates += 1
     for i in contaminated:
         per_source[dedup.kept[i].source_key].decontaminated += 1
+    return per_source
+
+
+def _report(
+    manifest: Manifest,
+    staged: list[StagedSource],
+    dedup: DedupResult,
+    contaminated: dict[int, str],
+    mixed: MixResult,
+    samples: list[dict[str, Any]],
+    eval_status: dict[str, EvalSetStatus],
+    counter: TokenCounter,
+    seed: int,
+) -> CurationReport:
+    drops: dict[str, int] = {}
+    for s in staged:
+        for reason, n in s.drops.items():
+            drops[reason] = drops.get(reason, 0) + n
+    per_source = _source_reports(manifest, staged, dedup, contaminated, mixed)
     per_category = category_reports(mixed.per_category)
     cleaned = sum(len(s.rows) for s in staged)
     native = sum(1 for s in samples if not s["needs_regeneration"])
