@@ -47,6 +47,29 @@ class VerifiedRun(TypedDict):
     candidates: list[VerifiedCandidate]
 
 
+class RunCounts(TypedDict):
+    """One category's latest run as `catalog summary` counts it (`graph.persist.run_counts`)."""
+
+    status: RunStatus
+    error: str | None
+    candidates: int
+    accepted: int  # let through by the verifier: unverified + flagged + the clean rest
+    unverified: int
+    flagged: int
+    eval_sets: int  # benchmarks blocked from training, counted in `rejected`
+    rejected: int
+    reasons: dict[str, int]  # flag or rejection code -> candidates, most first
+
+
+class CampaignSummary(TypedDict):
+    """What the `persist` node reports: the campaign's status, what it stored, and each category's counts."""
+
+    status: str  # a CampaignStatus value
+    error: str | None
+    stored: dict[str, int]  # {"candidates", "accepted"} written by this pass
+    by_category: dict[str, RunCounts]
+
+
 class CampaignState(TypedDict, total=False):
     """The graph's state: the campaign, its categories, branch results (fan-in), verified runs, a summary."""
 
@@ -54,4 +77,4 @@ class CampaignState(TypedDict, total=False):
     categories: list[str]
     results: Annotated[list[BranchResult], operator.add]
     verified: list[VerifiedRun]
-    summary: dict[str, Any]
+    summary: CampaignSummary
