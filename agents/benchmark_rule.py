@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agents.errors import AgentError
-from agents.models import Candidate
+from core.candidates import Candidate
 from core.types import Reason, ReasonCode
 from prompts import load_prompt
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from agents.models import Candidate
+from core.candidates import Candidate
 
 # Column names (parts) that carry a prompt/answer structure; a dataset with none of them is raw text.
 PAIR_FIELD_HINTS = (

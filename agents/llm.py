@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, SecretStr
 
 from agents.categories import CategoryDefinition
 from agents.errors import AgentError
-from agents.models import Candidate
+from core.candidates import Candidate
 from core.settings import Settings
 from prompts import render_prompt
 

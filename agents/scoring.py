@@ -26,8 +26,8 @@ from functools import lru_cache
 from agents.benchmark_rule import PENALTY_REASON, benchmark_rule
 from agents.categories import CategoryDefinition
 from agents.dataset_kind import multimodal_evidence, raw_corpus_evidence
-from agents.models import Candidate
 from agents.search.terms import light_stem, split_terms
+from core.candidates import Candidate
 
 # The one off-topic threshold (graph/verifier.py applies it). On the judged set (tests/data/index_judgments.json)
 # 0.3 would reject one more kept dataset (a tool-use SFT set at 0.27) to catch seven more not-relevant ones that
@@ -180,6 +180,27 @@ def keyword_evidence(candidate: Candidate, definition: CategoryDefinition) -> fl
     return ID_WEIGHT * len(in_id) + TAG_WEIGHT * len(in_tags) + TEXT_WEIGHT * len(in_text)
 
 
+def kind_discounts(candidate: Candidate, definition: CategoryDefinition) -> list[tuple[float, str]]:
+    """Return `(discount, reason)` for each kind of data `candidate` is that ranks below the category's own, in
+    the order they apply: an evaluation benchmark or else a raw corpus, rows that need media, nothing of the
+    category's domain, a specialised set. Empty for a candidate of the category's own kind."""
+    discounts: list[tuple[float, str]] = []
+    if benchmark_rule().judge(candidate).eval_only:
+        discounts.append((benchmark_rule().relevance_discount, PENALTY_REASON))
+    elif raw_corpus_evidence(candidate) is not None:
+        discounts.append((RAW_CORPUS_DISCOUNT, "a raw corpus: ranked below conversation and instruction data"))
+    if multimodal_evidence(candidate) is not None:
+        discounts.append((MULTIMODAL_DISCOUNT, "its rows need images, video or audio: ranked below text data"))
+    if not in_domain(candidate, definition):
+        domain = definition.domain_terms[0]
+        discounts.append((OUT_OF_DOMAIN_DISCOUNT,
+                          f"nothing in its id, tags or description says {domain}: ranked below {domain} data"))
+    specialised = specialised_term(candidate, definition)
+    if specialised:
+        discounts.append((SPECIALISED_DISCOUNT, f"its id or tags say {specialised}: a specialised set, ranked below general ones"))
+    return discounts
+
+
 def score_candidate(
     candidate: Candidate,
     definition: CategoryDefinition,
@@ -199,15 +220,9 @@ def score_candidate(
     if raw > 0:
         raw += EVIDENCE_WEIGHT * min(len(sources) - 1, EVIDENCE_CAP) if sources else 0.0
     relevance = 1.0 - math.exp(-raw)
-    benchmark = raw > 0 and benchmark_rule().judge(candidate).eval_only
-    corpus = raw > 0 and not benchmark and raw_corpus_evidence(candidate) is not None
-    relevance *= benchmark_rule().relevance_discount if benchmark else RAW_CORPUS_DISCOUNT if corpus else 1.0
-    media = raw > 0 and multimodal_evidence(candidate) is not None
-    relevance *= MULTIMODAL_DISCOUNT if media else 1.0
-    outside = raw > 0 and not in_domain(candidate, definition)
-    relevance *= OUT_OF_DOMAIN_DISCOUNT if outside else 1.0
-    specialised = specialised_term(candidate, definition) if raw > 0 else None
-    relevance *= SPECIALISED_DISCOUNT if specialised else 1.0
+    discounts = kind_discounts(candidate, definition) if raw > 0 else []
+    for factor, _ in discounts:
+        relevance *= factor
     lead = 0.0 if rival is None else rival[1] - keywords_raw
     weak = max(0.0, 1.0 - keywords_raw / CONTRAST_SPARED_AT)  # 1 with no keyword of its own, 0 once strong
     contrasted = lead > 0 and weak > 0
@@ -228,17 +243,7 @@ def score_candidate(
     if semantic > 0 and similarity is not None:
         parts.append(f"reads like the category (similarity {similarity:.2f})")
     parts.append(f"found by {len(sources)} search(es)")
-    if benchmark:
-        parts.append(PENALTY_REASON)
-    if corpus:
-        parts.append("a raw corpus: ranked below conversation and instruction data")
-    if media:
-        parts.append("its rows need images, video or audio: ranked below text data")
-    if outside:
-        parts.append(f"nothing in its id, tags or description says {definition.domain_terms[0]}: ranked below "
-                     f"{definition.domain_terms[0]} data")
-    if specialised:
-        parts.append(f"its id or tags say {specialised}: a specialised set, ranked below general ones")
+    parts.extend(reason for _, reason in discounts)
     if contrasted and rival is not None:
         parts.append(f"{rival[0]}'s keywords fit it better (by {lead:.2f})")
     return relevance, "; ".join(parts)

@@ -19,10 +19,10 @@ from functools import lru_cache
 import numpy as np
 
 from agents.categories import CategoryDefinition, load_category, semantic_anchors
-from agents.models import Candidate
 from agents.search.embedding import SentenceEncoder
 from agents.search.offline import OfflineIndex
 from agents.search.vectors import document_text
+from core.candidates import Candidate
 from core.types import Category
 
 logger = logging.getLogger(__name__)

@@ -19,11 +19,11 @@ from typing import Literal
 
 from agents.categories import CategoryDefinition, load_category
 from agents.llm import LLMError, RelevanceLLM
-from agents.models import Candidate, Deliverable, Evidence, QueryRecord, SearchHit
 from agents.planning import plan_queries_deterministic
 from agents.scoring import guess_format, keyword_evidence, score_candidate
-from agents.search.base import SearchBackend, TransientSearchError, is_semantic
+from agents.search.base import SearchBackend, SearchHit, TransientSearchError, is_semantic
 from agents.semantic import CategorySimilarity
+from core.candidates import Candidate, Deliverable, Evidence, QueryRecord
 from core.types import Category, is_hub_id, parse_category
 
 logger = logging.getLogger(__name__)

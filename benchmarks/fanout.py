@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agents.models import DatasetMetadata, SearchHit
+from agents.search.base import SearchHit
 from agents.search.offline import OfflineIndex
+from core.candidates import DatasetMetadata
 from core.settings import get_settings
 from core.types import Category
 from curation.catalog import store

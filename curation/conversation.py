@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TypedDict, cast
+
+import numpy as np
 
 from core.samples import ROLES, Role
 from core.samples import Message as Message  # the one turn contract, re-exported for the adapters
@@ -26,6 +28,15 @@ class Drop:
     detail: str = ""
 
 
+class RowExtra(TypedDict, total=False):
+    """What the steps learn about a row on its way: token counts (cleaning), prompt keys (dedup, decontamination)."""
+
+    token_count: int  # the whole conversation's tokens
+    prompt_tokens: int  # its non-assistant turns' tokens
+    prompt_hash: str  # content hash of the normalised prompt text
+    words: np.ndarray  # CRC-32 of each word of the normalised prompt (`curation.textkeys.word_hashes`)
+
+
 @dataclass
 class Row:
     """One conversation moving through the pipeline, with its provenance."""
@@ -36,7 +47,7 @@ class Row:
     category: str
     target_native: bool = False
     source_order: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: RowExtra = field(default_factory=RowExtra)
 
     @property
     def key(self) -> tuple[str, int]:

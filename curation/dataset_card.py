@@ -10,14 +10,35 @@ for a regenerated set, which model wrote the answers and how.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from core.licenses import hub_license, license_risk
 from curation.licenses import risky_sources
 
-__all__ = ["CardFacts", "card_license", "hub_license", "render_card", "size_category"]
+__all__ = ["CardFacts", "CardSource", "card_license", "hub_license", "render_card", "size_category"]
+
+
+class CardSource(TypedDict):
+    """One source of a published set, as its card lists it: the manifest's pin and licence, and its rows."""
+
+    hub_id: str
+    config: str | None
+    revision: str | None
+    license: str | None
+    category: str | None
+    rows: int
+
+
+class RegenCounts(TypedDict, total=False):
+    """What regeneration did to the set's rows, as the card states it."""
+
+    regenerated: int
+    passthrough: int  # copied unchanged: already the target's
+    failed: int
+    cut: int  # answers cut at the token limit
+    repetitive: int  # answers repeating an 8-word phrase
 
 
 @dataclass
@@ -28,16 +49,16 @@ class CardFacts:
     kind: str  # "curated" or "regenerated"
     rows: int
     categories: dict[str, int]
-    sources: list[dict[str, Any]]  # {hub_id, config, revision, license, category, rows}
+    sources: list[CardSource]
     version: str
     target_model: str | None = None
     sampling: dict[str, Any] | None = None
     reasoning: str | None = None
     report: dict[str, Any] = field(default_factory=dict)
-    regen: dict[str, Any] = field(default_factory=dict)  # finished / failed / cut / repetitive counts
+    regen: RegenCounts = field(default_factory=RegenCounts)
 
 
-def card_license(sources: list[dict[str, Any]]) -> str:
+def card_license(sources: list[CardSource]) -> str:
     """Return one Hub license for the set: the sources' common id, else `other` (`unknown` when none is known)."""
     ids = {hub_license(s.get("license")) for s in sources}
     if ids == {None} or not ids:
@@ -55,8 +76,19 @@ def size_category(rows: int) -> str:
     return "1M<n<10M"
 
 
+class _DatahuntBlock(TypedDict, total=False):
+    """The card metadata's `datahunt` block: how the set was made."""
+
+    version: str
+    kind: str
+    target_model: str
+    sampling: dict[str, Any]
+    reasoning: str
+    decontamination: dict[str, int]  # eval sets, and how many were checked, unavailable, failed
+
+
 def _metadata(facts: CardFacts) -> DatasetCardData:
-    datahunt: dict[str, Any] = {"version": facts.version, "kind": facts.kind}
+    datahunt = _DatahuntBlock(version=facts.version, kind=facts.kind)
     if facts.target_model:
         datahunt["target_model"] = facts.target_model
     if facts.sampling:

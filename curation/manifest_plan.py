@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from curation.manifest import EvalSet, Manifest, Source
-from curation.mirror import mirror_eval_sets, mirror_files
+from curation.mirror import MirrorEntry, mirror_eval_sets, mirror_files
 
 
-def resolve_files(spec: Source | EvalSet, mirror: Path | None, mirror_entries: list[dict[str, Any]]) -> list[str]:
+def resolve_files(spec: Source | EvalSet, mirror: Path | None, mirror_entries: list[MirrorEntry]) -> list[str]:
     """Return the data files to read for `spec`: the manifest's own, else the mirror's entry for its dataset."""
     if spec.data_files or spec.hub_id is None or mirror is None:
         return list(spec.data_files)
@@ -47,7 +46,7 @@ class ManifestPlan:
     eval_sets: list[EvalPlan]
 
 
-def plan_manifest(manifest: Manifest, mirror: Path | None, mirror_entries: list[dict[str, Any]]) -> ManifestPlan:
+def plan_manifest(manifest: Manifest, mirror: Path | None, mirror_entries: list[MirrorEntry]) -> ManifestPlan:
     """Return the manifest's load plans: its sources in order, its eval sets plus the mirror's eval entries not named."""
     named = {e.name for e in manifest.eval_sets}
     extra = mirror_eval_sets(mirror, mirror_entries) if mirror and mirror_entries else []

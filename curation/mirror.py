@@ -16,7 +16,7 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict, cast
 
 from core.types import Category
 from curation.adapters import detect_format
@@ -24,6 +24,27 @@ from curation.loading import SourceLoadError, inside, read_records
 from curation.manifest import EvalSet, Manifest, ManifestError, Source, TargetModel
 
 MIRROR_INDEX = "MIRROR.json"
+
+
+class MirrorEntry(TypedDict):
+    """One entry of `MIRROR.json`: a Hub dataset (one config of it) and the mirror files standing in for it."""
+
+    id: str
+    files: list[str]  # relative to the mirror folder
+    config: NotRequired[str | None]  # may carry the split: "main/train"
+    role: NotRequired[str]  # "train" (the default) or "eval"
+    license: NotRequired[str | None]
+    format: NotRequired[str]
+    fields: NotRequired[str]
+    rows: NotRequired[int]
+    rows_per_file: NotRequired[dict[str, int]]
+    sha256: NotRequired[dict[str, str]]  # per file
+    bytes: NotRequired[dict[str, int]]  # per file
+    source: NotRequired[str | list[str]]  # where the mirror took the files from
+    source_commit: NotRequired[str]
+    hub_match: NotRequired[str]
+    synthetic: NotRequired[bool]
+    note: NotRequired[str]
 
 # First match wins; matched against "id config files" lower-cased.
 CATEGORY_RULES: tuple[tuple[str, Category], ...] = (
@@ -39,7 +60,7 @@ CATEGORY_RULES: tuple[tuple[str, Category], ...] = (
 )
 
 
-def category_for(entry: dict[str, Any]) -> Category:
+def category_for(entry: MirrorEntry) -> Category:
     """Return the category of a mirror entry by CATEGORY_RULES (default general_chat)."""
     text = " ".join([entry.get("id", ""), entry.get("config") or "", *entry.get("files", [])]).lower()
     for pattern, category in CATEGORY_RULES:
@@ -48,7 +69,7 @@ def category_for(entry: dict[str, Any]) -> Category:
     return Category.GENERAL_CHAT
 
 
-def read_mirror_index(mirror_dir: Path) -> list[dict[str, Any]]:
+def read_mirror_index(mirror_dir: Path) -> list[MirrorEntry]:
     """Return the entries of `mirror_dir/MIRROR.json`, or raise ManifestError saying what is wrong."""
     index = Path(mirror_dir) / MIRROR_INDEX
     try:
@@ -62,17 +83,17 @@ def read_mirror_index(mirror_dir: Path) -> list[dict[str, Any]]:
     ):
         raise ManifestError(f"{index} must be a list of entries with id and files")
     root = Path(mirror_dir).resolve()
-    for entry in entries:
+    for entry in cast(list[MirrorEntry], entries):
         if not isinstance(entry["files"], list) or not entry["files"] or not all(
                 isinstance(f, str) for f in entry["files"]):
             raise ManifestError(f"{index}: the files of {entry['id']!r} must be a non-empty list of paths")
         for name in entry["files"]:
             if not inside(root, name):
                 raise ManifestError(f"{index}: {entry['id']!r} names {name!r}, which lies outside the mirror folder")
-    return entries
+    return cast(list[MirrorEntry], entries)
 
 
-def _config_and_split(entry: dict[str, Any], default_split: str) -> tuple[str | None, str]:
+def _config_and_split(entry: MirrorEntry, default_split: str) -> tuple[str | None, str]:
     config = entry.get("config")
     if config and "/" in config:  # the mirror writes e.g. "main/train" for config + split
         name, split = config.split("/", 1)
@@ -96,7 +117,7 @@ def _readable_format(mirror_dir: Path, files: list[str]) -> tuple[str | None, st
     return (found, None) if found is not None else (None, "no adapter fits its columns")
 
 
-def mirror_eval_sets(mirror_dir: Path, entries: list[dict[str, Any]]) -> list[EvalSet]:
+def mirror_eval_sets(mirror_dir: Path, entries: list[MirrorEntry]) -> list[EvalSet]:
     """Return the mirror's `role: eval` entries that an adapter can read, as eval sets (named id:config)."""
     eval_sets = []
     for entry in entries:
@@ -152,7 +173,7 @@ def manifest_from_mirror(mirror_dir: Path, *, target: str | None = None) -> Mani
     )
 
 
-def mirror_files(entries: list[dict[str, Any]], hub_id: str, config: str | None, split: str) -> list[str]:
+def mirror_files(entries: list[MirrorEntry], hub_id: str, config: str | None, split: str) -> list[str]:
     """Return the mirror files standing in for a Hub dataset (id, config, split), or [] when it is not mirrored.
 
     Entries match on id; a config keeps the entries of that config (the mirror's `main/train` style counts
@@ -203,7 +224,7 @@ def _is_object(data: bytes) -> bool:
 
 def trim_mirror(
     src: Path, dst: Path, *, max_rows: int, overrides: dict[str, int] | None = None
-) -> list[dict[str, Any]]:
+) -> list[MirrorEntry]:
     """Copy a mirror with at most `max_rows` records per file (per-id `overrides`), rewriting rows and sha256."""
     entries = read_mirror_index(src)
     for entry in entries:

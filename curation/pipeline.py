@@ -15,8 +15,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
+from core.samples import CuratedSample
 from core.settings import Settings
 from curation.adapters import adapt, resolve_format
 from curation.atomic_files import read_own, remove_file
@@ -27,7 +28,7 @@ from curation.dedup import DedupResult, deduplicate
 from curation.loading import INVALID_UTF8, iter_records
 from curation.manifest import Manifest, ManifestError
 from curation.manifest_plan import EvalPlan, ManifestPlan, plan_manifest
-from curation.mirror import MIRROR_INDEX, read_mirror_index
+from curation.mirror import MIRROR_INDEX, MirrorEntry, read_mirror_index
 from curation.mixing import MixResult, mix, mix_warnings
 from curation.report import (
     CurationReport,
@@ -38,6 +39,7 @@ from curation.report import (
     category_reports,
 )
 from curation.samples import build_sample
+from curation.set_aside import ContaminatedRecord, DuplicateRecord
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes, write_shards
 from curation.staging import CODE_VERSION, LoadContext, StagedSource, sample_id, slug, stage_source
 from curation.summary import render_plot, render_summary, write_summary
@@ -93,7 +95,7 @@ def make_context(
     `sources_root` is the manifest file's folder, where target-written and traffic sources are read."""
     mirror_dir = mirror_of(manifest, mirror, settings)
     tokenizer = manifest.target.tokenizer or manifest.target.model if manifest.target else None
-    entries: list[dict[str, Any]] = []
+    entries: list[MirrorEntry] = []
     if mirror_dir and (Path(mirror_dir) / MIRROR_INDEX).is_file():
         entries = read_mirror_index(Path(mirror_dir))
     ctx = LoadContext(
@@ -232,18 +234,25 @@ def curate(
     # after the last, so a run killed in between (of this manifest or another) is never taken as finished.
     remove_file(state_path, root=out_dir)
     report, outputs = _finish(manifest, plan, out_dir, staged, ctx, seed, jsonl)
-    atomic_write_json(state_path, {"final": final, "outputs": outputs}, root=out_dir)
+    atomic_write_json(state_path, _StageState(final=final, outputs=outputs), root=out_dir)
     return CurateResult(report=report, reused=reused)
 
 
-def _read_state(out_dir: Path) -> dict[str, Any] | None:
+class _StageState(TypedDict, total=False):
+    """The state file: the key of the run that wrote the outputs, and the outputs it wrote (relative paths)."""
+
+    final: str
+    outputs: list[str]
+
+
+def _read_state(out_dir: Path) -> _StageState | None:
     """Return the state file this stage wrote, or None (missing, a planted link, or not one of ours)."""
     raw = read_own(out_dir / STATE_FILE, root=out_dir)
     try:
         state = json.loads(raw) if raw is not None else None
     except ValueError:
         return None
-    return state if isinstance(state, dict) else None
+    return cast(_StageState, state) if isinstance(state, dict) else None  # its keys are checked where read
 
 
 def _finish(
@@ -270,66 +279,63 @@ def _finish(
     mixed = mix(clean, manifest.budget, seed=seed, row_id=row_ids)
     # Split and write.
     samples = [
-        build_sample(r, sources[r.source_key], row_ids[r.key], ctx.params.counter).model_dump()
-        for r in mixed.selected
+        build_sample(r, sources[r.source_key], row_ids[r.key], ctx.params.counter) for r in mixed.selected
     ]
     shard_paths = write_shards(samples, out_dir / "data", root=out_dir)
     outputs = [p.relative_to(out_dir).as_posix() for p in shard_paths]
     if jsonl:
-        atomic_write_bytes(out_dir / "samples.jsonl", jsonl_bytes(samples), root=out_dir)
+        atomic_write_bytes(out_dir / "samples.jsonl", jsonl_bytes(s.model_dump() for s in samples), root=out_dir)
         outputs.append("samples.jsonl")
-    dup_records = [
-        {"id": row_ids[d.key], "kept_id": row_ids[k.key], "kind": "exact", "similarity": 1.0}
-        for d, k in dedup.exact
-    ]
-    dup_records += [
-        {"id": row_ids[d.key], "kept_id": row_ids[k.key], "kind": "near", "similarity": s}
-        for d, k, s in dedup.near
-    ]
-    atomic_write_bytes(out_dir / "dropped" / "duplicates.jsonl", jsonl_bytes(dup_records), root=out_dir)
-    decon_records = [
-        {
-            "id": row_ids[dedup.kept[i].key],
-            "source": dedup.kept[i].source_key,
-            "row": dedup.kept[i].row_index,
-            "eval_item": item,
-            "eval_text": index.texts[item][:500],
-            "prompt": prompt_text(dedup.kept[i].messages)[:500],
-        }
-        for i, item in sorted(contaminated.items())
-    ]
-    atomic_write_bytes(out_dir / "decontaminated.jsonl", jsonl_bytes(decon_records), root=out_dir)
+    _write_set_aside(out_dir, dedup, contaminated, index, row_ids)
     report = _report(
         manifest, staged, dedup, contaminated, mixed, samples, eval_status, ctx.params.counter, seed
     )
     report.shards = outputs
     atomic_write_json(out_dir / "report.json", report.to_json(), root=out_dir)
-    regen = [s["token_count"] for s in samples if s["needs_regeneration"]]
-    native = [s["token_count"] for s in samples if not s["needs_regeneration"]]
+    regen = [s.token_count for s in samples if s.needs_regeneration]
+    native = [s.token_count for s in samples if not s.needs_regeneration]
     write_summary(
         out_dir,
         render_summary(report, regen, native),
-        render_plot(report, [s["original_token_count"] for s in samples]),
+        render_plot(report, [s.original_token_count for s in samples]),
     )
     return report, outputs
 
 
-def _report(
-    manifest: Manifest,
-    staged: list[StagedSource],
-    dedup: DedupResult,
-    contaminated: dict[int, str],
-    mixed: MixResult,
-    samples: list[dict[str, Any]],
-    eval_status: dict[str, EvalSetStatus],
-    counter: TokenCounter,
-    seed: int,
-) -> CurationReport:
-    drops: dict[str, int] = {}
+def _write_set_aside(
+    out_dir: Path, dedup: DedupResult, contaminated: dict[int, str], index: EvalIndex, row_ids: dict[tuple[str, int], str]
+) -> None:
+    """Write the rows set aside beside the shards: duplicates (with the id each duplicates) and decontaminated
+    rows (with the eval item each matched)."""
+    dup_records = [
+        DuplicateRecord(id=row_ids[d.key], kept_id=row_ids[k.key], kind="exact", similarity=1.0)
+        for d, k in dedup.exact
+    ]
+    dup_records += [
+        DuplicateRecord(id=row_ids[d.key], kept_id=row_ids[k.key], kind="near", similarity=s)
+        for d, k, s in dedup.near
+    ]
+    atomic_write_bytes(out_dir / "dropped" / "duplicates.jsonl", jsonl_bytes(dup_records), root=out_dir)
+    decon_records = [
+        ContaminatedRecord(
+            id=row_ids[dedup.kept[i].key],
+            source=dedup.kept[i].source_key,
+            row=dedup.kept[i].row_index,
+            eval_item=item,
+            eval_text=index.texts[item][:500],
+            prompt=prompt_text(dedup.kept[i].messages)[:500],
+        )
+        for i, item in sorted(contaminated.items())
+    ]
+    atomic_write_bytes(out_dir / "decontaminated.jsonl", jsonl_bytes(decon_records), root=out_dir)
+
+
+def _source_reports(
+    manifest: Manifest, staged: list[StagedSource], dedup: DedupResult, contaminated: dict[int, str], mixed: MixResult
+) -> dict[str, SourceReport]:
+    """Return each source's report: its rows, drops, duplicates, decontaminated rows and selected rows."""
     per_source: dict[str, SourceReport] = {}
     for s, source in zip(staged, manifest.sources, strict=True):
-        for reason, n in s.drops.items():
-            drops[reason] = drops.get(reason, 0) + n
         per_source[s.key] = SourceReport(
             rows_in=s.rows_in,
             drops=dict(sorted(s.drops.items())),
@@ -346,9 +352,28 @@ def _report(
         per_source[row.source_key].duplicates += 1
     for i in contaminated:
         per_source[dedup.kept[i].source_key].decontaminated += 1
+    return per_source
+
+
+def _report(
+    manifest: Manifest,
+    staged: list[StagedSource],
+    dedup: DedupResult,
+    contaminated: dict[int, str],
+    mixed: MixResult,
+    samples: list[CuratedSample],
+    eval_status: dict[str, EvalSetStatus],
+    counter: TokenCounter,
+    seed: int,
+) -> CurationReport:
+    drops: dict[str, int] = {}
+    for s in staged:
+        for reason, n in s.drops.items():
+            drops[reason] = drops.get(reason, 0) + n
+    per_source = _source_reports(manifest, staged, dedup, contaminated, mixed)
     per_category = category_reports(mixed.per_category)
     cleaned = sum(len(s.rows) for s in staged)
-    native = sum(1 for s in samples if not s["needs_regeneration"])
+    native = sum(1 for s in samples if not s.needs_regeneration)
     return CurationReport(
         seed=seed,
         token_counter=counter.name,

@@ -16,19 +16,19 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from core.jsonl import read_jsonl
-from core.samples import RegeneratedSample
+from core.samples import Message, RegeneratedSample
 from curation.atomic_files import read_own, staged_file
-from curation.dataset_card import CardFacts, render_card
+from curation.dataset_card import CardFacts, CardSource, RegenCounts, render_card
 from curation.errors import CurationError
 from curation.licenses import risky_sources
 from curation.shards import SHARD_ROWS, atomic_write_bytes
@@ -49,6 +49,21 @@ REGENERATED_SCHEMA = pa.schema([
     ("source_row", pa.int64()),
     ("meta", pa.string()),  # the run's whole meta record, as JSON
 ])
+
+
+class PublishedRow(TypedDict):
+    """One row of a published regenerated set: a row of `REGENERATED_SCHEMA`."""
+
+    id: str
+    category: str | None
+    conversations: list[Message]
+    regenerated: bool
+    model: str | None
+    finish_reason: str | None
+    completion_tokens: int | None
+    source_dataset: str | None
+    source_row: int | None
+    meta: str
 
 
 class PublishError(CurationError, ValueError):
@@ -111,24 +126,24 @@ def _check_out(src: Path, out: Path) -> None:
                            "name a new folder (publish never deletes what it did not write)")
 
 
-def _sources(manifest: dict[str, Any], rows: Counter[tuple[str, str | None]]) -> list[dict[str, Any]]:
+def _sources(manifest: dict[str, Any], rows: Counter[tuple[str, str | None]]) -> list[CardSource]:
     """The manifest's sources that gave rows, with their row counts (`rows` is keyed by (dataset, config))."""
     return [
-        {"hub_id": s["hub_id"], "config": s.get("config"), "revision": s.get("revision"), "license": s.get("license"),
-         "category": s.get("category"), "rows": rows[(s["hub_id"], s.get("config"))]}
+        CardSource(hub_id=s["hub_id"], config=s.get("config"), revision=s.get("revision"), license=s.get("license"),
+                   category=s.get("category"), rows=rows[(s["hub_id"], s.get("config"))])
         for s in manifest.get("sources", [])
         if rows[(s["hub_id"], s.get("config"))]
     ]
 
 
-def _fill_licenses(sources: list[dict[str, Any]], known: Mapping[str, str]) -> None:
+def _fill_licenses(sources: list[CardSource], known: Mapping[str, str]) -> None:
     """Give each source the licence `known` (the mirror index) states for it when its manifest stated none."""
     for source in sources:
         if not source.get("license") and known.get(source["hub_id"]):
             source["license"] = known[source["hub_id"]]
 
 
-def check_licenses(sources: list[dict[str, Any]], *, accepted: bool) -> list[str]:
+def check_licenses(sources: Sequence[CardSource], *, accepted: bool) -> list[str]:
     """Return one warning line per source whose licence is non-commercial, restricted or unknown; raise
     LicenseRiskError naming them all when there are any and `accepted` is False."""
     words = {"non_commercial": "non-commercial", "restricted": "restricted", "unknown": "unknown"}
@@ -161,21 +176,21 @@ def _curated(src: Path) -> tuple[pa.Table, CardFacts]:
     return table, facts
 
 
-def _regen_row(record: dict[str, Any]) -> dict[str, Any]:
+def _regen_row(record: dict[str, Any]) -> PublishedRow:
     meta = record.get("meta") or {}
     source = meta.get("source") or {}
-    return {
-        "id": str(record["id"]),
-        "category": meta.get("category"),
-        "conversations": [{"role": t["role"], "content": t["content"]} for t in record["conversations"]],
-        "regenerated": bool(meta.get("regenerated")),
-        "model": meta.get("model"),
-        "finish_reason": meta.get("finish_reason"),
-        "completion_tokens": meta.get("completion_tokens"),
-        "source_dataset": source.get("dataset") if isinstance(source, dict) else None,
-        "source_row": source.get("row") if isinstance(source, dict) else None,
-        "meta": json.dumps(meta, ensure_ascii=False, sort_keys=True),
-    }
+    return PublishedRow(
+        id=str(record["id"]),
+        category=meta.get("category"),
+        conversations=[{"role": t["role"], "content": t["content"]} for t in record["conversations"]],
+        regenerated=bool(meta.get("regenerated")),
+        model=meta.get("model"),
+        finish_reason=meta.get("finish_reason"),
+        completion_tokens=meta.get("completion_tokens"),
+        source_dataset=source.get("dataset") if isinstance(source, dict) else None,
+        source_row=source.get("row") if isinstance(source, dict) else None,
+        meta=json.dumps(meta, ensure_ascii=False, sort_keys=True),
+    )
 
 
 def _regenerated(src: Path) -> tuple[pa.Table, CardFacts]:
@@ -200,9 +215,9 @@ def _regenerated(src: Path) -> tuple[pa.Table, CardFacts]:
         sources=_sources(manifest, datasets), version="",
         report=_json(curated_dir / "report.json") if curated_dir else {},
         target_model=run.get("model"), sampling=run.get("sampling"), reasoning=run.get("reasoning"),
-        regen={"regenerated": sum(r["regenerated"] for r in rows), "passthrough": sum(not r["regenerated"] for r in rows),
-               "failed": failed, "cut": sum(q.get("cut_at_limit", 0) for q in quality),
-               "repetitive": sum(q.get("repetitive", 0) for q in quality)},
+        regen=RegenCounts(regenerated=sum(r["regenerated"] for r in rows), passthrough=sum(not r["regenerated"] for r in rows),
+                          failed=failed, cut=sum(q.get("cut_at_limit", 0) for q in quality),
+                          repetitive=sum(q.get("repetitive", 0) for q in quality)),
     )
     return pa.Table.from_pylist(rows, schema=REGENERATED_SCHEMA), facts
 

@@ -10,7 +10,7 @@ a timestamp, so the same input gives byte-identical files.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -73,13 +73,13 @@ def atomic_write_json(path: Path, payload: Any, *, root: Path | None = None) -> 
     )
 
 
-def jsonl_bytes(records: Iterable[dict[str, Any]]) -> bytes:
+def jsonl_bytes(records: Iterable[Mapping[str, object]]) -> bytes:
     """Return records as JSON Lines (keys sorted, UTF-8)."""
     lines = [json.dumps(r, sort_keys=True, ensure_ascii=False) for r in records]
     return ("\n".join(lines) + "\n").encode("utf-8", errors="surrogatepass") if lines else b""
 
 
-def write_shards(samples: list[dict[str, Any]], data_dir: Path, *, root: Path | None = None) -> list[Path]:
+def write_shards(samples: Sequence[CuratedSample], data_dir: Path, *, root: Path | None = None) -> list[Path]:
     """Write samples as `data/shard-NNNNN.parquet` (SHARD_ROWS each) and remove stale shards; return the paths.
     No folder below `root` (default: `data_dir` itself) is followed if it is a link."""
     root = root if root is not None else data_dir
@@ -87,7 +87,7 @@ def write_shards(samples: list[dict[str, Any]], data_dir: Path, *, root: Path | 
     paths: list[Path] = []
     for number, start in enumerate(range(0, max(len(samples), 1), SHARD_ROWS)):
         chunk = samples[start : start + SHARD_ROWS]
-        table = pa.Table.from_pylist(chunk, schema=SCHEMA)
+        table = pa.Table.from_pylist([s.model_dump() for s in chunk], schema=SCHEMA)
         path = data_dir / f"shard-{number:05d}.parquet"
         with staged_file(path, root=root) as handle:
             pq.write_table(table, handle, compression="zstd", write_statistics=False)

@@ -16,18 +16,20 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from core.jsonl import read_jsonl
 from curation.adapters import adapt, resolve_format
 from curation.atomic_files import read_own, remove_file
 from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
-from curation.conversation import Drop, Row
+from curation.conversation import Drop, Message, Row, RowExtra
 from curation.loading import INVALID_UTF8, LoadPlan, SourceLoadError, plan_load
 from curation.local_sources import local_files, prepare_record, source_records
 from curation.manifest import EvalSet, Source
 from curation.manifest_plan import SourcePlan
+from curation.mirror import MirrorEntry
 from curation.pii import patterns_version
+from curation.set_aside import DroppedRow
 from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes
 
 logger = logging.getLogger(__name__)
@@ -47,7 +49,7 @@ class LoadContext:
     params: StepParams
     token: str | None = None
     hub_root: Path | None = None
-    mirror_entries: list[dict[str, Any]] = field(default_factory=list)
+    mirror_entries: list[MirrorEntry] = field(default_factory=list)
     hub_probe: Callable[[], str | None] | None = None  # None when the Hub answers, else why not; asked once
     local_root: Path | None = None  # the manifest's folder: where target-written and traffic sources are read
     _hub_answer: list[str | None] = field(default_factory=list, repr=False)
@@ -136,7 +138,7 @@ def _fingerprint(files: list[Path]) -> list[list[Any]]:
 def stage_hash(source: Source, names: list[str], ctx: LoadContext) -> str:
     """Return the key of a source's staging (`names`: its resolved data files): what it depends on, hashed."""
     files = [ctx.mirror / f for f in names] if ctx.mirror else []
-    extra: dict[str, Any] = {}
+    extra: dict[str, str] = {}
     if source.local:  # its own files, and for traffic the PII patterns it was scrubbed with
         try:
             files = local_files(ctx.local_root, str(source.path))
@@ -155,7 +157,16 @@ def stage_hash(source: Source, names: list[str], ctx: LoadContext) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _row_from_json(item: dict[str, Any], source: Source, order: int) -> Row:
+class StagedRow(TypedDict):
+    """A cleaned row as the staging cache stores it (`<slug>.jsonl.gz`)."""
+
+    row: int
+    messages: list[Message]
+    tokens: int
+    prompt_tokens: int
+
+
+def _row_from_json(item: StagedRow, source: Source, order: int) -> Row:
     return Row(
         source_key=source.key,
         row_index=item["row"],
@@ -163,7 +174,7 @@ def _row_from_json(item: dict[str, Any], source: Source, order: int) -> Row:
         category=str(source.category),
         target_native=source.target_native,
         source_order=order,
-        extra={"token_count": item["tokens"], "prompt_tokens": item["prompt_tokens"]},
+        extra=RowExtra(token_count=item["tokens"], prompt_tokens=item["prompt_tokens"]),
     )
 
 
@@ -202,19 +213,11 @@ def stage_source(planned: SourcePlan, ctx: LoadContext) -> StagedSource:
         logger.info("reusing staged %s", source.key)
         return cached
     staged = StagedSource(key=source.key, stage_hash=key)
-    dropped: list[dict[str, Any]] = []
+    dropped: list[DroppedRow] = []
 
     def on_drop(row: Row, drop: Drop) -> None:
-        dropped.append(
-            {
-                "id": sample_id(source, row.row_index),
-                "source": source.key,
-                "row": row.row_index,
-                "reason": drop.reason,
-                "detail": drop.detail,
-                "messages": row.messages,
-            }
-        )
+        dropped.append(DroppedRow(id=sample_id(source, row.row_index), source=source.key, row=row.row_index,
+                                  reason=drop.reason, detail=drop.detail, messages=row.messages))
 
     runner = StepRunner(DEFAULT_STEPS, ctx.params, on_drop)
     try:
@@ -263,16 +266,11 @@ def _count(staged: StagedSource, on_drop: Any, row: Row, drop: Drop) -> None:
     on_drop(row, drop)
 
 
-def _save(source: Source, ctx: LoadContext, staged: StagedSource, dropped: list[dict[str, Any]]) -> None:
+def _save(source: Source, ctx: LoadContext, staged: StagedSource, dropped: list[DroppedRow]) -> None:
     name = slug(source)
     root = ctx.work_dir.parent  # the output folder: no link below it is followed
     rows = [
-        {
-            "row": r.row_index,
-            "messages": r.messages,
-            "tokens": r.extra["token_count"],
-            "prompt_tokens": r.extra["prompt_tokens"],
-        }
+        StagedRow(row=r.row_index, messages=r.messages, tokens=r.extra["token_count"], prompt_tokens=r.extra["prompt_tokens"])
         for r in staged.rows
     ]
     # The meta file is the cache's commit record: removed first, written last, so a kill in between leaves

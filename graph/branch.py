@@ -17,7 +17,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from sqlalchemy import Engine
 
-from agents.models import Deliverable
+from core.candidates import Deliverable
 from core.types import Category, ReasonCode, RunStatus
 from curation.catalog import store
 from graph.context import CampaignContext

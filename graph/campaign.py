@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -106,7 +106,7 @@ def make_context(
 async def _drive(
     context: CampaignContext, *, campaign_id: str, thread_id: str, categories: list[str], notes: list[str],
     resume: bool, max_concurrency: int | None = None, must_be_pending: bool = False,
-) -> dict[str, Any]:
+) -> CampaignState:
     """Run (or resume) the graph on `thread_id` holding the campaign's lease (CampaignBusyError while another
     process holds it); mark the campaign failed if the graph itself breaks. With `must_be_pending`, refuse
     (CampaignAlreadyStartedError) a campaign another process started before this one got the lease."""
@@ -133,7 +133,7 @@ async def _drive(
 async def _drive_held(
     context: CampaignContext, *, campaign_id: str, thread_id: str, categories: list[str], notes: list[str],
     resume: bool, max_concurrency: int | None,
-) -> dict[str, Any]:
+) -> CampaignState:
     engine = context.engine
     with store.open_session(engine) as session:
         store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.RUNNING)
@@ -152,7 +152,7 @@ async def _drive_held(
             if (snapshot is not None and checkpointed and not snapshot.next) or (
                     resume and not checkpointed and _persisted(engine, campaign_id, categories)):
                 # The graph had finished (its checkpoints are deleted then); only the status lagged.
-                output: dict[str, Any] = dict(snapshot.values) if snapshot is not None and checkpointed else {}
+                output = cast(CampaignState, dict(snapshot.values) if snapshot is not None and checkpointed else {})
                 with store.open_session(engine) as session:
                     outcome, problems = campaign_outcome(store.list_runs(session, campaign_id=campaign_id))
                     store.set_campaign_status(session, campaign_id=campaign_id, status=outcome, error=problems)
@@ -162,7 +162,7 @@ async def _drive_held(
                     if resume:  # e.g. a one-category re-run killed mid-run: redo what was unfinished, no more
                         categories = _unfinished(engine, campaign_id, categories)
                     start = CampaignState(campaign_id=campaign_id, categories=categories)
-                output = await graph.ainvoke(start, config, context=context, durability="sync")
+                output = cast(CampaignState, await graph.ainvoke(start, config, context=context, durability="sync"))
             await forget_thread(saver, thread_id)
     except Exception as exc:
         if store.is_outage(exc):  # the catalog database went down or filled up; the caller reports it, once

@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from agents.models import Deliverable
 from agents.search.base import SearchBackend
+from core.candidates import Deliverable
 from core.types import Category
 from graph.events import EventCallback
 

@@ -16,7 +16,6 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
 
 from langgraph.runtime import Runtime
 from sqlmodel import Session
@@ -34,7 +33,7 @@ from core.types import (
 from curation.catalog import store
 from curation.catalog.models import SubagentRun
 from graph.context import CampaignContext
-from graph.state import CampaignState, VerifiedRun
+from graph.state import CampaignState, CampaignSummary, RunCounts, VerifiedRun
 
 logger = logging.getLogger(__name__)
 
@@ -67,16 +66,14 @@ def persist_run(session: Session, *, campaign_id: str, run: VerifiedRun) -> dict
         store.add_verdict(session, campaign_id=campaign_id, decision=Decision.REJECT.value, reasons=run["reasons"],
                           run_id=run_id)
     records = store.add_verified_candidates(
-        session, campaign_id=campaign_id, run_id=run_id, category=run["category"],
-        verified=[(v["candidate"], v["decision"], v["reasons"]) for v in run["candidates"]],
-    )
+        session, campaign_id=campaign_id, run_id=run_id, category=run["category"], verified=run["candidates"])
     entries = [(record, v["decision"], v["reasons"])
                for record, v in zip(records, run["candidates"], strict=True) if is_hub_id(record.hub_id)]
     store.upsert_entries(session, verified=entries)
     return {"candidates": len(run["candidates"]), "accepted": accepted}
 
 
-def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> dict[str, dict[str, Any]]:
+def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> CampaignState:
     """The `persist` node: store every verified run not stored yet, then set the campaign's status."""
     engine, campaign_id = runtime.context.engine, state["campaign_id"]
     with store.open_session(engine) as session:
@@ -98,11 +95,11 @@ def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> dict[str
         store.set_campaign_status(session, campaign_id=campaign_id, status=status, error=error)
     logger.info("campaign %s: %s, %d candidates stored", campaign_id, status, counts["candidates"])
     verified = state.get("verified", [])
-    return {"summary": {"status": status.value, "error": error, "stored": counts,
-                        "by_category": {r["category"]: run_counts(r) for r in verified}}}
+    return CampaignState(summary=CampaignSummary(
+        status=status.value, error=error, stored=counts, by_category={r["category"]: run_counts(r) for r in verified}))
 
 
-def run_counts(run: VerifiedRun) -> dict[str, Any]:
+def run_counts(run: VerifiedRun) -> RunCounts:
     """Return a run's status and candidate counts, as `catalog summary` counts them per category.
 
     `accepted` (every candidate the verifier let through) splits into `unverified` (only unknowns open, as
@@ -114,9 +111,9 @@ def run_counts(run: VerifiedRun) -> dict[str, Any]:
     reasons: Counter[str] = Counter()
     for candidate in run["candidates"]:
         reasons.update({str(r["code"]) for r in candidate["reasons"]} - set(UNVERIFIED_CODES) - set(INFORMATIONAL_CODES))
-    return {
-        "status": run["status"], "error": run["error"], "candidates": len(run["candidates"]),
-        "accepted": accepted, "unverified": labels[VerdictLabel.UNVERIFIED], "flagged": labels[VerdictLabel.FLAGGED],
-        "eval_sets": labels[VerdictLabel.EVAL_SET], "rejected": len(run["candidates"]) - accepted,
-        "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
-    }
+    return RunCounts(
+        status=run["status"], error=run["error"], candidates=len(run["candidates"]),
+        accepted=accepted, unverified=labels[VerdictLabel.UNVERIFIED], flagged=labels[VerdictLabel.FLAGGED],
+        eval_sets=labels[VerdictLabel.EVAL_SET], rejected=len(run["candidates"]) - accepted,
+        reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+    )

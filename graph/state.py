@@ -11,7 +11,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
-from core.types import Decision, Reason, RunStatus
+from core.candidates import VerifiedCandidate
+from core.types import Reason, RunStatus
 
 
 class BranchInput(TypedDict):
@@ -26,17 +27,9 @@ class BranchResult(TypedDict):
 
     category: str
     run_id: int | None
-    deliverable: dict[str, Any] | None  # agents.models.Deliverable as JSON; None when it never came
+    deliverable: dict[str, Any] | None  # core.candidates.Deliverable as JSON; None when it never came
     error: str | None  # why the subagent failed or delivered nothing usable
     elapsed_s: float
-
-
-class VerifiedCandidate(TypedDict):
-    """A candidate with the verifier's decision and every reason (blocking or flag) behind it."""
-
-    candidate: dict[str, Any]  # agents.models.Candidate as JSON, metadata enriched by lookups
-    decision: Decision
-    reasons: list[Reason]
 
 
 class VerifiedRun(TypedDict):
@@ -54,6 +47,29 @@ class VerifiedRun(TypedDict):
     candidates: list[VerifiedCandidate]
 
 
+class RunCounts(TypedDict):
+    """One category's latest run as `catalog summary` counts it (`graph.persist.run_counts`)."""
+
+    status: RunStatus
+    error: str | None
+    candidates: int
+    accepted: int  # let through by the verifier: unverified + flagged + the clean rest
+    unverified: int
+    flagged: int
+    eval_sets: int  # benchmarks blocked from training, counted in `rejected`
+    rejected: int
+    reasons: dict[str, int]  # flag or rejection code -> candidates, most first
+
+
+class CampaignSummary(TypedDict):
+    """What the `persist` node reports: the campaign's status, what it stored, and each category's counts."""
+
+    status: str  # a CampaignStatus value
+    error: str | None
+    stored: dict[str, int]  # {"candidates", "accepted"} written by this pass
+    by_category: dict[str, RunCounts]
+
+
 class CampaignState(TypedDict, total=False):
     """The graph's state: the campaign, its categories, branch results (fan-in), verified runs, a summary."""
 
@@ -61,4 +77,4 @@ class CampaignState(TypedDict, total=False):
     categories: list[str]
     results: Annotated[list[BranchResult], operator.add]
     verified: list[VerifiedRun]
-    summary: dict[str, Any]
+    summary: CampaignSummary

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from agents.benchmark_rule import benchmark_rule
 from agents.dataset_kind import multimodal_evidence, raw_corpus_evidence
-from agents.models import Candidate
+from core.candidates import Candidate
 from core.types import Reason, ReasonCode
 
 if TYPE_CHECKING:

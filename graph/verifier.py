@@ -16,17 +16,17 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from langgraph.runtime import Runtime
 
-from agents.models import Candidate, DatasetMetadata, Deliverable
 from agents.scoring import OFF_TOPIC_BELOW
 from agents.search.base import SearchBackend
+from core.candidates import Candidate, DatasetMetadata, Deliverable, VerifiedCandidate
 from core.licenses import is_stated, license_risk
 from core.types import Category, Decision, Reason, ReasonCode, RunStatus, is_hub_id
 from graph.context import CampaignContext
-from graph.state import BranchResult, CampaignState, VerifiedCandidate, VerifiedRun
+from graph.state import BranchResult, CampaignState, VerifiedRun
 from graph.suitability import (
     check_benchmark,
     check_draft_recipe,
@@ -266,7 +266,7 @@ def enrich(candidate: Candidate, metadata: DatasetMetadata | None) -> Candidate:
 
 
 def verify_run(
-    result: dict[str, Any], deliverable: Deliverable | None, context: VerifyContext, looked_up: dict[str, DatasetMetadata]
+    result: BranchResult, deliverable: Deliverable | None, context: VerifyContext, looked_up: dict[str, DatasetMetadata]
 ) -> VerifiedRun:
     """Judge one branch result and each of its candidates; return the run ready to persist."""
     status, run_reasons = judge_run(deliverable, result["error"])
@@ -292,14 +292,14 @@ async def verify(state: CampaignState, runtime: Runtime[CampaignContext]) -> dic
     context = runtime.context
     by_category = {r["category"]: r for r in state.get("results", [])}  # a re-run branch's later result wins
     order = [c.value for c in Category if c.value in state.get("categories", [])]
-    results: list[dict[str, Any]] = []
+    results: list[BranchResult] = []
     for category in order:
         result = by_category.get(category)
         if result is None:
             logger.warning("campaign %s: no branch result for %s", state["campaign_id"], category)
             result = BranchResult(category=category, run_id=None, deliverable=None,
                                   error="the branch never returned a deliverable", elapsed_s=0.0)
-        results.append(dict(result))
+        results.append(result.copy())
     deliverables = {r["category"]: Deliverable.model_validate(r["deliverable"]) for r in results if r["deliverable"]}
     everything = [c for d in deliverables.values() for c in d.candidates]
     existence, looked_up = await lookup_existence(everything, context.backends, timeout_s=context.lookup_timeout_s)

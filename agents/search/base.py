@@ -10,8 +10,24 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from pydantic import BaseModel, Field
+
 from agents.errors import AgentError
-from agents.models import BackendName, DatasetMetadata, SearchHit
+from core.candidates import BackendName, DatasetMetadata
+
+
+class SearchHit(BaseModel):
+    """One result of one query on one backend."""
+
+    hub_id: str
+    title: str = ""
+    description: str = ""
+    metadata: DatasetMetadata = Field(default_factory=DatasetMetadata)
+    backend: BackendName
+    query: str
+    rank: int = Field(ge=1)
+    score: float = 0.0
+    url: str | None = None
 
 
 class SearchError(AgentError):

@@ -10,16 +10,16 @@ import logging
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from agents.search.embedding import MODEL_NAME, default_encoder
 from agents.search.offline import SNAPSHOT_NAME, OfflineIndex
+from agents.search.snapshot import SnapshotRecord
 from agents.search.vectors import VECTORS_NAME, DocumentVectors, document_text, text_digest
 
 logger = logging.getLogger(__name__)
 
 
-def build_vectors(records: list[dict[str, Any]]) -> DocumentVectors:
+def build_vectors(records: list[SnapshotRecord]) -> DocumentVectors:
     """Return the embeddings of `records` (one unit row each, in record order)."""
     texts = [document_text(r) for r in records]
     matrix = default_encoder().encode(texts)

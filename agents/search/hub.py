@@ -19,10 +19,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
-from agents.models import BackendName, DatasetMetadata, SearchHit
-from agents.search.base import BackendUnavailableError, SearchError, TransientSearchError
+from agents.search.base import BackendUnavailableError, SearchError, SearchHit, TransientSearchError
 from agents.search.blocking import BlockingRunner
 from agents.search.terms import STOPWORDS, split_filters
+from core.candidates import BackendName, DatasetMetadata
 from core.types import is_hub_id
 
 logger = logging.getLogger(__name__)

@@ -27,17 +27,18 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import numpy as np
 
 from agents.benchmark_rule import benchmark_rule
-from agents.models import BackendName, DatasetMetadata, SearchHit
-from agents.search.base import SearchError
+from agents.search.base import SearchError, SearchHit
 from agents.search.embedding import EncoderUnavailableError, SentenceEncoder, default_encoder
+from agents.search.snapshot import SnapshotRecord
 from agents.search.terms import query_terms_repeated, split_filters, split_terms
 from agents.search.vectors import DocumentVectors
 from agents.source_repos import media_libraries_of, recipes_using
+from core.candidates import BackendName, DatasetMetadata
 from core.jsonl import parse_jsonl
 from core.types import is_hub_id
 
@@ -65,7 +66,7 @@ class OfflineIndex:
 
     def __init__(
         self,
-        records: Iterable[dict[str, Any]],
+        records: Iterable[SnapshotRecord],
         *,
         vectors: DocumentVectors | None = None,
         encoder: SentenceEncoder | Callable[[], SentenceEncoder] | None = None,
@@ -77,7 +78,7 @@ class OfflineIndex:
             "CREATE VIRTUAL TABLE docs USING fts5(id_words, tags, sections, description, "
             "tokenize = 'porter unicode61 remove_diacritics 2')"
         )
-        self._records: list[dict[str, Any]] = []
+        self._records: list[SnapshotRecord] = []
         self._by_id: dict[str, int] = {}
         skipped = 0
         for record in records:
@@ -261,12 +262,12 @@ class OfflineIndex:
         index = self._by_id.get(hub_id.strip().lower())
         return None if index is None else record_metadata(self._records[index])
 
-    def record(self, hub_id: str) -> dict[str, Any] | None:
+    def record(self, hub_id: str) -> SnapshotRecord | None:
         """Return the raw snapshot record of `hub_id`, or None."""
         index = self._by_id.get(hub_id.strip().lower())
         return None if index is None else self._records[index]
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[SnapshotRecord]:
         """Return every record of the index, in snapshot order."""
         return list(self._records)
 
@@ -294,7 +295,7 @@ def fuse(
     return [(hub_id, round(score, 4)) for hub_id, score in ranked[:limit]]
 
 
-def record_metadata(record: dict[str, Any]) -> DatasetMetadata:
+def record_metadata(record: SnapshotRecord) -> DatasetMetadata:
     """Return the DatasetMetadata a snapshot record states (unknown fields stay None)."""
     languages = record.get("language") or []
     if isinstance(languages, str):
@@ -316,7 +317,7 @@ def record_metadata(record: dict[str, Any]) -> DatasetMetadata:
     )
 
 
-def _columns(hub_id: str, record: dict[str, Any]) -> tuple[str, str, str, str]:
+def _columns(hub_id: str, record: SnapshotRecord) -> tuple[str, str, str, str]:
     owner, name = hub_id.split("/", 1)
     id_words = " ".join([name, *split_terms(name), owner])
     tag_text = " ".join(
@@ -326,7 +327,7 @@ def _columns(hub_id: str, record: dict[str, Any]) -> tuple[str, str, str, str]:
     return id_words, tag_text, sections, str(record.get("description") or "")
 
 
-def _benchmark_weight(record: dict[str, Any]) -> float:
+def _benchmark_weight(record: SnapshotRecord) -> float:
     """Return the share of its score the record keeps by the benchmark rule (`agents/benchmark_rule.py`): its
     `search_penalty` when the record is listed only as an evaluation benchmark, else 1."""
     return benchmark_rule().index_weight(
@@ -334,12 +335,12 @@ def _benchmark_weight(record: dict[str, Any]) -> float:
     )
 
 
-def _read_jsonl(text: str, where: str) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
+def _read_jsonl(text: str, where: str) -> list[SnapshotRecord]:
+    records: list[SnapshotRecord] = []
     for number, record in parse_jsonl(text, where):
         if not isinstance(record, dict) or "id" not in record:
             raise ValueError(f"{where}:{number}: expected an object with an 'id'")
-        records.append(record)
+        records.append(cast(SnapshotRecord, record))  # the snapshot's own shape: every key but `id` optional
     return records
 
 

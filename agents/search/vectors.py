@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.search.snapshot import SnapshotRecord
 from agents.search.terms import split_terms
 
 logger = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 VECTORS_NAME = "hf_datasets_vectors.npz"
 
 
-def document_text(record: dict[str, Any]) -> str:
+def document_text(record: SnapshotRecord) -> str:
     """Return the text a snapshot record is embedded from (id words first: they carry most of the meaning)."""
     hub_id = str(record.get("id") or "")
     owner, _, name = hub_id.partition("/")
@@ -86,7 +87,7 @@ class DocumentVectors:
             return None
         return cls.load(resource)
 
-    def mismatches(self, records: list[dict[str, Any]]) -> list[str]:
+    def mismatches(self, records: list[SnapshotRecord]) -> list[str]:
         """Return the ids whose record is missing here or whose text changed since the vectors were built."""
         built = dict(zip(self.ids, self.digests, strict=True))
         wrong = [str(r["id"]) for r in records if built.get(str(r["id"])) != text_digest(document_text(r))]

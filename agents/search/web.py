@@ -15,10 +15,10 @@ from functools import partial
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from agents.models import BackendName, DatasetMetadata, SearchHit
-from agents.search.base import SearchError, TransientSearchError
+from agents.search.base import SearchError, SearchHit, TransientSearchError
 from agents.search.blocking import BlockingRunner
 from agents.search.terms import split_filters
+from core.candidates import BackendName, DatasetMetadata
 from core.types import is_hub_id
 
 logger = logging.getLogger(__name__)

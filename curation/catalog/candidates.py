@@ -5,17 +5,19 @@ on a candidate (or on a whole failed run) with its reasons. `add_candidate` and 
 each, checking the campaign, run and candidate they point at. `add_verified_candidates` writes a run's
 candidates and their verdicts in two batched inserts, checking the run once: the campaign's persist node
 stores ~100 candidates per run, and a flush and two id look-ups per row were most of its time. Both ways write
-the same rows, in the same order, inside the caller's transaction. Callers use `curation.catalog.store`.
+the same rows, in the same order, inside the caller's transaction. A row is built from the one candidate model,
+`core.candidates.Candidate` (`CandidateRecord.from_candidate`). Callers use `curation.catalog.store`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic_core import to_jsonable_python
+from pydantic import ValidationError
 from sqlmodel import Session
 
+from core.candidates import Candidate, VerifiedCandidate
 from core.types import Decision, Reason
 from curation.catalog.campaigns import category_name, get_campaign, get_run
 from curation.catalog.errors import InvalidValueError, RunNotFoundError
@@ -24,15 +26,15 @@ from curation.catalog.storable import storable
 
 _DECISIONS = {d.value for d in Decision}
 
-# One candidate and its verdict as the persist node hands them over: the candidate as delivered, decision, reasons
-# (the graph's `graph.state.VerifiedCandidate`, unpacked; named apart so one name means one thing).
-CandidateAndVerdict = tuple[dict[str, Any], str, Sequence[Reason]]
 
-
-def add_candidate(session: Session, *, campaign_id: str, run_id: int, category: str, candidate: dict[str, Any]) -> CandidateRecord:
-    """Store one candidate as a run delivered it (`agents.models.Candidate.model_dump(mode="json")`); return the row."""
+def add_candidate(
+    session: Session, *, campaign_id: str, run_id: int, category: str, candidate: Candidate | Mapping[str, Any]
+) -> CandidateRecord:
+    """Store one candidate as a run delivered it (a `Candidate` or its `model_dump(mode="json")`); return the row."""
     _run_of(session, campaign_id=campaign_id, run_id=run_id)
-    record = _candidate_row(campaign_id=campaign_id, run_id=run_id, category=category_name(category), candidate=candidate)
+    name = category_name(category)
+    record = CandidateRecord.from_candidate(
+        checked_candidate(candidate, category=name), campaign_id=campaign_id, run_id=run_id, category=name)
     session.add(record)
     session.flush()
     return record
@@ -72,23 +74,39 @@ def add_verdict(
 
 
 def add_verified_candidates(
-    session: Session, *, campaign_id: str, run_id: int, category: str, verified: Sequence[CandidateAndVerdict]
+    session: Session, *, campaign_id: str, run_id: int, category: str, verified: Sequence[VerifiedCandidate]
 ) -> list[CandidateRecord]:
     """Store a run's candidates and the verdict on each, as `add_candidate` then `add_verdict` per candidate
     would (same rows, same ids), in one insert per table; return the candidate rows in the order given."""
     _run_of(session, campaign_id=campaign_id, run_id=run_id)
     name = category_name(category)
-    records = [_candidate_row(campaign_id=campaign_id, run_id=run_id, category=name, candidate=c) for c, _, _ in verified]
+    records = [CandidateRecord.from_candidate(checked_candidate(v["candidate"], category=name), campaign_id=campaign_id,
+                                              run_id=run_id, category=name) for v in verified]
     session.add_all(records)
     session.flush()  # one INSERT … RETURNING for the run: the verdicts need the candidates' ids
     verdicts = [
         Verdict(campaign_id=campaign_id, run_id=run_id, candidate_id=record.id, hub_id=record.hub_id,
-                decision=checked_decision(decision), reasons=stored_reasons(reasons))
-        for record, (_, decision, reasons) in zip(records, verified, strict=True)
+                decision=checked_decision(v["decision"]), reasons=stored_reasons(v["reasons"]))
+        for record, v in zip(records, verified, strict=True)
     ]
     session.add_all(verdicts)
     session.flush()
     return records
+
+
+def checked_candidate(candidate: Candidate | Mapping[str, Any], *, category: str) -> Candidate:
+    """Return `candidate` as the model; its JSON is validated (one without `categories` is the run's category's);
+    raise InvalidValueError for one that is not a candidate or has no Hub id."""
+    if not isinstance(candidate, Candidate):
+        if not str(candidate.get("hub_id") or "").strip():
+            raise InvalidValueError("candidate without a hub_id")
+        try:
+            candidate = Candidate.model_validate({"categories": [category], **candidate})
+        except ValidationError as exc:
+            raise InvalidValueError(f"not a candidate: {exc}") from None
+    if not candidate.hub_id.strip():
+        raise InvalidValueError("candidate without a hub_id")
+    return candidate
 
 
 def checked_decision(value: str) -> str:
@@ -115,24 +133,3 @@ def _run_of(session: Session, *, campaign_id: str, run_id: int) -> SubagentRun:
     if run.campaign_id != campaign_id:
         raise RunNotFoundError(f"run {run_id} belongs to campaign {run.campaign_id!r}, not {campaign_id!r}")
     return run
-
-
-def _candidate_row(*, campaign_id: str, run_id: int, category: str, candidate: dict[str, Any]) -> CandidateRecord:
-    candidate = to_jsonable_python(candidate)  # JSON columns: datetimes and enums become strings, as model_dump(mode="json")
-    candidate = storable(candidate)  # text from the Hub: a NUL or lone surrogate becomes U+FFFD, not a failed run
-    hub_id = str(candidate.get("hub_id") or "").strip()
-    if not hub_id:
-        raise InvalidValueError("candidate without a hub_id")
-    return CandidateRecord(
-        campaign_id=campaign_id,
-        run_id=run_id,
-        category=category,
-        hub_id=hub_id,
-        title=candidate.get("title") or "",
-        description=candidate.get("description") or "",
-        dataset_metadata=dict(candidate.get("metadata") or {}),
-        evidence=list(candidate.get("evidence") or []),
-        relevance=float(candidate.get("relevance") or 0.0),
-        relevance_reason=candidate.get("relevance_reason") or "",
-        format_guess=candidate.get("format_guess"),
-    )

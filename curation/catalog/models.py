@@ -14,8 +14,10 @@ from typing import Any
 from sqlalchemy import JSON, Column, DateTime, Dialect, Text, TypeDecorator, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from core.candidates import Candidate
 from core.licenses import license_risk
 from core.types import CampaignStatus, Reason, ReasonCode, RunStatus
+from curation.catalog.storable import storable
 
 
 def utcnow() -> datetime:
@@ -104,6 +106,27 @@ class CandidateRecord(SQLModel, table=True):
     relevance_reason: str = Field(default="", sa_column=Column(Text, nullable=False))
     format_guess: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+    @classmethod
+    def from_candidate(cls, candidate: Candidate, *, campaign_id: str, run_id: int, category: str) -> CandidateRecord:
+        """Return the row of `candidate` as run `run_id` delivered it for `category` (not added to a session).
+
+        The JSON columns hold what the run said (`model_dump(mode="json")`, a field it never set left out), and
+        text from the Hub with a NUL or a lone surrogate becomes U+FFFD rather than failing the run.
+        """
+        return cls(
+            campaign_id=campaign_id,
+            run_id=run_id,
+            category=category,
+            hub_id=storable(candidate.hub_id.strip()),
+            title=storable(candidate.title),
+            description=storable(candidate.description),
+            dataset_metadata=storable(candidate.metadata.model_dump(mode="json", exclude_unset=True)),
+            evidence=[storable(e.model_dump(mode="json", exclude_unset=True)) for e in candidate.evidence],
+            relevance=candidate.relevance,
+            relevance_reason=storable(candidate.relevance_reason),
+            format_guess=storable(candidate.format_guess),
+        )
 
 
 class Verdict(SQLModel, table=True):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import func, or_
 from sqlalchemy.exc import IntegrityError
@@ -33,7 +33,6 @@ from curation.catalog.campaigns import (
     start_run,
 )
 from curation.catalog.candidates import (
-    CandidateAndVerdict,
     add_candidate,
     add_verdict,
     add_verified_candidates,
@@ -78,8 +77,8 @@ from curation.licenses import license_from_metadata
 __all__ = [
     "CAMPAIGN_STATUSES",
     "CampaignNotFoundError",
-    "CandidateAndVerdict",
     "CatalogError",
+    "CatalogSummary",
     "ConcurrentUpdateError",
     "DatabaseError",
     "EntryNotFoundError",
@@ -234,6 +233,14 @@ def get_entry(session: Session, *, hub_id: str) -> CatalogEntry:
     return entry
 
 
+class CatalogSummary(TypedDict):
+    """The catalog's counts (`catalog_summary`): entries in all, per review status, and per category."""
+
+    total: int
+    by_status: dict[str, int]
+    by_category: dict[str, dict[str, int]]  # category -> review status and verifier counts
+
+
 def entry_history(session: Session, *, hub_id: str) -> dict[str, Any]:
     """Return `{"entry", "candidates", "verdicts", "audit"}` for `hub_id`: the entry and its rows, oldest first."""
     entry = get_entry(session, hub_id=hub_id)
@@ -272,7 +279,7 @@ def status_counts(session: Session) -> dict[str, int]:
     return counts
 
 
-def catalog_summary(session: Session, *, campaign_id: str | None = None) -> dict[str, Any]:
+def catalog_summary(session: Session, *, campaign_id: str | None = None) -> CatalogSummary:
     """Return counts: `{"total", "by_status", "by_category": {category: {total, pending_review, approved,
     rejected, verifier_accepted, verifier_unverified, verifier_flagged, verifier_eval_sets, verifier_rejected}}}`,
     over the whole catalog or the entries one campaign found. The verifier counts use each entry's verdict for
@@ -295,7 +302,7 @@ def catalog_summary(session: Session, *, campaign_id: str | None = None) -> dict
             label = label_verdict([r for r in entry.reasons if r.get("category") == category])
             for key in _VERIFIER_COUNTS[label]:
                 counts[key] += 1
-    return {"total": len(entries), "by_status": dict(by_status), "by_category": by_category}
+    return CatalogSummary(total=len(entries), by_status=dict(by_status), by_category=by_category)
 
 
 # ---- internals ---------------------------------------------------------------------------------------------

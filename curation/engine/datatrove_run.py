@@ -28,12 +28,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from datatrove.executor import LocalPipelineExecutor
 from datatrove.pipeline.base import PipelineStep
 
 from core.settings import Settings
+from curation.engine.counts import SourceCounts
 from curation.engine.dedup import band_partition, exact_partition, resolve_near, write_near
 from curation.engine.outputs import (
     write_decontaminated,
@@ -60,15 +61,21 @@ ENGINE_VERSION = "1"
 Progress = Callable[[str], None]
 
 
+class TaskExtra(TypedDict, total=False):
+    """What a job's tasks need beyond the plan: the write job's rank threshold per category."""
+
+    thresholds: dict[str, bytes | None]
+
+
 class CurationTask(PipelineStep):  # type: ignore[misc]  # datatrove ships no type information
     """One datatrove step running one of the engine's task functions for the task's rank."""
 
     type = "datahunt"
 
-    def __init__(self, job: str, plan: EnginePlan, extra: dict[str, Any] | None = None) -> None:
+    def __init__(self, job: str, plan: EnginePlan, extra: TaskExtra | None = None) -> None:
         self.name = job
         super().__init__()
-        self.job, self.plan, self.extra = job, plan, extra or {}
+        self.job, self.plan, self.extra = job, plan, extra or TaskExtra()
 
     def run(self, data: Any = None, rank: int = 0, world_size: int = 1) -> Any:
         plan = self.plan
@@ -121,7 +128,7 @@ def _stderr_to(path: Path) -> Iterator[None]:
 
 
 def _run_job(plan: EnginePlan, job: str, tasks: int, workers: int, progress: Progress,
-             extra: dict[str, Any] | None = None, *, stale: bool = False) -> bool:
+             extra: TaskExtra | None = None, *, stale: bool = False) -> bool:
     """Run one job's unfinished tasks (all of them when `stale`); return whether any task ran."""
     logs = plan.work / "logs" / job
     if stale:
@@ -222,7 +229,7 @@ def curate_datatrove(
     say(f"near dedup: {len(near)} near duplicate(s) from the candidate pairs")
     ran = _run_job(plan, "decontaminate", len(shards), workers, say, stale=ran) or ran
     available, plan_quota, thresholds = mix_thresholds(plan)
-    _run_job(plan, "write", len(shards), workers, say, {"thresholds": thresholds}, stale=ran)
+    _run_job(plan, "write", len(shards), workers, say, TaskExtra(thresholds=thresholds), stale=ran)
     report = _finish(plan, out_dir, near, available, plan_quota, eval_status)
     say(f"merge: {report.rows_out} rows into {len(report.shards)} file(s)")
     return CurateResult(report=report, reused=[f"engine:{reused} stage task(s)"] if reused else [])
@@ -234,24 +241,24 @@ def _finish(plan: EnginePlan, out_dir: Path, near: Any, available: dict[str, int
     duplicates = write_duplicates(plan, out_dir, near)
     contaminated = write_decontaminated(plan, out_dir)
     selected: Counter[str] = Counter()
-    sources: list[dict[str, Any]] = []
+    sources: list[SourceCounts] = []
     for order, source in enumerate(plan.manifest.sources):
         metas = shard_metas(plan, order)
         bound, error = failure_bound(metas)
         drops = write_dropped(plan, out_dir, order, bound)
         chosen = sum(int((plan.work / "parts" / f"{s.name}.count").read_text()) for s in plan.shards_of(order))
         selected[str(source.category)] += chosen
-        sources.append({
-            "rows_in": bound if bound is not None else sum(m["rows_in"] for m in metas),
-            "drops": dict(drops),
-            "format": next((m["format"] for m in metas if m["format"]), None),
-            "error": error,
-            "kept": 0 if error else sum(m["kept"] for m in metas),
-            "duplicates": duplicates[order],
-            "decontaminated": contaminated[order],
-            "selected": chosen,
-            "scrubbed": sum((Counter(m.get("scrubbed", {})) for m in metas), Counter()),
-        })
+        sources.append(SourceCounts(
+            rows_in=bound if bound is not None else sum(m["rows_in"] for m in metas),
+            drops=dict(drops),
+            format=next((m["format"] for m in metas if m["format"]), None),
+            error=error,
+            kept=0 if error else sum(m["kept"] for m in metas),
+            duplicates=duplicates[order],
+            decontaminated=contaminated[order],
+            selected=chosen,
+            scrubbed=sum((Counter(m.get("scrubbed", {})) for m in metas), Counter()),
+        ))
     counts = {
         "rows_out": len(tokens["original"]),
         "native": len(tokens["native"]),

@@ -14,15 +14,16 @@ import contextlib
 import heapq
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from core.samples import CuratedSample
 from curation.atomic_files import remove_file, staged_file
 from curation.conversation import Row
 from curation.engine.dedup import dropped_refs
@@ -30,6 +31,7 @@ from curation.engine.keys import CLEAN, DUP, read_all, split_refs
 from curation.engine.plan import EnginePlan, Shard
 from curation.engine.select import iter_rows
 from curation.samples import build_sample
+from curation.set_aside import DuplicateRecord
 from curation.shards import SCHEMA, SHARD_ROWS
 from curation.staging import sample_id, slug
 
@@ -41,7 +43,7 @@ def write_shard(plan: EnginePlan, shard: Shard, threshold: bytes | None) -> int:
     chosen = clean["row"] if threshold is None else clean["row"][clean["digest"] <= np.bytes_(threshold)]
     chosen = np.sort(chosen)
     writer = pq.ParquetWriter(plan.path("parts", shard.name + ".tmp"), SCHEMA, compression="zstd")
-    samples: list[dict[str, Any]] = []
+    samples: list[CuratedSample] = []
     count = 0
     skip = dropped_refs(plan, shard.order)
     for row_index, messages, tokens, prompt_tokens in iter_rows(plan, shard, skip):
@@ -49,13 +51,13 @@ def write_shard(plan: EnginePlan, shard: Shard, threshold: bytes | None) -> int:
             continue
         row = Row(source.key, row_index, messages, str(source.category), source.target_native, shard.order,
                   extra={"token_count": tokens, "prompt_tokens": prompt_tokens})
-        samples.append(build_sample(row, source, sample_id(source, row_index), plan.ctx.params.counter).model_dump())
+        samples.append(build_sample(row, source, sample_id(source, row_index), plan.ctx.params.counter))
         if len(samples) >= 4_096:
-            writer.write_table(pa.Table.from_pylist(samples, schema=SCHEMA))
+            writer.write_table(pa.Table.from_pylist([s.model_dump() for s in samples], schema=SCHEMA))
             count += len(samples)
             samples = []
     if samples:
-        writer.write_table(pa.Table.from_pylist(samples, schema=SCHEMA))
+        writer.write_table(pa.Table.from_pylist([s.model_dump() for s in samples], schema=SCHEMA))
         count += len(samples)
     writer.close()
     plan.path("parts", shard.name + ".tmp").replace(plan.path("parts", shard.name + ".parquet"))
@@ -74,7 +76,7 @@ def _merged(iterators: list[Iterator[tuple[int, dict[str, Any]]]]) -> Iterator[d
         yield record
 
 
-def _line(record: dict[str, Any]) -> str:
+def _line(record: Mapping[str, object]) -> str:
     return json.dumps(record, sort_keys=True, ensure_ascii=False)
 
 
@@ -86,7 +88,7 @@ class _LineFile:
         self.path, self._stack = path, contextlib.ExitStack()
         self.handle = self._stack.enter_context(staged_file(path, root=root))
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Mapping[str, object]) -> None:
         self.handle.write((_line(record) + "\n").encode("utf-8", errors="surrogatepass"))
 
     def close(self) -> None:
@@ -184,27 +186,37 @@ def write_dropped(plan: EnginePlan, out_dir: Path, order: int, bound: int | None
     return reasons
 
 
+class _DuplicateRef(TypedDict):
+    """A duplicate by reference: its source order and row, the kept row's, and their similarity."""
+
+    o: int
+    r: int
+    ko: int
+    kr: int
+    s: float
+
+
 def write_duplicates(plan: EnginePlan, out_dir: Path, near: np.ndarray) -> Counter[int]:
     """Write `dropped/duplicates.jsonl` (exact then near, each in input order); return duplicates per source."""
     sources = plan.manifest.sources
     per_source: Counter[int] = Counter()
     out = _LineFile(out_dir / "dropped" / "duplicates.jsonl", out_dir)
 
-    def records(dups: np.ndarray) -> Iterator[tuple[int, dict[str, Any]]]:
+    def records(dups: np.ndarray) -> Iterator[tuple[int, _DuplicateRef]]:
         orders, rows = split_refs(dups["ref"])
         kept_orders, kept_rows = split_refs(dups["kept"])
         for i in range(len(dups)):
-            yield int(dups["ref"][i]), {
-                "o": int(orders[i]), "r": int(rows[i]), "ko": int(kept_orders[i]), "kr": int(kept_rows[i]),
-                "s": float(dups["similarity"][i]),
-            }
+            yield int(dups["ref"][i]), _DuplicateRef(o=int(orders[i]), r=int(rows[i]), ko=int(kept_orders[i]),
+                                                     kr=int(kept_rows[i]), s=float(dups["similarity"][i]))
 
     exact = [records(read_all([p], DUP)) for p in sorted(plan.work.joinpath("exact_dups").glob("*.bin"))]
-    for kind, stream in (("exact", heapq.merge(*exact, key=lambda item: item[0])), ("near", records(near))):
+    streams: list[tuple[Literal["exact", "near"], Iterator[tuple[int, _DuplicateRef]]]] = [
+        ("exact", heapq.merge(*exact, key=lambda item: item[0])), ("near", records(near))]
+    for kind, stream in streams:
         for _, d in stream:
             per_source[d["o"]] += 1
-            out.write({"id": sample_id(sources[d["o"]], d["r"]), "kept_id": sample_id(sources[d["ko"]], d["kr"]),
-                       "kind": kind, "similarity": 1.0 if kind == "exact" else d["s"]})
+            out.write(DuplicateRecord(id=sample_id(sources[d["o"]], d["r"]), kept_id=sample_id(sources[d["ko"]], d["kr"]),
+                                      kind=kind, similarity=1.0 if kind == "exact" else d["s"]))
     out.close()
     return per_source
 

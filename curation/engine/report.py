@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
 
+from curation.engine.counts import ShardMeta, SourceCounts
 from curation.engine.plan import EnginePlan
 from curation.mixing import CategoryMix, mix_warnings, quotas
 from curation.report import (
@@ -24,12 +24,12 @@ from curation.report import (
 from curation.staging import slug
 
 
-def shard_metas(plan: EnginePlan, order: int) -> list[dict[str, Any]]:
+def shard_metas(plan: EnginePlan, order: int) -> list[ShardMeta]:
     """Return the stage metas of a source's shards."""
     return [json.loads(plan.path("meta", s.name + ".json").read_text(encoding="utf-8")) for s in plan.shards_of(order)]
 
 
-def failure_bound(metas: list[dict[str, Any]]) -> tuple[int | None, str | None]:
+def failure_bound(metas: list[ShardMeta]) -> tuple[int | None, str | None]:
     """Return (rows read before the earliest failure, its error), or (None, None) when no shard failed."""
     failed = sorted((m["failed_row"], m["error"]) for m in metas if m["error"])
     return failed[0] if failed else (None, None)
@@ -49,7 +49,7 @@ def per_category(
 
 def build_report(
     plan: EnginePlan,
-    sources: list[dict[str, Any]],
+    sources: list[SourceCounts],
     mix: dict[str, CategoryMix],
     counts: dict[str, int],
     eval_status: dict[str, EvalSetStatus],

@@ -20,10 +20,12 @@ import pyarrow.parquet as pq
 
 from curation.conversation import prompt_text
 from curation.decontam import EvalIndex, find_contaminated
+from curation.engine.counts import DeconCounts
 from curation.engine.dedup import dropped_refs
 from curation.engine.keys import CLEAN, read_all
 from curation.engine.plan import EnginePlan, Shard
 from curation.mixing import quotas, sample_rank
+from curation.set_aside import ContaminatedRecord
 from curation.shards import atomic_write_json
 from curation.staging import sample_id
 from curation.textkeys import word_hashes
@@ -72,7 +74,7 @@ def iter_rows(plan: EnginePlan, shard: Shard, skip: np.ndarray) -> Any:
             yield int(rows[i]), json.loads(messages[i]), tokens[i], prompt_tokens[i]
 
 
-def decontaminate_shard(plan: EnginePlan, shard: Shard) -> dict[str, Any]:
+def decontaminate_shard(plan: EnginePlan, shard: Shard) -> DeconCounts:
     """Write a shard's contaminated records and clean-row ranks; return its counts."""
     source = plan.source(shard)
     index = load_index(plan)
@@ -97,11 +99,11 @@ def decontaminate_shard(plan: EnginePlan, shard: Shard) -> dict[str, Any]:
                     continue
                 contaminated.append(row)
                 messages = json.loads(batch.column(2)[i].as_py())
-                record = {"id": sample_id(source, row), "source": source.key, "row": row, "eval_item": item,
-                          "eval_text": index.texts[item][:500], "prompt": prompt_text(messages)[:500]}
+                record = ContaminatedRecord(id=sample_id(source, row), source=source.key, row=row, eval_item=item,
+                                            eval_text=index.texts[item][:500], prompt=prompt_text(messages)[:500])
                 out.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
             ranks.write(clean.tobytes())
-    counts = {"contaminated": contaminated}
+    counts = DeconCounts(contaminated=contaminated)
     atomic_write_json(plan.path("decon", shard.name + ".json"), counts)
     return counts
 

@@ -25,10 +25,12 @@ from curation.adapters import adapt, resolve_format
 from curation.cleaning import DEFAULT_STEPS, StepRunner
 from curation.conversation import Drop, Row, assistant_chars, prompt_text
 from curation.dedup import BANDS, band_keys, shingles, signatures
+from curation.engine.counts import ShardMeta
 from curation.engine.keys import BAND, EXACT, append, hash_words, make_ref
 from curation.engine.plan import EnginePlan, Shard
 from curation.loading import INVALID_UTF8
 from curation.local_sources import prepare_record, source_records
+from curation.set_aside import DroppedRow
 from curation.shards import atomic_write_json
 from curation.staging import sample_id
 from curation.textkeys import content_hash, normalise, word_hashes
@@ -126,20 +128,20 @@ class _Writer:
             self.rows_path.with_suffix(".tmp").replace(self.rows_path)
 
 
-def stage_shard(plan: EnginePlan, shard: Shard) -> dict[str, Any]:
+def stage_shard(plan: EnginePlan, shard: Shard) -> ShardMeta:
     """Load, adapt and clean one shard; write its rows and keys; return (and write) its meta record."""
     source = plan.source(shard)
     ctx = plan.ctx
-    meta: dict[str, Any] = {"rows_in": 0, "read": 0, "drops": Counter(), "format": None, "error": None,
-                            "failed_row": None, "kept": 0, "scrubbed": Counter()}
+    meta = ShardMeta(rows_in=0, read=0, drops=Counter(), format=None, error=None, failed_row=None, kept=0,
+                     scrubbed=Counter())
     dropped_path = plan.path("dropped", shard.name + ".jsonl")
     writer = _Writer(plan, shard)
     with dropped_path.open("w", encoding="utf-8", errors="surrogatepass") as dropped:
 
         def on_drop(row: Row, drop: Drop) -> None:
             meta["drops"][drop.reason] += 1
-            record = {"id": sample_id(source, row.row_index), "source": source.key, "row": row.row_index,
-                      "reason": drop.reason, "detail": drop.detail, "messages": row.messages}
+            record = DroppedRow(id=sample_id(source, row.row_index), source=source.key, row=row.row_index,
+                                reason=drop.reason, detail=drop.detail, messages=row.messages)
             dropped.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
 
         runner = StepRunner(DEFAULT_STEPS, ctx.params, on_drop)  # on_drop counts, so runner.drops is unused
@@ -159,7 +161,7 @@ def stage_shard(plan: EnginePlan, shard: Shard) -> dict[str, Any]:
     return meta
 
 
-def _rows(plan: EnginePlan, shard: Shard, meta: dict[str, Any], on_drop: Any) -> Any:
+def _rows(plan: EnginePlan, shard: Shard, meta: ShardMeta, on_drop: Any) -> Any:
     source = plan.source(shard)
     ctx = plan.ctx
     load = ctx.plan_for(source, files=plan.files(shard), streaming=source.streaming)

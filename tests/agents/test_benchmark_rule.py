@@ -13,9 +13,9 @@ import pytest
 import agents.benchmark_rule as rule_module
 from agents.benchmark_rule import BenchmarkRuleError, benchmark_rule, parse_benchmark_rule
 from agents.categories import load_category
-from agents.models import Candidate, DatasetMetadata
 from agents.scoring import score_candidate
 from agents.search.offline import OfflineIndex
+from core.candidates import Candidate, DatasetMetadata
 from core.types import Category, ReasonCode
 from graph.suitability import check_benchmark
 from graph.verifier import VerifyContext

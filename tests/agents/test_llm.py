@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from agents.llm import make_llm
-from agents.models import BackendName, DatasetMetadata, Deliverable, SearchHit
+from agents.search.base import SearchHit
 from agents.subagent import run_subagent
+from core.candidates import BackendName, DatasetMetadata, Deliverable
 from core.settings import Settings
 from core.types import Category
 

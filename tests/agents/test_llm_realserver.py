@@ -23,9 +23,9 @@ import pytest
 
 from agents.categories import load_category
 from agents.llm import LLMError, RelevanceLLM, make_llm
-from agents.models import Candidate
 from agents.search.offline import OfflineIndex
 from agents.subagent import run_subagent
+from core.candidates import Candidate
 from core.settings import Settings
 from core.types import Category
 from inference.local_server import LlamaServer

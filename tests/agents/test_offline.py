@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agents.categories import load_category
-from agents.models import Candidate, DatasetMetadata
 from agents.search.offline import OfflineIndex
 from agents.search.terms import split_terms
+from core.candidates import Candidate, DatasetMetadata
 from core.types import Category
 
 JUDGMENTS = json.loads((Path(__file__).parent.parent / "data" / "index_judgments.json").read_text())[

@@ -6,9 +6,9 @@ import pytest
 
 from agents import scoring
 from agents.categories import load_category
-from agents.models import Candidate, DatasetMetadata, Evidence
 from agents.planning import plan_queries_deterministic
 from agents.scoring import OFF_TOPIC_BELOW, guess_format, keyword_evidence, score_candidate
+from core.candidates import Candidate, DatasetMetadata, Evidence
 from core.types import Category
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from agents.dataset_kind import multimodal_evidence
-from agents.models import Candidate
 from agents.search.offline import OfflineIndex, record_metadata
 from agents.source_repos import (
     SourceListError,
@@ -17,6 +16,7 @@ from agents.source_repos import (
     parse_source_list,
     recipes_using,
 )
+from core.candidates import Candidate
 from core.types import Category
 
 

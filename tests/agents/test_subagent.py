@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.models import BackendName, DatasetMetadata, SearchHit
-from agents.search.base import BackendUnavailableError, SearchError, TransientSearchError
+from agents.search.base import BackendUnavailableError, SearchError, SearchHit, TransientSearchError
 from agents.search.offline import OfflineIndex
 from agents.subagent import LOCAL_POOL_DEPTH, run_subagent
+from core.candidates import BackendName, DatasetMetadata
 from core.types import Category, UnknownCategoryError
 
 

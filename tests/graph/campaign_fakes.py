@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence, QueryRecord, SearchHit
-from agents.search.base import TransientSearchError
+from agents.search.base import SearchHit, TransientSearchError
+from core.candidates import Candidate, DatasetMetadata, Deliverable, Evidence, QueryRecord
 from core.types import Category
 
 SHARED_ID = "shared-org/everything-instruct"  # every category finds it: one entry, ten categories

@@ -10,7 +10,7 @@ import pytest
 from campaign_fakes import FakeIndex, ScriptedSubagent, deliverable_for
 from sqlalchemy import Engine, update
 
-from agents.models import Deliverable
+from core.candidates import Deliverable
 from core.settings import get_settings
 from core.types import Category
 from curation.catalog import store

@@ -10,8 +10,8 @@ from sqlalchemy import Engine
 from sqlmodel import select
 
 from agents.benchmark_rule import benchmark_rule
-from agents.models import Candidate, DatasetMetadata
 from agents.search.offline import OfflineIndex
+from core.candidates import Candidate, DatasetMetadata
 from core.settings import get_settings
 from core.types import Category, Decision, ReasonCode
 from curation.catalog import store

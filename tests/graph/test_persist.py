@@ -18,8 +18,8 @@ from catalog_rows import catalog_rows
 from sqlalchemy import Engine
 from sqlmodel import Session, func, select
 
-from agents.models import Candidate
 from agents.search.offline import OfflineIndex
+from core.candidates import Candidate, VerifiedCandidate
 from core.settings import get_settings
 from core.types import Category, Decision, RunStatus, is_hub_id
 from curation.catalog import store
@@ -150,13 +150,17 @@ def test_a_run_whose_batch_fails_validation_stores_nothing_of_it(engine: Engine)
         assert run_id is not None
     good = Candidate(hub_id="org/fine", categories=[Category.MATH]).model_dump(mode="json")
     bad = Candidate(hub_id="org/odd", categories=[Category.MATH]).model_dump(mode="json")
-    verified: list[store.CandidateAndVerdict] = [(good, "accept", []), (bad, "maybe", [])]  # the second decision is not a Decision
+    verified: list[VerifiedCandidate] = [  # the second decision is not a Decision
+        {"candidate": good, "decision": Decision.ACCEPT, "reasons": []},
+        {"candidate": bad, "decision": "maybe", "reasons": []},  # type: ignore[typeddict-item]
+    ]
     with pytest.raises(store.InvalidValueError, match="unknown decision 'maybe'"), store.open_session(engine) as session:
         store.add_verified_candidates(session, campaign_id=campaign.id, run_id=run_id, category="math", verified=verified)
     with store.open_session(engine) as session:
         assert count(session, CandidateRecord, campaign.id) == 0 and count(session, Verdict, campaign.id) == 0
         records = store.add_verified_candidates(session, campaign_id=campaign.id, run_id=run_id, category="math",
-                                                verified=[(good, "accept", []), (bad, "reject", [])])
+                                                verified=[{"candidate": good, "decision": Decision.ACCEPT, "reasons": []},
+                                                          {"candidate": bad, "decision": Decision.REJECT, "reasons": []}])
         verdicts = session.exec(select(Verdict).order_by(Verdict.id)).all()  # type: ignore[arg-type]
     assert [r.hub_id for r in records] == ["org/fine", "org/odd"]
     assert [(v.candidate_id, v.hub_id, v.decision) for v in verdicts] == [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.models import Candidate, DatasetMetadata
 from agents.search.offline import OfflineIndex, record_metadata
+from core.candidates import Candidate, DatasetMetadata
 from core.types import Category, Decision, ReasonCode
 from graph.suitability import check_benchmark, check_language, check_multimodal, check_raw_corpus
 from graph.verifier import VerifyContext, judge_candidate

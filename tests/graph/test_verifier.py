@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from campaign_fakes import FakeIndex, deliverable_for, good_metadata
 
-from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence, QueryRecord
 from agents.scoring import OFF_TOPIC_BELOW
+from core.candidates import Candidate, DatasetMetadata, Deliverable, Evidence, QueryRecord
 from core.types import Category
 from graph.verifier import (
     VerifyContext,

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import Engine
 
-from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence, QueryRecord
+from core.candidates import Candidate, DatasetMetadata, Deliverable, Evidence, QueryRecord
 from core.settings import Settings
 from core.types import Category
 from curation.catalog import store

@@ -19,7 +19,7 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import Engine
 
-from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence
+from core.candidates import Candidate, DatasetMetadata, Deliverable, Evidence
 from core.settings import Settings, get_settings
 from core.types import Category
 from curation.catalog import store

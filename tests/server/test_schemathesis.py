@@ -23,7 +23,7 @@ from hypothesis.errors import HypothesisDeprecationWarning
 from pydantic import SecretStr
 from schemathesis.checks import CHECKS, load_all_checks
 
-from agents.models import Candidate, DatasetMetadata, Deliverable, Evidence
+from core.candidates import Candidate, DatasetMetadata, Deliverable, Evidence
 from core.settings import Settings
 from core.types import Category
 from curation.catalog import store

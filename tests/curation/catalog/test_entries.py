@@ -174,7 +174,7 @@ def test_entry_lookup_errors_and_bad_input(engine: Engine, seed: Seeder) -> None
 def test_candidates_from_the_agents_contract_are_stored_as_json(engine: Engine) -> None:
     from datetime import UTC, datetime
 
-    from agents.models import Candidate, DatasetMetadata, Evidence
+    from core.candidates import Candidate, DatasetMetadata, Evidence
 
     candidate = Candidate(
         hub_id="org/agents",

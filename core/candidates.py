@@ -1,23 +1,29 @@
-"""Data contracts the subagents hand to the graph: search hits, candidates with evidence, deliverables.
+"""The candidate contracts that cross stage doors: what a subagent delivers and what the verifier hands the catalog.
 
-These are DESIGN.md's *Candidate* and the payload of a *SubagentRun*. They are pydantic models so the graph
-can checkpoint them and the catalog can store them as JSON.
+DESIGN.md's *Candidate* (with its evidence and metadata) and the payload of a *SubagentRun* (the queries run,
+the deliverable) are pydantic models, so the graph can checkpoint their JSON and the catalog can build its rows
+from them. `VerifiedCandidate` is one candidate with the verifier's decision and reasons, as the graph state
+carries it and the catalog stores it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing_extensions on Python 3.11
 
-from core.types import Category
+from core.types import Category, Decision, Reason
 
 BackendName = Literal["hub", "web", "offline"]
 
 
 class DatasetMetadata(BaseModel):
-    """What is known about a Hub dataset. `None` means unknown, never 'bad'."""
+    """What is known about a Hub dataset. `None` means unknown, never 'bad'. Other keys a source stated (a Hub
+    card's `card_data`, read for its license) are kept as given."""
+
+    model_config = ConfigDict(extra="allow")
 
     license: str | None = None
     gated: bool | str | None = None  # False, "auto", "manual", or None when unknown
@@ -38,20 +44,6 @@ class DatasetMetadata(BaseModel):
     # Media libraries (`agents/source_repos.py`: image generation, robot learning, audio) whose documentation names
     # the dataset (offline index): its rows need images, video or sound
     media_libraries: list[str] = Field(default_factory=list)
-
-
-class SearchHit(BaseModel):
-    """One result of one query on one backend."""
-
-    hub_id: str
-    title: str = ""
-    description: str = ""
-    metadata: DatasetMetadata = Field(default_factory=DatasetMetadata)
-    backend: BackendName
-    query: str
-    rank: int = Field(ge=1)
-    score: float = 0.0
-    url: str | None = None
 
 
 class Evidence(BaseModel):
@@ -99,3 +91,13 @@ class Deliverable(BaseModel):
     planner: Literal["llm", "deterministic"] = "deterministic"
     offline: bool = False
     notes: list[str] = Field(default_factory=list)
+
+
+class VerifiedCandidate(TypedDict):
+    """A candidate with the verifier's decision and every reason (blocking or flag) behind it."""
+
+    # `Candidate.model_dump(mode="json")`, metadata enriched by lookups: graph state is plain JSON (checkpointed);
+    # the catalog reads it back through `Candidate.model_validate`
+    candidate: dict[str, Any]
+    decision: Decision
+    reasons: list[Reason]
