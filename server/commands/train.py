@@ -253,9 +253,9 @@ def eval_accept(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from inference.decoding.hidden_states import target_embeddings
     from training.accept import evaluate
     from training.export import load_draft
-    from training.hidden_states import target_embeddings
     from training.trainer import load_target
 
     err = Console(stderr=True)

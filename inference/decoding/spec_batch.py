@@ -1,9 +1,9 @@
 """Greedy speculative decoding of a static batch of B prompts, each row accepting its own number of drafts.
 
-`training.spec_graph.GreedyRoundGraph` at B rows: every round is one fixed-shape program (a CUDA graph on a
+`inference.decoding.spec_graph.GreedyRoundGraph` at B rows: every round is one fixed-shape program (a CUDA graph on a
 GPU, the same code eagerly elsewhere). Rows are ragged: each keeps its own position (`start[b]`), so a row that
 accepts 4 drafts moves 5 positions while its neighbour moves 1. The target's static cache already attends by
-each row's own query positions (`inference.static_llama`), and the draft's step-0 cache here is masked per row
+each row's own query positions (`inference.decoding.static_llama`), and the draft's step-0 cache here is masked per row
 the same way, so no row waits for another. A row that has finished (end-of-sequence or max_new) stays in the
 batch with its position frozen (`active[b] = 0`): its work is wasted, as in any static batch, and its output
 ignored; the batch ends when every row has.
@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from inference.static_llama import DecodeGraph, StaticLlama, capture_graph
-from training.draft_model import Eagle3Draft, PackedDraftLayer
-from training.hidden_states import AuxLayers
-from training.speculative import RoundCounts, cut_output
+from inference.decoding.draft_model import Eagle3Draft, PackedDraftLayer
+from inference.decoding.hidden_states import AuxLayers
+from inference.decoding.speculative import RoundCounts, cut_output
+from inference.decoding.static_llama import DecodeGraph, StaticLlama, capture_graph
 
 
 class BatchedGreedyRounds:
