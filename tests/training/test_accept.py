@@ -35,7 +35,7 @@ def test_output_is_identical_to_target_greedy_and_counts_add_up() -> None:
 
 
 def test_a_perfect_draft_accepts_k_plus_one_per_round(monkeypatch: Any) -> None:
-    from training import speculative
+    from inference.decoding import speculative
 
     target, draft = _pair()
     prompt = [1, 5, 6, 7]
