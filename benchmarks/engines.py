@@ -160,9 +160,9 @@ def main() -> None:
     if not args.skip_datahunt:
         import torch
 
+        from inference.decoding.hidden_states import target_embeddings
         from training.accept import evaluate
         from training.export import load_draft
-        from training.hidden_states import target_embeddings
         from training.trainer import load_target
 
         model_t, tokenizer = load_target(args.target, torch.device("cpu"))

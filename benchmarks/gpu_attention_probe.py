@@ -5,8 +5,8 @@ shapes, each met once per epoch; the 16K curve run measured its first epoch at a
 ones. This probe times the two attentions of a step on fresh shapes, first call against a repeat of the same
 shape, under torch's own backend choice and with cuDNN's fused attention left out, side by side:
 
-* `target`: the target's prefill, causal, no grad (inference.static_llama, `states`);
-* `draft`: the draft's TTT attention, a [T, 2T] boolean mask, forward and backward (training.draft_model).
+* `target`: the target's prefill, causal, no grad (inference.decoding.static_llama, `states`);
+* `draft`: the draft's TTT attention, a [T, 2T] boolean mask, forward and backward (inference.decoding.draft_model).
 
 Shapes differ between the arms (a plan cached by one arm must not serve the other). Prints one JSON document
 and writes it to --out. GPU only; run from the repository root:

@@ -65,8 +65,8 @@ def triton_profile(runner: Any, graph: Any, tokens: Any, positions: Any) -> dict
     of the profile goes on."""
     import torch.nn.functional as F
 
-    from inference.decode_kernel import split_kv_attention
-    from inference.static_llama import DecodeGraph
+    from inference.decoding.decode_kernel import split_kv_attention
+    from inference.decoding.static_llama import DecodeGraph
 
     out: dict[str, Any] = {}
     runner.decode_attention = "triton"
@@ -97,8 +97,8 @@ def triton_profile(runner: Any, graph: Any, tokens: Any, positions: Any) -> dict
 
 
 def decode_profile(target: Any, slots: int, max_len: int) -> dict[str, Any]:
-    from inference.continuous import ContinuousEngine, Request, sample
-    from inference.static_llama import DecodeGraph, StaticLlama
+    from inference.decoding.continuous import ContinuousEngine, Request, sample
+    from inference.decoding.static_llama import DecodeGraph, StaticLlama
 
     runner = StaticLlama(target, slots=slots, max_len=max_len)
     graph = DecodeGraph(runner, use_graph=True)
@@ -136,8 +136,8 @@ def decode_profile(target: Any, slots: int, max_len: int) -> dict[str, Any]:
 
 
 def train_profile(target_dir: Path, batch_tokens: int) -> dict[str, Any]:
-    from training.draft_model import DraftConfig, Eagle3Draft
-    from training.hidden_states import default_aux_layers
+    from inference.decoding.draft_model import DraftConfig, Eagle3Draft
+    from inference.decoding.hidden_states import default_aux_layers
     from training.loss import loss_rows, restrict_to_draft_vocab, ttt_loss, ttt_loss_rows
     from training.trainer import fast_target, load_target, target_states
 

@@ -444,8 +444,8 @@ def main() -> None:
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--slots", type=int, default=1024, help="Engine slots for the full regeneration.")
     parser.add_argument("--decode-attention", choices=["sdpa", "matmul", "triton"], default="sdpa",
-                        help="regen, bench-regen: the engine's decode attention (inference/static_llama.py; "
-                        "triton is the split-KV kernel over live positions only, inference/decode_kernel.py).")
+                        help="regen, bench-regen: the engine's decode attention (inference/decoding/static_llama.py; "
+                        "triton is the split-KV kernel over live positions only, inference/decoding/decode_kernel.py).")
     parser.add_argument("--rows", type=int, default=None, help="Regenerate only the first N prompts.")
     parser.add_argument("--answers", type=int, default=1, help="regen: answers per prompt (the set grows to "
                         "prompts x N; the curve takes every prompt's first answer before any second one).")
@@ -479,7 +479,7 @@ def main() -> None:
     parser.add_argument("--allow-cudnn-attention", action="store_true",
                         help="GPU stages: let torch pick cuDNN's fused attention anywhere in the process (by default "
                         "it is switched off process-wide, plain `generate` of the side-by-side bench included, as "
-                        "in the published runs; see inference/attention_kernels.py).")
+                        "in the published runs; see inference/decoding/attention_kernels.py).")
     parser.add_argument("--split-points", action="store_true",
                         help="curve: start a point even when its estimate passes the budget (a time limit's "
                         "TERM stops its training after a checkpointed step; the next call resumes it).")

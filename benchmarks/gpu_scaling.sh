@@ -89,7 +89,7 @@ EOF
   gpu-tests)
     # The top-level conftest needs the catalog stack; these tests need only torch and transformers.
     $PY -m pytest -q -p no:cacheprovider -W default --confcutdir=tests/training tests/training/test_gpu.py
-    $PY -m pytest -q -p no:cacheprovider -W default --noconftest tests/inference/test_static_llama.py
+    $PY -m pytest -q -p no:cacheprovider -W default --noconftest tests/inference/decoding/test_static_llama.py
     ;;
   probe)
     random_target

@@ -165,8 +165,8 @@ def _target(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def replay_on(args: argparse.Namespace, export_dir: Path, pairs: list[tuple[str, str]], k: int) -> Any:
     """Greedy chain-k replay over (prompt, target greedy answer) pairs, tokenized with the chat template."""
+    from inference.decoding.hidden_states import target_embeddings
     from training.export import load_draft
-    from training.hidden_states import target_embeddings
     from training.replay import replay_counts
 
     target, tokenizer = _target(args)
@@ -237,8 +237,8 @@ def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerat
 
 
 def _loaded(args: argparse.Namespace, export_dir: Path, prompts: list[str]) -> tuple[Any, ...]:
+    from inference.decoding.hidden_states import target_embeddings
     from training.export import load_draft
-    from training.hidden_states import target_embeddings
 
     target, tokenizer = _target(args)
     draft, layers = load_draft(export_dir, target_embeddings(target).cpu(),

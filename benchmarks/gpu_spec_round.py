@@ -2,11 +2,11 @@
 
 The published speedup follows speedup ≈ AL / round cost, with the round cost measured at about 1.45 target
 decode steps for a chain of 5 and 1.34 for a chain of 3 (docs/results/scaling.md). This splits a round of
-`training.spec_graph.GreedyRoundGraph` into its parts, each captured as its own CUDA graph and timed with CUDA
+`inference.decoding.spec_graph.GreedyRoundGraph` into its parts, each captured as its own CUDA graph and timed with CUDA
 events (median of repeats), on a target of SmolLM2-135M's shape with random weights and a random draft (the
 weights do not change the kernels, so no model file is needed):
 
-* `target_step`: the baseline's decode step (one token, `inference.static_llama.DecodeGraph`);
+* `target_step`: the baseline's decode step (one token, `inference.decoding.static_llama.DecodeGraph`);
 * `verify`: the target over k + 1 tokens with the draft's three aux states;
 * `chain`: the draft's k greedy proposals;
 * `round`: the whole round as the decoder replays it (chain, verify, accept, draft update);
@@ -42,8 +42,8 @@ def build(device: torch.device, config: dict[str, Any]) -> tuple[Any, Any, Any]:
     """A random-weight target of the given shape, a random draft over it, and its aux layers."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from training.draft_model import DraftConfig, Eagle3Draft
-    from training.hidden_states import default_aux_layers
+    from inference.decoding.draft_model import DraftConfig, Eagle3Draft
+    from inference.decoding.hidden_states import default_aux_layers
 
     torch.manual_seed(0)
     target = LlamaForCausalLM(LlamaConfig(**config)).to(device=device, dtype=torch.bfloat16).eval()
@@ -61,7 +61,7 @@ def build(device: torch.device, config: dict[str, Any]) -> tuple[Any, Any, Any]:
 
 @torch.no_grad()
 def profile(config: dict[str, Any], ks: list[int], context: int, max_len: int, repeats: int) -> dict[str, Any]:
-    from inference.attention_kernels import without_cudnn
+    from inference.decoding.attention_kernels import without_cudnn
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     target, draft, layers = build(device, config)
@@ -80,9 +80,9 @@ def profile(config: dict[str, Any], ks: list[int], context: int, max_len: int, r
 def profile_k(target: Any, draft: Any, layers: Any, k: int, *, context: int, max_len: int, repeats: int
               ) -> dict[str, float]:
     """Milliseconds of each part of a chain-k round, and of the target's own step, at `context` positions."""
-    from inference.static_llama import DecodeGraph
-    from training.spec_graph import GreedyRoundGraph
-    from training.speculative import RoundCounts
+    from inference.decoding.spec_graph import GreedyRoundGraph
+    from inference.decoding.speculative import RoundCounts
+    from inference.decoding.static_llama import DecodeGraph
 
     device = next(target.parameters()).device
     use_graph = device.type == "cuda"

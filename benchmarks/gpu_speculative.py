@@ -7,9 +7,9 @@ sampled at T 0.7, a chain-length sweep, each with its round cost and break-even 
 Prompts are eval-accept's rows (conversations/messages, or {'text': ...}), taken in turn from each file.
 Each run decodes `--prompts-per-run` prompts twice, with the target alone and speculatively, both timed:
 
-* greedy, B = 1: `training.spec_graph` (one CUDA graph a round) against its graph-replayed target step;
+* greedy, B = 1: `inference.decoding.spec_graph` (one CUDA graph a round) against its graph-replayed target step;
   the output must be the target's greedy output token for token (`identical`);
-* greedy, B = 8 and 32: `training.spec_batch` (a static batch, each row accepting its own drafts, rows
+* greedy, B = 8 and 32: `inference.decoding.spec_batch` (a static batch, each row accepting its own drafts, rows
   ragged in position) against the target's own batched greedy decoding at the same B;
 * sampled, T 0.7, B = 1: `training.accept.evaluate` (exact rejection sampling);
 * greedy, B = 1, k = 1..6 (`--sweep`, on `--sweep-prompts`): acceptance and round cost per k, and the k to run.
@@ -128,8 +128,8 @@ def greedy_single(target: Any, draft: Any, layers: Any, prompts: list[list[int]]
                   eos: set[int], max_len: int, repeats: int, base: Any | None, base_time: tuple[float, int] | None
                   ) -> tuple[Any, float, bool | None, Any, tuple[float, int]]:
     """B = 1 greedy: graph rounds against the graph-replayed target (timed here unless base_time is given)."""
-    from training.spec_graph import GreedyBaseline, GreedyRoundGraph
-    from training.speculative import RoundCounts
+    from inference.decoding.spec_graph import GreedyBaseline, GreedyRoundGraph
+    from inference.decoding.speculative import RoundCounts
 
     device = next(target.parameters()).device
     use_graph = device.type == "cuda"
@@ -183,9 +183,9 @@ def greedy_batched(target: Any, draft: Any, layers: Any, prompts: list[list[int]
                    max_new: int, eos: set[int], max_len: int, repeats: int, schedule: str) -> tuple[Any, float, bool]:
     """Greedy at batch B: ragged batched rounds against the target's own batched greedy decoding, rows refilled as
     they finish (`continuous`) or static groups of B (`static`), the same schedule for both."""
+    from inference.decoding.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
+    from inference.decoding.speculative import RoundCounts
     from training.break_even import round_cost
-    from training.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
-    from training.speculative import RoundCounts
 
     device = next(target.parameters()).device
     use_graph = device.type == "cuda"
@@ -230,8 +230,8 @@ def sampled_single(target: Any, draft: Any, layers: Any, prompts: list[list[int]
                    eos: set[int], max_len: int, temperature: float, repeats: int, seed: int = 0) -> tuple[Any, float]:
     """Sampled at B = 1: one CUDA graph a round (exact rejection sampling, noise pre-drawn from the seeded
     generator) against the target sampling alone over its replayed step; c replayed as the greedy round's is."""
-    from training.spec_sampled import SampledBaseline, SampledRoundGraph
-    from training.speculative import RoundCounts
+    from inference.decoding.spec_sampled import SampledBaseline, SampledRoundGraph
+    from inference.decoding.speculative import RoundCounts
 
     device = next(target.parameters()).device
     use_graph = device.type == "cuda"
@@ -309,10 +309,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--skip", nargs="*", default=[], choices=["greedy", "batched", "sampled", "sweep"])
     args = parser.parse_args(argv)
 
-    from inference.attention_kernels import without_cudnn
+    from inference.decoding.attention_kernels import without_cudnn
+    from inference.decoding.hidden_states import target_embeddings
     from training.break_even import describe, recommend_k
     from training.export import load_draft
-    from training.hidden_states import target_embeddings
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     t0 = time.perf_counter()

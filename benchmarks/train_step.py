@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from training.draft_model import DraftConfig, Eagle3Draft  # noqa: E402
+from inference.decoding.draft_model import DraftConfig, Eagle3Draft  # noqa: E402
 from training.loss import ttt_loss  # noqa: E402
 
 

@@ -5,7 +5,7 @@ each worker renders its prompt with the target's chat template, hands it to the 
 future; the thread keeps `slots` rows decoding, refills a slot as soon as its row ends, and resolves futures
 on the event loop. The engine (and its CUDA graph) is built at the first turn, sized from that turn's
 `max_tokens`: `max_len = max_prompt_tokens + max_tokens` positions per slot, and `slots` is the runner's
-concurrency (`start`). Like the plain backend it has no endpoint and names itself (`describe()`). A Llama-family target only (`inference.static_llama`); `LocalTransformersBackend` (plain
+concurrency (`start`). Like the plain backend it has no endpoint and names itself (`describe()`). A Llama-family target only (`inference.decoding.static_llama`); `LocalTransformersBackend` (plain
 `generate`) remains for the others and is the baseline the benchmark compares against.
 """
 
@@ -111,7 +111,7 @@ class LocalEngineBackend(RawBackend):
                            endpoint: str | None = None) -> TurnResult:
         """Continue the raw prompt `ids` (no template applied) until an end-of-turn id (`stop_ids`, plus each
         `stop` marker that is one token, when the engine has not started yet)."""
-        from inference.continuous import Request
+        from inference.decoding.continuous import Request
         from inference.local_backend import marker_ids
 
         if self._thread is None:
@@ -141,8 +141,8 @@ class LocalEngineBackend(RawBackend):
             self._thread.start()
 
     def _build(self, sampling: Sampling) -> Any:
-        from inference.continuous import ContinuousEngine
-        from inference.static_llama import StaticLlama
+        from inference.decoding.continuous import ContinuousEngine
+        from inference.decoding.static_llama import StaticLlama
 
         runner = StaticLlama(self.model, slots=self.slots, max_len=self.max_prompt_tokens + sampling.max_tokens,
                              decode_attention=self.decode_attention)

@@ -110,7 +110,7 @@ class LocalTransformersBackend(RawBackend):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from inference.static_llama import SUPPORTED
+        from inference.decoding.static_llama import SUPPORTED
 
         if engine not in {"auto", "static", "generate"}:
             raise ValueError(f"engine must be auto, static or generate, not {engine!r}")

@@ -22,9 +22,9 @@ REPO_ONLY = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py"
     "benchmarks", "tests"}
 
 # Which first-party packages each package may import: DESIGN.md's table, plus (README, Architecture) the prompt
-# files agents and graph load, and training's use of inference's static-cache target runner and of its choice of
-# attention kernels (one torch-only module, so both stages run attention alike); less server → agents:
-# the front doors reach the agents only through graph/ (`graph.search` picks a campaign's backends).
+# files agents and graph load, and training's use of inference.decoding (one implementation of every decoding
+# forward, used by regeneration and evaluation alike); less server → agents: the front doors reach the agents
+# only through graph/ (`graph.search` picks a campaign's backends).
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "prompts": set(),
@@ -32,9 +32,13 @@ ALLOWED: dict[str, set[str]] = {
     "graph": {"core", "agents", "curation.catalog", "prompts"},
     "curation": {"core"},
     "inference": {"core"},
-    "training": {"core", "inference.static_llama", "inference.attention_kernels"},
+    "training": {"core", "inference.decoding"},
     "server": {"core", "graph", "curation", "inference", "training", "prompts"},  # agents only through graph
 }
+# inference.decoding is shared by regeneration and training: it may import core, the stage's root exception and
+# itself, nothing else of inference (nor, by the table, training).
+DECODING = "inference.decoding"
+DECODING_ALLOWED = {"core", "inference.errors", DECODING}
 CORE_THIRD_PARTY = {"pydantic", "pydantic_settings", "typing_extensions"}  # the last: pydantic's own, for TypedDict
 ENV_NAMES = {"environ", "getenv", "putenv", "environb", "getenvb", "unsetenv"}
 
@@ -105,6 +109,12 @@ def violations(path: Path, root: Path = ROOT) -> list[str]:
     return bad
 
 
+def decoding_violations(path: Path, root: Path = ROOT) -> list[str]:
+    """The first-party imports of a module of inference/decoding/ beyond core, inference.errors and itself."""
+    return [name for name in imports_of(path, root) if name.split(".")[0] in PACKAGES
+            and not any(name == a or name.startswith(a + ".") for a in DECODING_ALLOWED)]
+
+
 def _modules() -> list[Path]:
     return [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py") if ".venv" not in p.parts]
 
@@ -113,6 +123,30 @@ def _modules() -> list[Path]:
 def test_imports_follow_the_arrows(path: Path) -> None:
     bad = violations(path)
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "inference" / "decoding").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_decoding_imports_only_core_and_the_stage_errors(path: Path) -> None:
+    bad = decoding_violations(path)
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}: inference.decoding may import core and inference.errors only"
+
+
+@pytest.mark.parametrize("source", ["from inference.runner import run\n", "from ..generation import generate\n",
+                                    "from training.loss import ttt_loss\n"])
+def test_planted_decoding_imports_are_caught(tmp_path: Path, source: str) -> None:
+    path = tmp_path / "inference" / "decoding" / "planted.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(source)
+    assert decoding_violations(path, tmp_path)
+
+
+def test_decoding_may_import_core_the_stage_errors_and_itself(tmp_path: Path) -> None:
+    path = tmp_path / "inference" / "decoding" / "fine.py"
+    path.parent.mkdir(parents=True)
+    path.write_text("from core.types import Category\nfrom inference.errors import InferenceError\n"
+                    "from .static_llama import StaticLlama\nfrom inference.decoding.draft_model import Eagle3Draft\n")
+    assert decoding_violations(path, tmp_path) == []
 
 
 def test_no_dumping_ground_modules() -> None:
@@ -164,6 +198,7 @@ PLANTED = {
     "training/planted_dynamic.py": 'import importlib\nimportlib.import_module("graph.campaign")\n',
     "training/planted_dunder.py": '__import__("agents.search")\n',
     "training/planted_benchmarks.py": "from benchmarks import gpu_scaling\n",
+    "training/planted_inference.py": "from inference.runner import run\n",
     "training/sub/planted_relative.py": "from ...curation import pipeline\n",
     "inference/planted_relative_module.py": "from ..training.loss import ttt_loss\n",
     "core/planted_third_party.py": "import torch\n",
@@ -191,5 +226,5 @@ def test_allowed_arrows_and_relative_imports_inside_a_package_pass(tmp_path: Pat
     path = tmp_path / "training" / "fine.py"
     path.parent.mkdir(parents=True)
     path.write_text("from .loss import ttt_loss\nfrom core.types import Category\n"
-                    "from inference.static_llama import StaticLlama\n")
+                    "from inference.decoding.static_llama import StaticLlama\n")
     assert violations(path, tmp_path) == []

@@ -1,7 +1,7 @@
 """Acceptance length and speedup of a draft against its target, on this machine, with KV caches.
 
 `evaluate` runs every prompt twice over the same static-cache target: alone (the baseline: one token per
-forward) and speculatively (chain of k drafts per verification round, `training.speculative`), timing both.
+forward) and speculatively (chain of k drafts per verification round, `inference.decoding.speculative`), timing both.
 One round yields accepted + 1 tokens, so acceptance length (EAGLE's tau, SGLang's avg_spec_accept_length) is
 sum(tokens) / sum(rounds) over the whole set, at least 1.0; the speedup is speculative tokens/s over the
 baseline's on the same prompts at batch 1. At temperature 0 (greedy chain) the speculative output must equal
@@ -18,15 +18,13 @@ from typing import Any, NotRequired, TypedDict
 
 import torch
 
-from inference.attention_kernels import without_cudnn
-from inference.static_llama import SUPPORTED
-from training.break_even import break_even_accept_length, describe, expected_speedup, round_cost
-from training.draft_model import Eagle3Draft
-from training.hidden_states import AuxLayers
-from training.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
-from training.spec_graph import GreedyBaseline, GreedyRoundGraph
-from training.spec_sampled import SampledBaseline, SampledRoundGraph
-from training.speculative import (
+from inference.decoding.attention_kernels import without_cudnn
+from inference.decoding.draft_model import Eagle3Draft
+from inference.decoding.hidden_states import AuxLayers
+from inference.decoding.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
+from inference.decoding.spec_graph import GreedyBaseline, GreedyRoundGraph
+from inference.decoding.spec_sampled import SampledBaseline, SampledRoundGraph
+from inference.decoding.speculative import (
     GreedyRule,
     RoundCounts,
     SamplingRule,
@@ -35,6 +33,8 @@ from training.speculative import (
     target_runner,
     verify_sampled,
 )
+from inference.decoding.static_llama import SUPPORTED
+from training.break_even import break_even_accept_length, describe, expected_speedup, round_cost
 
 SCHEDULES = ("continuous", "static")  # how a batched run fills its rows (see _evaluate_batched)
 
@@ -170,7 +170,7 @@ def evaluate(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: list[l
              schedule: str = "continuous") -> AcceptReport:
     """Decode every prompt with the target alone (timed) and speculatively (timed); return the pooled report.
 
-    No attention runs on cuDNN's kernel (inference.attention_kernels): it would charge a plan build to the
+    No attention runs on cuDNN's kernel (inference.decoding.attention_kernels): it would charge a plan build to the
     first decoder that meets a prompt's length, and the baseline and the speculative decoder would not pay alike.
     """
     with without_cudnn():

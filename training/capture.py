@@ -36,9 +36,9 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from inference.decoding.hidden_states import AuxLayers, default_aux_layers
 from training.data import TokenizedRow, load_conversations, tokenize_rows
 from training.errors import TrainingError
-from training.hidden_states import AuxLayers, data_hash, default_aux_layers, output_head
 from training.offline_cache import (
     DTYPES,
     FORMAT,
@@ -54,6 +54,7 @@ from training.offline_cache import (
     write_head,
     write_shard,
 )
+from training.offline_target import data_hash, output_head
 
 logger = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]  # (rows done, rows in all) on rank 0

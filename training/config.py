@@ -78,7 +78,7 @@ class TrainConfig(BaseModel):
     attention_kernels: Literal["auto", "no-cudnn"] = Field(
         default="no-cudnn", description="Fused attention a step may use: all but cuDNN's (which builds a plan the "
         "first time it meets a batch shape, and a length-packed epoch meets hundreds; see "
-        "inference/attention_kernels.py), or torch's own choice.")
+        "inference/decoding/attention_kernels.py), or torch's own choice.")
     resume: bool = Field(default=True, description="Continue from the newest checkpoint in out/checkpoints.")
     force_resume: bool = Field(default=False, description="Resume even when settings that change the training "
                                "(lr, batch, data, …) differ from the checkpoint's; the new ones apply from there.")

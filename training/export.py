@@ -22,10 +22,10 @@ import torch
 from safetensors.torch import load_file, save
 from torch import Tensor
 
+from inference.decoding.draft_model import DraftConfig, Eagle3Draft
+from inference.decoding.hidden_states import AuxLayers
 from training.atomic_files import OutputWriteError, UnsafePathError, remove_file, write_file
-from training.draft_model import DraftConfig, Eagle3Draft
 from training.errors import TrainingError
-from training.hidden_states import AuxLayers
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 WEIGHTS_FILE = "model.safetensors"

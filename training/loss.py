@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from training.draft_model import Eagle3Draft, shift_left
+from inference.decoding.draft_model import Eagle3Draft, shift_left
 
 
 @dataclass

@@ -34,9 +34,10 @@ from typing import Any, NotRequired, TypedDict
 import torch
 from torch import Tensor
 
+from inference.decoding.hidden_states import AuxLayers
 from training.data import TokenizedRow
 from training.errors import TrainingError
-from training.hidden_states import AuxLayers, logits_from_final
+from training.offline_target import logits_from_final
 
 FORMAT = "datahunt-offline-cache/1"
 MANIFEST = "manifest.json"

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from training.draft_model import Eagle3Draft
-from training.hidden_states import AuxLayers, capture
-from training.speculative import RoundCounts
+from inference.decoding.draft_model import Eagle3Draft
+from inference.decoding.hidden_states import AuxLayers, capture
+from inference.decoding.speculative import RoundCounts
 
 
 @torch.no_grad()

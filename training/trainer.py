@@ -25,23 +25,17 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from inference.attention_kernels import without_cudnn
-from inference.static_llama import StaticLlama, UnsupportedTarget
+from inference.decoding.attention_kernels import without_cudnn
+from inference.decoding.draft_model import DraftConfig, Eagle3Draft
+from inference.decoding.hidden_states import AuxLayers, capture, default_aux_layers, target_embeddings
+from inference.decoding.static_llama import StaticLlama, UnsupportedTarget
 from training.atomic_files import OutputWriteError, UnsafePathError, WriteErrorKeeper, staged_file
 from training.config import ConfigError, TrainConfig, save_config
 from training.data import TokenizedRow, check_template, load_conversations, tokenize_rows
-from training.draft_model import DraftConfig, Eagle3Draft
 from training.export import convert_export, export_draft
-from training.hidden_states import (
-    AuxLayers,
-    capture,
-    data_hash,
-    default_aux_layers,
-    output_head,
-    target_embeddings,
-)
 from training.interrupt import StopFlag, TrainingStopped, stop_on_signals
 from training.loss import TTTLoss, loss_rows, ttt_loss_rows
+from training.offline_target import data_hash, output_head
 from training.progress import Progress, RunProgress
 from training.resume_check import check_resume
 from training.vocab import DraftVocab, load_or_build, vocab_key

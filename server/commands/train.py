@@ -275,11 +275,11 @@ def _eval_local(rows: list[dict[str, Any]], draft: Path, target: Path, device: s
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from inference.decoding.hidden_states import target_embeddings
     from server.commands.failure import exit_code_for
     from training.accept import evaluate
     from training.eval_prompts import encode_prompt
     from training.export import load_draft
-    from training.hidden_states import target_embeddings
     from training.trainer import load_target
 
     if device not in {"cpu", "cuda"} or (device == "cuda" and not torch.cuda.is_available()):

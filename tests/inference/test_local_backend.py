@@ -135,8 +135,8 @@ def test_engine_answers_equal_plain_generate_greedy_with_fewer_slots_than_turns(
         tiny_dir: Path, attention: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
+    from inference.decoding.static_llama import StaticLlama
     from inference.engine_backend import LocalEngineBackend
-    from inference.static_llama import StaticLlama
 
     built: list[str] = []  # the decode attention of every runner the engine builds
     real_init = StaticLlama.__init__
@@ -239,8 +239,8 @@ def test_the_engine_reports_tokens_of_answers_in_flight_and_the_status_counts_th
     0.0 tok/s then. The engine counts what its live rows have written; the status adds it to the rate."""
     from transformers import LlamaForCausalLM
 
-    from inference.continuous import ContinuousEngine, Request
-    from inference.static_llama import StaticLlama
+    from inference.decoding.continuous import ContinuousEngine, Request
+    from inference.decoding.static_llama import StaticLlama
     from inference.status import StatusTracker
 
     model = LlamaForCausalLM.from_pretrained(tiny_dir).eval()

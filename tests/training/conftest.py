@@ -62,9 +62,9 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path, regen
 @pytest.fixture(scope="session")
 def tiny_draft(tmp_path_factory: pytest.TempPathFactory, llama_dir: Path) -> Path:
     """A random draft exported for the tiny Llama target (hidden 64, 4 layers, fp32), on three distinct layers."""
-    from training.draft_model import DraftConfig, Eagle3Draft
+    from inference.decoding.draft_model import DraftConfig, Eagle3Draft
+    from inference.decoding.hidden_states import AuxLayers
     from training.export import export_draft
-    from training.hidden_states import AuxLayers
 
     config = json.loads((llama_dir / "config.json").read_text())
     torch.manual_seed(0)

@@ -15,10 +15,10 @@ from typing import Any
 import torch
 
 from core.server_info import ServerInfo
+from inference.decoding.draft_model import DraftConfig
+from inference.decoding.hidden_states import default_aux_layers
 from inference.server_info import parse_server_info
-from training.draft_model import DraftConfig
 from training.export import config_json, expected_shapes
-from training.hidden_states import default_aux_layers
 from training.preflight import DraftCheckpoint
 
 RECORDED = Path(__file__).resolve().parent.parent / "data" / "recorded" / "sglang_server_info"

@@ -7,9 +7,9 @@ from typing import Any
 import torch
 from tiny_models import make_llama
 
+from inference.decoding.draft_model import DraftConfig, Eagle3Draft
+from inference.decoding.hidden_states import AuxLayers
 from training.accept import AcceptReport, evaluate_acceptance, speculative_generate, target_greedy
-from training.draft_model import DraftConfig, Eagle3Draft
-from training.hidden_states import AuxLayers
 
 
 def _pair(vocab: int = 40) -> tuple[Any, Eagle3Draft]:
@@ -35,7 +35,7 @@ def test_output_is_identical_to_target_greedy_and_counts_add_up() -> None:
 
 
 def test_a_perfect_draft_accepts_k_plus_one_per_round(monkeypatch: Any) -> None:
-    from training import speculative
+    from inference.decoding import speculative
 
     target, draft = _pair()
     prompt = [1, 5, 6, 7]
@@ -83,7 +83,13 @@ def test_sampling_rule_emits_the_target_distribution() -> None:
 
 def test_kv_cached_decoding_matches_recomputing_everything_and_reports_a_speedup() -> None:
     """The static-cache runner and the full-recompute fallback give the same rounds, counts and output."""
-    from training.speculative import FullRecompute, GreedyRule, RoundCounts, speculative_decode, target_runner
+    from inference.decoding.speculative import (
+        FullRecompute,
+        GreedyRule,
+        RoundCounts,
+        speculative_decode,
+        target_runner,
+    )
 
     target, draft = _pair()
     layers = AuxLayers((1, 2, 3), "input")
@@ -101,7 +107,7 @@ def test_kv_cached_decoding_matches_recomputing_everything_and_reports_a_speedup
 
 def test_draft_cache_proposes_what_the_ttt_unroll_predicts() -> None:
     """Inference and training agree: the chain from a cached prefix equals TTT steps fed the chain's tokens."""
-    from training.speculative import DraftCache, GreedyRule
+    from inference.decoding.speculative import DraftCache, GreedyRule
 
     target, draft = _pair()
     seq = [1, 5, 6, 7, 11, 13, 2, 9]

@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from training.draft_model import DraftConfig, Eagle3Draft
+from inference.decoding.draft_model import DraftConfig, Eagle3Draft
+from inference.decoding.hidden_states import AuxLayers
 from training.export import ExportError, export_draft, load_draft, write_export
-from training.hidden_states import AuxLayers
 
 CFG = DraftConfig(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
                   vocab_size=60, draft_vocab_size=40, target_hidden_size=24, max_position_embeddings=4096)

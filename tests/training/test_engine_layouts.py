@@ -15,10 +15,10 @@ import torch
 from typer.testing import CliRunner
 
 from core.server_info import ServerInfo
+from inference.decoding.draft_model import DraftConfig, Eagle3Draft
+from inference.decoding.hidden_states import AuxLayers
 from server.cli import app
-from training.draft_model import DraftConfig, Eagle3Draft
 from training.export import ExportError, convert_export, export_draft, load_draft
-from training.hidden_states import AuxLayers
 from training.launch import LaunchError, plan_vllm_launch
 from training.preflight import check_aux_layers, read_draft, run_preflight
 

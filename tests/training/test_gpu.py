@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from inference.decoding.draft_model import DraftConfig, Eagle3Draft
 from training.config import make_config
-from training.draft_model import DraftConfig, Eagle3Draft
 from training.trainer import train
 
 pytestmark = [pytest.mark.gpu,
@@ -42,11 +42,11 @@ def test_cuda_graph_paths_equal_their_eager_runs(tmp_path: Path, llama_dir: Path
     """The replayed graphs (engine decode step, one-graph speculative round, baseline) compute the eager result."""
     from transformers import AutoModelForCausalLM
 
-    from inference.continuous import ContinuousEngine, Request
-    from inference.static_llama import StaticLlama
-    from training.hidden_states import default_aux_layers
-    from training.spec_graph import GreedyBaseline, GreedyRoundGraph
-    from training.speculative import RoundCounts
+    from inference.decoding.continuous import ContinuousEngine, Request
+    from inference.decoding.hidden_states import default_aux_layers
+    from inference.decoding.spec_graph import GreedyBaseline, GreedyRoundGraph
+    from inference.decoding.speculative import RoundCounts
+    from inference.decoding.static_llama import StaticLlama
 
     target = AutoModelForCausalLM.from_pretrained(llama_dir, dtype=torch.float32).cuda().eval()
     prompts = [[1, 3, 9 + i, 40 + 2 * i, 4] for i in range(6)]
@@ -78,9 +78,9 @@ def test_batched_round_graphs_equal_their_eager_runs(llama_dir: Path) -> None:
     """The replayed batched round and batched baseline compute the eager result, row for row."""
     from transformers import AutoModelForCausalLM
 
-    from training.hidden_states import default_aux_layers
-    from training.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
-    from training.speculative import RoundCounts
+    from inference.decoding.hidden_states import default_aux_layers
+    from inference.decoding.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
+    from inference.decoding.speculative import RoundCounts
 
     target = AutoModelForCausalLM.from_pretrained(llama_dir, dtype=torch.float32).cuda().eval()
     layers = default_aux_layers(target.config.num_hidden_layers)
@@ -112,9 +112,9 @@ def test_sampled_round_graph_equals_its_eager_run(llama_dir: Path) -> None:
     """Same seed, same noise: the replayed sampled round emits what the eager one does, token for token."""
     from transformers import AutoModelForCausalLM
 
-    from training.hidden_states import default_aux_layers
-    from training.spec_sampled import SampledBaseline, SampledRoundGraph
-    from training.speculative import RoundCounts
+    from inference.decoding.hidden_states import default_aux_layers
+    from inference.decoding.spec_sampled import SampledBaseline, SampledRoundGraph
+    from inference.decoding.speculative import RoundCounts
 
     target = AutoModelForCausalLM.from_pretrained(llama_dir, dtype=torch.float32).cuda().eval()
     layers = default_aux_layers(target.config.num_hidden_layers)

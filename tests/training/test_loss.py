@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from training.draft_model import DraftConfig, Eagle3Draft
+from inference.decoding.draft_model import DraftConfig, Eagle3Draft
 from training.loss import reference_ttt_loss, restrict_to_draft_vocab, ttt_loss
 
 CFG = DraftConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from benchmarks import specforge_side as side
-from training.hidden_states import default_aux_layers
+from inference.decoding.hidden_states import default_aux_layers
 
 # datahunt's `target prepare` folder of SmolLM2-135M-Instruct (config.json as written on the GPU machine).
 SMOLLM2 = {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "bos_token_id": 1, "dtype": "bfloat16",

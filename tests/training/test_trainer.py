@@ -11,12 +11,12 @@ import pytest
 import torch
 from tiny_models import make_gemma, regenerate
 
+from inference.decoding.draft_model import Eagle3Draft
+from inference.decoding.hidden_states import target_embeddings
 from training.accept import evaluate_acceptance
 from training.config import make_config
 from training.data import load_conversations
-from training.draft_model import Eagle3Draft
 from training.export import load_draft
-from training.hidden_states import target_embeddings
 from training.trainer import load_target, train
 
 
@@ -141,8 +141,8 @@ def test_the_one_graph_round_decoder_runs_the_same_rounds_as_the_eager_one(
     trained_run: Any, llama_dir: Path, regenerated_data: dict[str, Path], tokenizer: Any
 ) -> None:
     """The static-shape round (what a CUDA graph replays) emits the target's greedy output, round for round."""
-    from training.spec_graph import GreedyBaseline, GreedyRoundGraph
-    from training.speculative import RoundCounts
+    from inference.decoding.spec_graph import GreedyBaseline, GreedyRoundGraph
+    from inference.decoding.speculative import RoundCounts
 
     target, draft, layers, prompts, eos = _trained_pair(trained_run, llama_dir, regenerated_data, tokenizer)
     eager = evaluate_acceptance(target, draft, layers, prompts, max_new=24, k=4, eos=eos)

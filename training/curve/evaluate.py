@@ -139,9 +139,9 @@ class DecodeEvaluator:
         return self._loaded
 
     def __call__(self, export_dir: Path, on_prompt: Callable[[int], None] | None = None) -> dict[str, SetScore]:
+        from inference.decoding.hidden_states import target_embeddings
         from training.accept import evaluate
         from training.export import load_draft
-        from training.hidden_states import target_embeddings
 
         model, tokenizer, ids = self._target()
         draft, layers = load_draft(export_dir, target_embeddings(model).cpu(),

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training"))
 from tiny_models import make_gemma, make_llama  # noqa: E402
 
-from inference.attention_kernels import without_cudnn  # noqa: E402
-from inference.static_llama import DecodeGraph, StaticLlama, UnsupportedTarget  # noqa: E402
+from inference.decoding.attention_kernels import without_cudnn  # noqa: E402
+from inference.decoding.static_llama import DecodeGraph, StaticLlama, UnsupportedTarget  # noqa: E402
 
 
 def _hf_logits(model, ids: list[int]) -> torch.Tensor:
@@ -84,7 +84,7 @@ def test_cacheless_states_equal_transformers_on_right_padded_rows() -> None:
 
 
 def test_prefiltered_nucleus_is_the_full_sorts_exactly_and_rows_past_it_fall_back() -> None:
-    from inference.continuous import full_nucleus, nucleus, sample
+    from inference.decoding.continuous import full_nucleus, nucleus, sample
 
     torch.manual_seed(0)
     vocab = 500
@@ -116,9 +116,9 @@ def test_no_attention_of_a_forward_or_a_timed_decode_runs_on_cudnn(monkeypatch: 
     of the runner (prefill, decode, verify) and of a timed decode sees it switched off, and it is back after."""
     import torch.nn.functional as F
 
+    from inference.decoding.draft_model import DraftConfig, Eagle3Draft
+    from inference.decoding.hidden_states import default_aux_layers
     from training.accept import evaluate
-    from training.draft_model import DraftConfig, Eagle3Draft
-    from training.hidden_states import default_aux_layers
 
     seen: list[bool] = []
     real = F.scaled_dot_product_attention
@@ -163,7 +163,7 @@ def _sdpa_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
 @pytest.mark.parametrize("width", [1, 6])
 def test_triton_decode_kernel_equals_sdpa_on_cuda(dtype: torch.dtype, width: int) -> None:
     """SmolLM2's attention shape (9 heads on 3 kv heads of 64), 256 slots of 832 positions, compiled kernel."""
-    from inference.decode_kernel import split_kv_attention
+    from inference.decoding.decode_kernel import split_kv_attention
 
     gen = torch.Generator(device="cuda").manual_seed(width)
     slots, max_len = 256, 832

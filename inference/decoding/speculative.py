@@ -26,9 +26,9 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from inference.static_llama import DecodeGraph, StaticLlama, UnsupportedTarget
-from training.draft_model import Eagle3Draft
-from training.hidden_states import AuxLayers, capture
+from inference.decoding.draft_model import Eagle3Draft
+from inference.decoding.hidden_states import AuxLayers, capture
+from inference.decoding.static_llama import DecodeGraph, StaticLlama, UnsupportedTarget
 
 
 @dataclass

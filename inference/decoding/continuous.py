@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from inference.static_llama import DecodeGraph, StaticLlama
+from inference.decoding.static_llama import DecodeGraph, StaticLlama
 
 logger = logging.getLogger(__name__)
 

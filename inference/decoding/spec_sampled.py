@@ -1,12 +1,12 @@
 """Speculative sampling with every round in one CUDA graph: the greedy round's program, sampling instead of argmax.
 
-`SampledRoundGraph` is `training.spec_graph.GreedyRoundGraph` with two steps changed, the rest (static caches,
+`SampledRoundGraph` is `inference.decoding.spec_graph.GreedyRoundGraph` with two steps changed, the rest (static caches,
 verify, draft update, one host read a round) shared:
 
 * each chain step samples its draft token from q = softmax(draft logits / T) over the draft vocab;
 * the verify applies the exact speculative sampling rule: draft i stands when u_i < min(1, p_i(d_i) / q_i(d_i))
   (p = softmax(target logits / T)); the token after the a drafts that stand is drawn from
-  normalise(max(p_a - q_a, 0)), or from p_k when all k stood (the same rule as `training.speculative`).
+  normalise(max(p_a - q_a, 0)), or from p_k when all k stood (the same rule as `inference.decoding.speculative`).
 
 Randomness is the one thing a graph cannot draw by itself from the host's generator: before each round the host
 fills a static buffer with 2k + 1 uniforms from its seeded generator (k for the chain, k for the tests, one
@@ -25,11 +25,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from inference.static_llama import DecodeGraph, StaticLlama
-from training.draft_model import Eagle3Draft
-from training.hidden_states import AuxLayers
-from training.spec_graph import GreedyRoundGraph
-from training.speculative import cut_output
+from inference.decoding.draft_model import Eagle3Draft
+from inference.decoding.hidden_states import AuxLayers
+from inference.decoding.spec_graph import GreedyRoundGraph
+from inference.decoding.speculative import cut_output
+from inference.decoding.static_llama import DecodeGraph, StaticLlama
 
 
 def inverse_cdf(probs: Tensor, u: Tensor) -> Tensor:

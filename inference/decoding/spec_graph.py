@@ -1,7 +1,7 @@
 """Greedy chain decoding with every round in one CUDA graph: draft chain, target verify, accept, draft update.
 
 On a small target a round of eager speculative decoding costs more in kernel launches and host round trips
-than the target's own graph-replayed decode step, so the eager loop (`training.speculative`) cannot show a
+than the target's own graph-replayed decode step, so the eager loop (`inference.decoding.speculative`) cannot show a
 real speedup there. Here one round is a fixed-shape program (gpt-fast's habit: static caches, positions as
 device tensors, masks instead of slicing), captured once and replayed:
 
@@ -27,10 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from inference.static_llama import DecodeGraph, StaticLlama, capture_graph
-from training.draft_model import Eagle3Draft, PackedDraftLayer
-from training.hidden_states import AuxLayers
-from training.speculative import RoundCounts, cut_output
+from inference.decoding.draft_model import Eagle3Draft, PackedDraftLayer
+from inference.decoding.hidden_states import AuxLayers
+from inference.decoding.speculative import RoundCounts, cut_output
+from inference.decoding.static_llama import DecodeGraph, StaticLlama, capture_graph
 
 
 class GreedyRoundGraph:

@@ -159,7 +159,7 @@ class PackedDraftLayer:
     another (once, from the layer's weights), and queries and keys rotated in one pass.
 
     A chain step at batch 1 is bound by its kernel count, not by arithmetic, so this is what the speculative
-    decoder (`training.spec_graph`) runs; training keeps `DraftLayer` (its separate projections are what
+    decoder (`inference.decoding.spec_graph`) runs; training keeps `DraftLayer` (its separate projections are what
     SGLang's checkpoint names). The norms are the layer's own modules. Built after the weights are final: the
     packed copies do not follow later updates.
     """

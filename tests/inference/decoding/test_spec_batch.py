@@ -9,12 +9,12 @@ import pytest
 import torch
 from tiny_models import make_llama
 
+from inference.decoding.draft_model import DraftConfig, Eagle3Draft
+from inference.decoding.hidden_states import AuxLayers
+from inference.decoding.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
+from inference.decoding.spec_graph import GreedyRoundGraph
+from inference.decoding.speculative import RoundCounts
 from training.accept import target_greedy
-from training.draft_model import DraftConfig, Eagle3Draft
-from training.hidden_states import AuxLayers
-from training.spec_batch import BatchedGreedyBaseline, BatchedGreedyRounds
-from training.spec_graph import GreedyRoundGraph
-from training.speculative import RoundCounts
 
 LAYERS = AuxLayers((1, 2, 3), "input")
 PROMPTS = [[1, 5, 6, 7], [1, 9, 3], [1, 4, 4, 8, 12, 30, 2], [1, 22], [1, 17, 18, 19, 5]]

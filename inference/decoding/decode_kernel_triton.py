@@ -1,6 +1,6 @@
 # mypy: allow-untyped-decorators, disable-error-code="no-untyped-def"
 # (Triton reads the annotations of a jit function's parameters: only its compile-time ones carry tl.constexpr.)
-"""The two Triton programs behind `inference.decode_kernel`: per-split partial attention, then their merge.
+"""The two Triton programs behind `inference.decoding.decode_kernel`: per-split partial attention, then their merge.
 
 Imported only through `decode_kernel.load_kernels` (it needs `triton`, which a CPU install may lack). Whether
 `triton.jit` compiles or interprets is decided as each function is decorated, Triton's own `tl.max` and `tl.sum`

@@ -57,7 +57,7 @@ def load_kernels(device: torch.device) -> ModuleType:
     except ImportError as exc:
         raise DecodeKernelUnavailable("decode_attention='triton' needs the triton package (pip install triton)"
                                       ) from exc
-    kernels = importlib.import_module("inference.decode_kernel_triton")
+    kernels = importlib.import_module("inference.decoding.decode_kernel_triton")
     interpreted = type(kernels.split_partials).__name__ == "InterpretedFunction"
     if device.type != "cuda" and not interpreted:
         raise DecodeKernelUnavailable(f"decode_attention='triton' needs a CUDA device, not {device.type!r}")

@@ -1,9 +1,9 @@
 """Greedy speculative decoding of a static batch of B prompts, each row accepting its own number of drafts.
 
-`training.spec_graph.GreedyRoundGraph` at B rows: every round is one fixed-shape program (a CUDA graph on a
+`inference.decoding.spec_graph.GreedyRoundGraph` at B rows: every round is one fixed-shape program (a CUDA graph on a
 GPU, the same code eagerly elsewhere). Rows are ragged: each keeps its own position (`start[b]`), so a row that
 accepts 4 drafts moves 5 positions while its neighbour moves 1. The target's static cache already attends by
-each row's own query positions (`inference.static_llama`), and the draft's step-0 cache here is masked per row
+each row's own query positions (`inference.decoding.static_llama`), and the draft's step-0 cache here is masked per row
 the same way, so no row waits for another. A row that has finished (end-of-sequence or max_new) stays in the
 batch with its position frozen (`active[b] = 0`): its work is wasted, as in any static batch, and its output
 ignored; the batch ends when every row has.
@@ -16,16 +16,17 @@ at batch B is measured against.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from inference.static_llama import DecodeGraph, StaticLlama, capture_graph
-from training.draft_model import Eagle3Draft, PackedDraftLayer
-from training.hidden_states import AuxLayers
-from training.speculative import RoundCounts, cut_output
+from inference.decoding.draft_model import Eagle3Draft, PackedDraftLayer
+from inference.decoding.hidden_states import AuxLayers
+from inference.decoding.speculative import RoundCounts, cut_output
+from inference.decoding.static_llama import DecodeGraph, StaticLlama, capture_graph
 
 
 class BatchedGreedyRounds:
@@ -153,12 +154,7 @@ class BatchedGreedyRounds:
         runs between two rounds), so the batch stays full until the queue is empty; `batch` or fewer prompts is
         one static batch. on_done(i) is called as prompt i finishes.
         """
-        if not prompts or len(counts) != len(prompts):
-            raise ValueError(f"at least one prompt (and one RoundCounts each), not {len(prompts)} "
-                             f"with {len(counts)} counts")
-        longest = max(map(len, prompts))
-        if longest + max_new + self.k + 1 > self.max_len:
-            raise ValueError(f"prompt of {longest} + {max_new} new tokens exceeds {self.max_len} positions")
+        self._check_batch(prompts, max_new, counts)
         outs: list[list[int]] = [[] for _ in prompts]
         holds: list[int | None] = [None] * self.batch  # the prompt each row decodes
         waiting = iter(range(len(prompts)))
@@ -184,7 +180,7 @@ class BatchedGreedyRounds:
         for row in range(self.batch):  # rows with no prompt hold a copy of the first one, inactive
             if holds[row] is None:
                 self._prefill(row, prompts[0])
-        self.active.copy_(torch.tensor([h is not None for h in holds], dtype=torch.long))
+        self._set_active(holds)
         while any(h is not None for h in holds):
             self.step()
             result = self.result.tolist()
@@ -192,22 +188,42 @@ class BatchedGreedyRounds:
             for row, i in enumerate(holds):
                 if i is None:
                     continue
-                out = outs[i]
-                accepted, new = result[row][0], result[row][1 : result[row][0] + 2]
-                stop = next((j for j, t in enumerate(new[:accepted]) if t in eos), None)
-                if stop is not None:  # an accepted end-of-sequence ends the output: no bonus token
-                    accepted, new = stop + 1, new[: stop + 1]
-                remaining = max_new - len(out)
-                new = new[:remaining]
-                counts[i].record(min(accepted, remaining), self.k, len(new))
-                out += new
-                if len(out) >= max_new or out[-1] in eos:
+                accepted, new = self._emitted(result[row], len(outs[i]), max_new, eos)
+                counts[i].record(accepted, self.k, len(new))
+                outs[i] += new
+                if len(outs[i]) >= max_new or outs[i][-1] in eos:
                     finish(i)
                     admit(row)
                     changed = True
             if changed:
-                self.active.copy_(torch.tensor([h is not None for h in holds], dtype=torch.long))
+                self._set_active(holds)
         return outs
+
+    def _check_batch(self, prompts: list[list[int]], max_new: int, counts: list[RoundCounts]) -> None:
+        """Raise ValueError unless there are prompts, one RoundCounts each, and the longest fits the cache."""
+        if not prompts or len(counts) != len(prompts):
+            raise ValueError(f"at least one prompt (and one RoundCounts each), not {len(prompts)} "
+                             f"with {len(counts)} counts")
+        longest = max(map(len, prompts))
+        if longest + max_new + self.k + 1 > self.max_len:
+            raise ValueError(f"prompt of {longest} + {max_new} new tokens exceeds {self.max_len} positions")
+
+    def _set_active(self, holds: list[int | None]) -> None:
+        """Rows decoding a prompt move; the others (finished, or never filled) stay frozen."""
+        self.active.copy_(torch.tensor([h is not None for h in holds], dtype=torch.long))
+
+    @staticmethod
+    def _emitted(result: list[int], made: int, max_new: int, eos: set[int]) -> tuple[int, list[int]]:
+        """What one row's round adds to its output of `made` tokens: (accepted drafts to count, new tokens).
+
+        `result` is the row's [a, k + 1 emitted slots]: the a drafts that stood and the bonus token after them.
+        """
+        accepted, new = result[0], result[1 : result[0] + 2]
+        stop = next((j for j, t in enumerate(new[:accepted]) if t in eos), None)
+        if stop is not None:  # an accepted end-of-sequence ends the output: no bonus token
+            accepted, new = stop + 1, new[: stop + 1]
+        remaining = max_new - made
+        return min(accepted, remaining), new[:remaining]
 
 
 class BatchedGreedyBaseline:
@@ -235,10 +251,7 @@ class BatchedGreedyBaseline:
         outs: list[list[int]] = [[] for _ in prompts]
         holds: list[int | None] = [None] * b
         made = [0] * b  # tokens of the row's current prompt so far
-        buf = torch.zeros(b, max_new, dtype=torch.long, device=dev)
-        token = torch.zeros(b, 1, dtype=torch.long, device=dev)
-        position = torch.zeros(b, 1, dtype=torch.long, device=dev)
-        column = torch.zeros(b, 1, dtype=torch.long, device=dev)  # where a row's next token goes in buf
+        state = _BaselineRows.zeros(b, max_new, dev)
         waiting = iter(range(len(prompts)))
 
         def finish(i: int, tokens: list[int]) -> None:
@@ -246,18 +259,10 @@ class BatchedGreedyBaseline:
             if on_done:
                 on_done(i)
 
-        def prefill(row: int, prompt: list[int]) -> int:
-            logits, _ = self.runner.forward(torch.tensor([prompt], device=dev),
-                                            torch.arange(len(prompt), device=dev)[None],
-                                            slots=torch.tensor([row], device=dev), prefill=True)
-            first = int(logits[0, -1].argmax())
-            token[row, 0], position[row, 0], column[row, 0], buf[row, 0] = first, len(prompt), 1, first
-            return first
-
         def admit(row: int) -> None:
             holds[row] = None
             for i in waiting:
-                first = prefill(row, prompts[i])
+                first = self._prefill(state, row, prompts[i])
                 if max_new <= 1 or first in eos:
                     finish(i, [first])
                     continue
@@ -268,17 +273,12 @@ class BatchedGreedyBaseline:
             admit(row)
         for row in range(b):  # rows with no prompt hold a copy of the first one, frozen
             if holds[row] is None:
-                prefill(row, prompts[0])
+                self._prefill(state, row, prompts[0])
         while any(h is not None for h in holds):
             live = torch.tensor([[h is not None] for h in holds], dtype=torch.long, device=dev)
             window = min(self.sync_every, *(max_new - made[r] for r, h in enumerate(holds) if h is not None))
-            for _ in range(window):
-                token = self.graph.step(token, position).argmax(-1).view(-1, 1)
-                buf.scatter_(1, column.clamp(max=max_new - 1), token)
-                position += live  # a frozen row stays where it is
-                column += live
-                self.steps += 1
-            rows = buf.tolist()
+            self._advance(state, live, window, max_new)
+            rows = state.buf.tolist()
             for row, i in enumerate(holds):
                 if i is None:
                     continue
@@ -288,3 +288,42 @@ class BatchedGreedyBaseline:
                     finish(i, tokens)
                     admit(row)
         return outs
+
+    def _prefill(self, state: _BaselineRows, row: int, prompt: list[int]) -> int:
+        """Prompt into row `row` of the cache; its first token starts the row's buffer. Returns that token."""
+        dev = self.device
+        logits, _ = self.runner.forward(torch.tensor([prompt], device=dev),
+                                        torch.arange(len(prompt), device=dev)[None],
+                                        slots=torch.tensor([row], device=dev), prefill=True)
+        first = int(logits[0, -1].argmax())
+        state.token[row, 0], state.position[row, 0], state.column[row, 0], state.buf[row, 0] = (
+            first, len(prompt), 1, first)
+        return first
+
+    def _advance(self, state: _BaselineRows, live: Tensor, steps: int, max_new: int) -> None:
+        """`steps` greedy decode steps over every row, tokens kept on the device; only `live` rows move."""
+        for _ in range(steps):
+            state.token = self.graph.step(state.token, state.position).argmax(-1).view(-1, 1)
+            state.buf.scatter_(1, state.column.clamp(max=max_new - 1), state.token)
+            state.position += live  # a frozen row stays where it is
+            state.column += live
+            self.steps += 1
+
+
+@dataclass
+class _BaselineRows:
+    """The baseline's rows on the device: tokens so far [B, max_new], the newest token, its position, and the
+    column of `buf` the row's next token goes to (each [B, 1])."""
+
+    buf: Tensor
+    token: Tensor
+    position: Tensor
+    column: Tensor
+
+    @classmethod
+    def zeros(cls, batch: int, max_new: int, device: torch.device) -> _BaselineRows:
+        """Empty rows, filled by each row's prefill."""
+        def zeros(*shape: int) -> Tensor:
+            return torch.zeros(*shape, dtype=torch.long, device=device)
+
+        return cls(buf=zeros(batch, max_new), token=zeros(batch, 1), position=zeros(batch, 1), column=zeros(batch, 1))

@@ -1,19 +1,16 @@
-"""Target hidden states for the draft: which layers (with their convention), capture, and an offline cache.
+"""Target hidden states for the draft: which layers (with their convention), capture, the target's embeddings.
 
 Conventions. SGLang captures the *input* of layers `[2, L//2, L-3]` by default (61 layers -> [2, 30, 58]);
 SpecForge writes *output*-of-layer ids `[1, L//2-1, L-4]`, the same tensors. In `transformers`,
 `hidden_states[0]` is the embedding output, so the input of layer i is `hidden_states[i]` and the output of
 layer i is `hidden_states[i+1]`. `AuxLayers` always carries its convention, so the +1 is applied once.
 
-Online mode runs the target on each batch; offline mode reads a cache of the same states (`training.capture`
-writes it, `training.offline_cache` holds its format) and computes the target's logits at training time from
-the final hidden state and the target's output head.
+Training's online mode and every decoder run the target and `capture` these states; training's offline mode
+reads a cache of the same states instead (`training.offline_cache`, with `training.offline_target`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -96,25 +93,3 @@ def target_embeddings(target: Any) -> Tensor:
     scale = getattr(embed, "embed_scale", None)
     scaled: Tensor = weight * float(scale) if scale is not None else weight
     return scaled
-
-
-def output_head(target: Any) -> tuple[Tensor, float | None]:
-    """The target's output projection weight [V, H] and its final-logit softcap (Gemma), for offline mode."""
-    softcap = getattr(target.config, "final_logit_softcapping", None)
-    return target.get_output_embeddings().weight.detach(), softcap
-
-
-def logits_from_final(final: Tensor, head: Tensor, softcap: float | None) -> Tensor:
-    """Recompute the target's logits from its final hidden state (as the target's own head does)."""
-    logits = final.to(head.dtype) @ head.T
-    if softcap:
-        logits = torch.tanh(logits / softcap) * softcap
-    return logits
-
-
-def data_hash(rows: list[tuple[list[int], list[int]]]) -> str:
-    """A short hash of tokenized training rows (ids and masks), the key of caches built from them."""
-    h = hashlib.sha256()
-    for ids, mask in rows:
-        h.update(json.dumps([ids, mask]).encode())
-    return h.hexdigest()[:24]

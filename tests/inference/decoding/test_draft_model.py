@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from training.draft_model import DraftConfig, Eagle3Draft, shift_left, ttt_attention
+from inference.decoding.draft_model import DraftConfig, Eagle3Draft, shift_left, ttt_attention
 
 CFG = DraftConfig(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
                   vocab_size=60, draft_vocab_size=40, target_hidden_size=24)
@@ -66,7 +66,7 @@ def test_both_attention_implementations_agree_and_so_do_gradients() -> None:
 def test_the_packed_decoding_layer_computes_what_the_draft_layer_computes() -> None:
     """The speculative decoder's layer (q/k/v and gate/up packed, q and k rotated together) against the module
     the draft is trained and exported as, grouped-query heads included."""
-    from training.draft_model import PackedDraftLayer
+    from inference.decoding.draft_model import PackedDraftLayer
 
     torch.manual_seed(0)
     cfg = DraftConfig(hidden_size=48, intermediate_size=96, num_attention_heads=6, num_key_value_heads=2,

@@ -8,8 +8,8 @@ import pytest
 import torch
 from test_spec_batch import LAYERS, _pair
 
-from training.spec_sampled import SampledBaseline, SampledRoundGraph, accept_sampled
-from training.speculative import RoundCounts, SamplingRule, target_decode, target_runner
+from inference.decoding.spec_sampled import SampledBaseline, SampledRoundGraph, accept_sampled
+from inference.decoding.speculative import RoundCounts, SamplingRule, target_decode, target_runner
 
 PROMPT = [1, 5, 6]
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training"))
 from tiny_models import make_llama  # noqa: E402
 
-from inference.decode_kernel import split_kv_attention  # noqa: E402
-from inference.static_llama import StaticLlama  # noqa: E402
+from inference.decoding.decode_kernel import split_kv_attention  # noqa: E402
+from inference.decoding.static_llama import StaticLlama  # noqa: E402
 
 # (slots, kv_heads, g, t, max_len): one slot, several, GQA g = 3 and g = 1, decode (t = 1) and verify (t = 6).
 SHAPES = [(1, 3, 3, 1, 40), (4, 3, 3, 1, 150), (3, 2, 1, 6, 70), (5, 1, 3, 6, 130)]

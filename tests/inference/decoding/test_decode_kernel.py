@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 import torch
 
-from inference.decode_kernel import DecodeKernelUnavailable, load_kernels
+from inference.decoding.decode_kernel import DecodeKernelUnavailable, load_kernels
+from inference.decoding.static_llama import StaticLlama
 from inference.errors import InferenceError
-from inference.static_llama import StaticLlama
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "training"))
+sys.path.insert(0, str(HERE.parents[1] / "training"))
 from decode_kernel_cases import DTYPES, SHAPES  # noqa: E402
 from tiny_models import make_llama  # noqa: E402
 
-KERNELS = "inference.decode_kernel_triton"
+KERNELS = "inference.decoding.decode_kernel_triton"
 # The child process takes about 10 s on two cores (most of it importing torch and transformers).
 interpreted = pytest.mark.slow
 

@@ -17,7 +17,7 @@ what keeps a 1,024-slot decode step at 16 ms against a 4.6 ms floor for reading 
 FlexAttention variant that read only each slot's live blocks was tried and removed: on an H200 its compiled,
 graph-replayed step took 24.5 ms against 16.0 ms, and its logits differed from the default's by up to 24
 (equal on CPU; benchmarks/results/gpu_profile_smollm2.json). `decode_attention="triton"` reads only each slot's
-live positions through a split-KV kernel with a fixed grid (`inference.decode_kernel`; its speed is unmeasured).
+live positions through a split-KV kernel with a fixed grid (`inference.decoding.decode_kernel`; its speed is unmeasured).
 
 `aux_ids` (input-of-layer ids, SGLang's convention) asks a forward to also return the residual stream entering
 those layers, concatenated in the order given (a repeated id repeats its state, as transformers' hidden_states
@@ -34,8 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from inference.attention_kernels import without_cudnn
-from inference.decode_kernel import load_kernels, split_kv_attention
+from inference.decoding.attention_kernels import without_cudnn
+from inference.decoding.decode_kernel import load_kernels, split_kv_attention
 from inference.errors import InferenceError
 
 SUPPORTED = {"llama"}
