@@ -22,6 +22,7 @@ from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 if TYPE_CHECKING:
     from training.config import TrainConfig
+    from training.model_config import ModelConfig
     from training.trainer import TrainResult
 
 
@@ -156,12 +157,14 @@ def check_template(
         raise typer.Exit(EXIT_FAILED)  # the check's own lines above say why
 
 
-def _target_config(folder: Path | None, server_raw: dict[str, Any]) -> dict[str, Any] | None:
+def _target_config(folder: Path | None, served_model: object) -> ModelConfig | None:
     """The target's config.json: --target-config, else the server's model_path when it is a local folder."""
-    candidates = [folder] if folder else [Path(str(server_raw.get("model_path") or ""))]
+    from training.model_config import read_model_config
+
+    candidates = [folder] if folder else [Path(str(served_model or ""))]
     for candidate in candidates:
         if candidate and (candidate / "config.json").is_file():
-            return dict(json.loads((candidate / "config.json").read_text()))
+            return read_model_config(candidate / "config.json")
     if folder:
         fail(f"no config.json in {folder}", EXIT_USAGE)
     return None
@@ -175,7 +178,7 @@ def _preflight(url: str, draft: Path, target_config: Path | None) -> tuple[bool,
     try:  # a ServerInfoError (no builtin base) passes on to the CLI's map: one line, exit 1
         info = get_server_info(url)
         checkpoint = read_draft(draft)
-        checks = run_preflight(info, checkpoint, _target_config(target_config, info.raw))
+        checks = run_preflight(info, checkpoint, _target_config(target_config, info.raw.get("model_path")))
     except _user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
     return all(c.ok for c in checks), checks, info
