@@ -22,6 +22,7 @@ from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 if TYPE_CHECKING:
     from training.config import TrainConfig
+    from training.eval_prompts import PromptRow
     from training.model_config import ModelConfig
     from training.trainer import TrainResult
 
@@ -211,7 +212,7 @@ def check_server(
         raise typer.Exit(EXIT_FAILED)  # the failed checks are printed above
 
 
-def _read_prompt_rows(path: Path) -> list[dict[str, Any]]:
+def _read_prompt_rows(path: Path) -> list[PromptRow]:
     if not path.is_file():
         fail(f"prompts file {path} does not exist", EXIT_USAGE)
     try:
@@ -270,7 +271,7 @@ def eval_accept(
     _print_reports(reports, steps, batch)
 
 
-def _eval_local(rows: list[dict[str, Any]], draft: Path, target: Path, device: str, steps: list[int],
+def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, steps: list[int],
                 batch: list[int], sampling: Sampling) -> list[Any]:
     """Load the target and the draft on `device`, then run one evaluation per (batch, k) under a bar on stderr;
     return their reports. Sampling holds `evaluate`'s max_new, temperature, seed and schedule."""
@@ -376,7 +377,7 @@ def forecast(
     typer.echo(f"plot: {png}")
 
 
-def _server_prompts(rows: list[dict[str, Any]], target: Path | None, send_text: bool) -> list[Any]:
+def _server_prompts(rows: list[PromptRow], target: Path | None, send_text: bool) -> list[Any]:
     """The prompts for `/generate` (`training.eval_prompts.server_prompt`): token ids rendered once from the
     target's tokenizer, or with `send_text` the rendered text; `text` rows are taken literally either way."""
     from inference.chat_template import ChatRenderer
@@ -391,7 +392,7 @@ def _server_prompts(rows: list[dict[str, Any]], target: Path | None, send_text: 
     return [server_prompt(row, renderer, send_text) for row in rows]  # a row with no user turn: exit 2
 
 
-def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, draft: Path | None,
+def _eval_server(rows: list[PromptRow], server: str, baseline: str | None, draft: Path | None,
                  target: Path | None, target_config: Path | None, max_new: int, send_text: bool) -> None:
     from training.server_eval import (
         ServerEvalError,
