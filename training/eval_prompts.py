@@ -7,7 +7,8 @@ the one turn reader, `core.samples.read_turn`) cut before its first assistant tu
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from core.samples import read_turn
 from training.data import DataError
@@ -15,7 +16,16 @@ from training.data import DataError
 NO_TURNS = "a prompt row has neither 'text' nor user turns"
 
 
-def prompt_turns(row: dict[str, Any]) -> list[dict[str, str]]:
+class PromptRow(TypedDict, total=False):
+    """One held-out row (a JSONL line): literal `text`, or a conversation under `conversations` or `messages`,
+    each turn in either shape `read_turn` reads; other keys are ignored."""
+
+    text: str
+    conversations: list[Mapping[str, object]]
+    messages: list[Mapping[str, object]]
+
+
+def prompt_turns(row: PromptRow) -> list[dict[str, str]]:
     """The conversation up to its first assistant turn (held-out rows keep only what the user said), each turn
     read by the one turn reader (`core.samples.read_turn`: `{role, content}` or ShareGPT's `{from, value}`)."""
     turns = [read_turn(t) for t in row.get("conversations") or row.get("messages") or []]
@@ -23,14 +33,14 @@ def prompt_turns(row: dict[str, Any]) -> list[dict[str, str]]:
     return [{"role": role, "content": "" if content is None else str(content)} for role, content in turns[:first]]
 
 
-def _turns_or_fail(row: dict[str, Any]) -> list[dict[str, str]]:
+def _turns_or_fail(row: PromptRow) -> list[dict[str, str]]:
     turns = prompt_turns(row)
     if not turns:
         raise DataError(NO_TURNS)
     return turns
 
 
-def encode_prompt(tokenizer: Any, row: dict[str, Any]) -> list[int]:
+def encode_prompt(tokenizer: Any, row: PromptRow) -> list[int]:
     """The token ids of `row` for local decoding: its text as is, or its turns through the chat template."""
     if "text" in row:
         return list(tokenizer(row["text"], add_special_tokens=False)["input_ids"])
@@ -38,7 +48,7 @@ def encode_prompt(tokenizer: Any, row: dict[str, Any]) -> list[int]:
     return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
 
 
-def server_prompt(row: dict[str, Any], renderer: Any, send_text: bool) -> str | list[int]:
+def server_prompt(row: PromptRow, renderer: Any, send_text: bool) -> str | list[int]:
     """One prompt for a server's `/generate`: token ids rendered by `renderer` (no special tokens added), or
     with `send_text` the rendered text; a `text` row is taken literally either way. `renderer` may be None
     only for a `text` row sent as text."""

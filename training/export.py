@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 import torch
 from safetensors.torch import load_file, save
@@ -26,6 +26,7 @@ from inference.decoding.draft_model import DraftConfig, Eagle3Draft
 from inference.decoding.hidden_states import AuxLayers
 from training.atomic_files import OutputWriteError, UnsafePathError, remove_file, write_file
 from training.errors import TrainingError
+from training.model_config import DraftModelConfig
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 WEIGHTS_FILE = "model.safetensors"
@@ -226,16 +227,20 @@ def write_export(
     return folder
 
 
-def read_config(folder: Path) -> dict[str, Any]:
-    """The config.json of an exported draft; ExportError when absent or unreadable."""
+def read_config(folder: Path) -> DraftModelConfig:
+    """The config.json of an exported draft (ours or another's, every key it holds); ExportError when absent,
+    unreadable or not a JSON object."""
     path = folder / "config.json"
     try:
-        return dict(json.loads(path.read_text(encoding="utf-8")))
+        config: DraftModelConfig = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ExportError(f"cannot read draft config {path}: {exc}") from None
+    if not isinstance(config, dict):
+        raise ExportError(f"cannot read draft config {path}: not a JSON object")
+    return config
 
 
-def draft_config_from_json(config: dict[str, Any]) -> DraftConfig:
+def draft_config_from_json(config: DraftModelConfig) -> DraftConfig:
     """DraftConfig from an exported config.json."""
     try:
         return DraftConfig(
@@ -255,13 +260,20 @@ def draft_config_from_json(config: dict[str, Any]) -> DraftConfig:
         raise ExportError(f"draft config.json lacks {exc.args[0]!r}") from None
 
 
-def aux_layers_of(config: dict[str, Any]) -> AuxLayers | None:
+def aux_layers_of(config: DraftModelConfig) -> AuxLayers | None:
     """The aux layers an exported draft was trained with (our record first, else eagle_config as output ids)."""
     ours = (config.get("datahunt") or {}).get("aux_layer_ids_input_of_layer")
     if ours:
-        return AuxLayers(tuple(ours), "input")
+        return AuxLayers(_three(ours), "input")
     ids = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    return AuxLayers(tuple(ids), "output") if ids else None
+    return AuxLayers(_three(ids), "output") if ids else None
+
+
+def _three(ids: list[int]) -> tuple[int, int, int]:
+    """The three aux layer ids of a config.json; ExportError for another count (an EAGLE-3 draft fuses three)."""
+    if len(ids) != 3:
+        raise ExportError(f"draft config.json names {len(ids)} aux layer ids ({ids}); an EAGLE-3 draft has three")
+    return ids[0], ids[1], ids[2]
 
 
 def load_draft(folder: Path, embed_weight: Tensor, *, target_layers: int | None = None

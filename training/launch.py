@@ -16,9 +16,9 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from training.errors import TrainingError
+from training.model_config import ModelConfig
 from training.preflight import (
     DraftCheckpoint,
     check_aux_layers,
@@ -44,7 +44,7 @@ class LaunchPlan:
         return shlex.join(self.argv)
 
 
-def _declared_dtype(config: dict[str, Any] | None) -> str | None:
+def _declared_dtype(config: ModelConfig | None) -> str | None:
     config = config or {}
     inner = config.get("text_config") or {}
     dtype = str(config.get("dtype") or config.get("torch_dtype") or inner.get("dtype") or inner.get("torch_dtype")
@@ -52,7 +52,7 @@ def _declared_dtype(config: dict[str, Any] | None) -> str | None:
     return dtype if dtype in {"bfloat16", "float16", "float32"} else None
 
 
-def _dtype_flag(draft: DraftCheckpoint, target_config: dict[str, Any] | None, notes: list[str]) -> list[str]:
+def _dtype_flag(draft: DraftCheckpoint, target_config: ModelConfig | None, notes: list[str]) -> list[str]:
     """`--dtype` for the server: the target's declared dtype (what it is served in); never float32 for a half
     precision target, whatever the draft was exported in (the engine casts the draft to the server's dtype)."""
     target = _declared_dtype(target_config)
@@ -76,7 +76,7 @@ def _dtype_flag(draft: DraftCheckpoint, target_config: dict[str, Any] | None, no
 def plan_launch(
     target: str, draft_dir: Path, draft: DraftCheckpoint, steps: int = 3, topk: int = 1,
     draft_tokens: int | None = None, context_length: int | None = None, port: int = 30000,
-    python: str = sys.executable, target_config: dict[str, Any] | None = None,
+    python: str = sys.executable, target_config: ModelConfig | None = None,
 ) -> LaunchPlan:
     """Build the launch command; raise LaunchError when the flags or the draft's aux ids are inconsistent."""
     if steps < 1 or topk < 1:
@@ -123,7 +123,7 @@ def plan_launch(
 
 def plan_vllm_launch(
     target: str, draft_dir: Path, draft: DraftCheckpoint, steps: int = 5, context_length: int | None = None,
-    port: int = 8000, python: str = sys.executable, target_config: dict[str, Any] | None = None,
+    port: int = 8000, python: str = sys.executable, target_config: ModelConfig | None = None,
     memory_fraction: float | None = None,
 ) -> LaunchPlan:
     """Build vLLM's OpenAI-server command with `--speculative-config`; LaunchError on an inconsistent draft."""

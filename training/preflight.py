@@ -25,13 +25,13 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from core.server_info import ServerInfo
 from training.export import WEIGHTS_FILE, ExportError, read_config
+from training.model_config import DraftModelConfig, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Check:
 class DraftCheckpoint:
     """What the checks read from a draft folder: config.json, tensor shapes, and the vocab maps if present."""
 
-    config: dict[str, Any]
+    config: DraftModelConfig
     shapes: dict[str, tuple[int, ...]]
     d2t: Tensor | None = None
     t2d: Tensor | None = None
@@ -73,10 +73,11 @@ def read_draft(folder: Path) -> DraftCheckpoint:
     return DraftCheckpoint(config=config, shapes=shapes, d2t=maps.get("d2t"), t2d=maps.get("t2d"), folder=folder)
 
 
-def _text_config(config: dict[str, Any] | None) -> dict[str, Any]:
+def _text_config(config: ModelConfig | None) -> ModelConfig:
+    """The language model's keys: a multimodal config's `text_config`, else the config itself."""
     if not config:
         return {}
-    return dict(config.get("text_config") or config)
+    return config.get("text_config") or config
 
 
 def is_eagle3_draft(draft: DraftCheckpoint) -> bool:
@@ -162,7 +163,7 @@ def check_draft(server: ServerInfo, draft: DraftCheckpoint) -> Check:
         f"--speculative-draft-model-path {ours}, or check the draft it serves"))
 
 
-def check_fc_input(draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
+def check_fc_input(draft: DraftCheckpoint, target: ModelConfig | None) -> Check:
     """fc must read 3 x the target's hidden size (low || mid || high aux states)."""
     target_hidden = _text_config(target).get("hidden_size") or draft.config.get("target_hidden_size")
     fc = draft.shapes.get("fc.weight")
@@ -209,7 +210,7 @@ _FAMILY_RULES: tuple[tuple[str, PlusOne], ...] = (
 )
 
 
-def plus_one_rule(target: dict[str, Any] | None) -> PlusOne:
+def plus_one_rule(target: ModelConfig | None) -> PlusOne:
     """The +1 rule of the target's model family (PlusOne.UNKNOWN for a family not listed)."""
     config = target or {}
     names = [*(config.get("architectures") or []), str(config.get("model_type") or ""),
@@ -243,7 +244,7 @@ def engine_capture(config_ids: list[int] | None, num_layers: int, engine: str, r
     return server_capture(config_ids, num_layers, rule)
 
 
-def check_aux_layers(draft: DraftCheckpoint, target: dict[str, Any] | None, engine: str = "sglang") -> Check:
+def check_aux_layers(draft: DraftCheckpoint, target: ModelConfig | None, engine: str = "sglang") -> Check:
     """The layers the server will capture must be three distinct layers, the ones the draft was trained on."""
     num_layers = _text_config(target).get("num_hidden_layers")
     if not num_layers:
@@ -313,13 +314,13 @@ def _check_vllm_layers(eagle_ids: list[int] | None, trained: tuple[int, ...] | N
     return Check("aux_layers", True, f"vLLM captures inputs of layers {list(captured)} (ids as given), as trained")
 
 
-def serving_context(server: ServerInfo, target: dict[str, Any] | None) -> int | None:
+def serving_context(server: ServerInfo, target: ModelConfig | None) -> int | None:
     """The context the server serves: its context_length, else the target's max_position_embeddings."""
     value = server.context_length or _text_config(target).get("max_position_embeddings")
     return int(value) if value else None
 
 
-def check_context(server: ServerInfo, draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
+def check_context(server: ServerInfo, draft: DraftCheckpoint, target: ModelConfig | None) -> Check:
     """The draft's max_position_embeddings must cover the serving context (2048 cripples long prompts)."""
     context = serving_context(server, target)
     draft_max = draft.config.get("max_position_embeddings")
@@ -337,12 +338,12 @@ _DTYPE_NAMES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "
                 "float16": "float16", "fp32": "float32", "float": "float32", "float32": "float32"}
 
 
-def _dtype(value: Any) -> str | None:
+def _dtype(value: object) -> str | None:
     text = str(value or "").lower().replace("torch.", "")
     return _DTYPE_NAMES.get(text)
 
 
-def check_dtype(server: ServerInfo, draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
+def check_dtype(server: ServerInfo, draft: DraftCheckpoint, target: ModelConfig | None) -> Check:
     """Draft and target must run in the same dtype (the server's, or the target's own when it says auto)."""
     served = _dtype(server.dtype)
     text = _text_config(target)
@@ -357,7 +358,7 @@ def check_dtype(server: ServerInfo, draft: DraftCheckpoint, target: dict[str, An
     return Check("dtype", True, f"both {served}")
 
 
-def check_vocab(draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
+def check_vocab(draft: DraftCheckpoint, target: ModelConfig | None) -> Check:
     """The draft vocab must fit the target's: same full vocab, N <= V, d2t inside it, t2d consistent."""
     target_vocab = _text_config(target).get("vocab_size")
     if not target_vocab:
@@ -387,7 +388,7 @@ def check_vocab(draft: DraftCheckpoint, target: dict[str, Any] | None) -> Check:
     return Check("vocab", True, f"draft vocab {n} of the target's {v}")
 
 
-def run_preflight(server: ServerInfo, draft: DraftCheckpoint, target: dict[str, Any] | None) -> list[Check]:
+def run_preflight(server: ServerInfo, draft: DraftCheckpoint, target: ModelConfig | None) -> list[Check]:
     """Every check, in the order a person would fix them."""
     return [
         check_algorithm(server, draft),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
@@ -37,7 +37,14 @@ def _cell(value: Any) -> str:
     return text if len(text) <= CELL_CHARS else text[:CELL_CHARS] + "…"
 
 
-def preview_table(rows: list[Any]) -> dict[str, Any]:
+class PreviewTable(TypedDict):
+    """The preview's table: its column names and each row's cells as text."""
+
+    columns: list[str]
+    rows: list[list[str]]
+
+
+def preview_table(rows: list[Any]) -> PreviewTable:
     """Return `{columns, rows}` for the preview rows: the first PREVIEW_COLUMNS fields seen, cells as text."""
     columns: list[str] = []
     for row in rows:

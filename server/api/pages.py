@@ -12,7 +12,7 @@ session gets the login page instead (401), whose script (`static/login.js`) post
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
@@ -24,7 +24,7 @@ from curation.catalog.models import CatalogEntry
 from server.api.campaigns import ManagerDep, campaign_out
 from server.api.deps import EngineDep, SettingsDep, read_authorised
 from server.api.preview import mirrored_ids
-from server.api.verdict_view import reason_groups, split_current
+from server.api.verdict_view import ReasonGroup, reason_groups, split_current
 from server.manifest_builder import best_category
 
 router = APIRouter(include_in_schema=False)
@@ -44,7 +44,19 @@ def size_text(metadata: dict[str, Any]) -> str:
     return str(metadata.get("size_category") or metadata.get("size_stated") or "?")
 
 
-def _row(session: Any, entry: CatalogEntry) -> dict[str, Any]:
+class ReviewRow(TypedDict):
+    """One entry's row on the review page: the entry, its group, size text, a few search hits, its reasons."""
+
+    entry: CatalogEntry
+    group: str
+    size: str
+    evidence: list[Any]  # the first EVIDENCE_SHOWN search hits as stored
+    evidence_more: int
+    needs_override: bool
+    reason_groups: list[ReasonGroup]
+
+
+def _row(session: Any, entry: CatalogEntry) -> ReviewRow:
     history = store.entry_history(session, hub_id=entry.hub_id)
     # The search hits of each category's latest find: what a later campaign found again is not listed twice.
     current, _ = split_current([{"category": c.category, "evidence": c.evidence} for c in history["candidates"]])
@@ -95,7 +107,7 @@ def review_page(
         return templates.TemplateResponse(request, "login.html", {}, status_code=401)
     status, category, error = _filters(status_, category_)
     order = [c.value for c in Category]
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[ReviewRow]] = {}
     total = 0
     with store.open_session(engine) as session:
         if error is None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from typing_extensions import TypedDict  # pydantic reads it on Python 3.11 (typing.TypedDict it cannot)
 
+from core.json_types import JSONObject
 from core.jsonl import iter_jsonl
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def _read_rows(path: Path, limit: int) -> list[Any]:
     return []
 
 
-def _mirror_entries(mirror: Path) -> list[dict[str, Any]]:
+def _mirror_entries(mirror: Path) -> list[JSONObject]:
     index = mirror / "MIRROR.json"
     if not index.is_file():
         return []
@@ -90,7 +91,8 @@ def mirrored_ids(mirror: Path | None) -> set[str]:
     """Return the Hub ids a local mirror holds (empty without a mirror or with an unreadable index)."""
     if mirror is None:
         return set()
-    return {e["id"] for e in _mirror_entries(mirror.resolve()) if isinstance(e.get("id"), str) and e["id"]}
+    entries = _mirror_entries(mirror.resolve())
+    return {hub_id for e in entries if isinstance(hub_id := e.get("id"), str) and hub_id}
 
 
 class SamplePreview(TypedDict):

@@ -7,18 +7,22 @@ and `vllm-command` prints vLLM's launch line for a draft after the same aux-laye
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from server.commands.failure import EXIT_USAGE, fail
 
+if TYPE_CHECKING:
+    from training.model_config import ModelConfig
 
-def _target_config(target: str) -> dict[str, Any] | None:
+
+def _target_config(target: str) -> ModelConfig | None:
+    from training.model_config import read_model_config
+
     config_file = Path(target) / "config.json"
-    return dict(json.loads(config_file.read_text())) if config_file.is_file() else None
+    return read_model_config(config_file) if config_file.is_file() else None
 
 
 def export_draft(

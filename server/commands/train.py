@@ -22,6 +22,8 @@ from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 if TYPE_CHECKING:
     from training.config import TrainConfig
+    from training.eval_prompts import PromptRow
+    from training.model_config import ModelConfig
     from training.trainer import TrainResult
 
 
@@ -156,12 +158,14 @@ def check_template(
         raise typer.Exit(EXIT_FAILED)  # the check's own lines above say why
 
 
-def _target_config(folder: Path | None, server_raw: dict[str, Any]) -> dict[str, Any] | None:
+def _target_config(folder: Path | None, served_model: object) -> ModelConfig | None:
     """The target's config.json: --target-config, else the server's model_path when it is a local folder."""
-    candidates = [folder] if folder else [Path(str(server_raw.get("model_path") or ""))]
+    from training.model_config import read_model_config
+
+    candidates = [folder] if folder else [Path(str(served_model or ""))]
     for candidate in candidates:
         if candidate and (candidate / "config.json").is_file():
-            return dict(json.loads((candidate / "config.json").read_text()))
+            return read_model_config(candidate / "config.json")
     if folder:
         fail(f"no config.json in {folder}", EXIT_USAGE)
     return None
@@ -175,7 +179,7 @@ def _preflight(url: str, draft: Path, target_config: Path | None) -> tuple[bool,
     try:  # a ServerInfoError (no builtin base) passes on to the CLI's map: one line, exit 1
         info = get_server_info(url)
         checkpoint = read_draft(draft)
-        checks = run_preflight(info, checkpoint, _target_config(target_config, info.raw))
+        checks = run_preflight(info, checkpoint, _target_config(target_config, info.raw.get("model_path")))
     except _user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
     return all(c.ok for c in checks), checks, info
@@ -208,7 +212,7 @@ def check_server(
         raise typer.Exit(EXIT_FAILED)  # the failed checks are printed above
 
 
-def _read_prompt_rows(path: Path) -> list[dict[str, Any]]:
+def _read_prompt_rows(path: Path) -> list[PromptRow]:
     if not path.is_file():
         fail(f"prompts file {path} does not exist", EXIT_USAGE)
     try:
@@ -267,7 +271,7 @@ def eval_accept(
     _print_reports(reports, steps, batch)
 
 
-def _eval_local(rows: list[dict[str, Any]], draft: Path, target: Path, device: str, steps: list[int],
+def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, steps: list[int],
                 batch: list[int], sampling: Sampling) -> list[Any]:
     """Load the target and the draft on `device`, then run one evaluation per (batch, k) under a bar on stderr;
     return their reports. Sampling holds `evaluate`'s max_new, temperature, seed and schedule."""
@@ -373,7 +377,7 @@ def forecast(
     typer.echo(f"plot: {png}")
 
 
-def _server_prompts(rows: list[dict[str, Any]], target: Path | None, send_text: bool) -> list[Any]:
+def _server_prompts(rows: list[PromptRow], target: Path | None, send_text: bool) -> list[Any]:
     """The prompts for `/generate` (`training.eval_prompts.server_prompt`): token ids rendered once from the
     target's tokenizer, or with `send_text` the rendered text; `text` rows are taken literally either way."""
     from inference.chat_template import ChatRenderer
@@ -388,7 +392,7 @@ def _server_prompts(rows: list[dict[str, Any]], target: Path | None, send_text: 
     return [server_prompt(row, renderer, send_text) for row in rows]  # a row with no user turn: exit 2
 
 
-def _eval_server(rows: list[dict[str, Any]], server: str, baseline: str | None, draft: Path | None,
+def _eval_server(rows: list[PromptRow], server: str, baseline: str | None, draft: Path | None,
                  target: Path | None, target_config: Path | None, max_new: int, send_text: bool) -> None:
     from training.server_eval import (
         ServerEvalError,

@@ -27,6 +27,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.json_types import JSONObject
 from core.jsonl import JsonlError, iter_jsonl
 from training.atomic_files import write_file
 from training.config import TrainConfig, make_config
@@ -80,7 +81,7 @@ class CurveSettings(BaseModel):
         return (f"same epochs at every point: {self.epochs} pass(es) over each point's rows (steps grow with the "
                 "data)")
 
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> JSONObject:
         """The settings a resumed curve must share with the one it continues (the target AL may change: it only
         moves the forecast; the device and eval batch do not change what greedy decoding measures)."""
         return self.model_dump(mode="json", exclude={"target_al", "out", "device", "eval_batch"})
