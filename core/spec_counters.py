@@ -11,10 +11,12 @@ is one reading of them, and the difference of two readings is what a run between
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from core.json_types import JSONValue
 
 # Each field, then the names older servers used for it.
 _NAMES: dict[str, tuple[str, ...]] = {
@@ -36,17 +38,17 @@ class SpecCounters(BaseModel):
     spec_num_proposed_drafts: int | None = Field(default=None, description="Draft tokens proposed for verification.")
 
     @classmethod
-    def from_meta_info(cls, meta: dict[str, Any]) -> SpecCounters:
+    def from_meta_info(cls, meta: Mapping[str, JSONValue]) -> SpecCounters:
         """Return the counters in a `/generate` answer's `meta_info` (unreadable values count as absent)."""
-        values: dict[str, Any] = {}
+        values: dict[str, int | float | None] = {}
         for name, keys in _NAMES.items():
             raw = next((meta[k] for k in keys if meta.get(k) is not None), None)
             kind = float if name == "spec_accept_length" else int
             try:
-                values[name] = kind(raw) if raw is not None else None
-            except (TypeError, ValueError):
+                values[name] = kind(raw) if isinstance(raw, str | int | float) else None
+            except ValueError:
                 values[name] = None
-        return cls(**values)
+        return cls.model_validate(values)
 
     @property
     def verified(self) -> bool:

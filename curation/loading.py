@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.json_types import JSONObject
 from curation.errors import CurationError
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def plan_load(
     )
 
 
-def iter_records(plan: LoadPlan, *, cache_dir: Path, token: str | None = None) -> Iterator[dict[str, Any]]:
+def iter_records(plan: LoadPlan, *, cache_dir: Path, token: str | None = None) -> Iterator[JSONObject]:
     """Yield the source's records in file order (row index = position), raising SourceLoadError on failure."""
     if plan.hub_path is not None:
         yield from _iter_hub(plan, cache_dir=cache_dir, token=token)
@@ -134,7 +135,7 @@ def iter_records(plan: LoadPlan, *, cache_dir: Path, token: str | None = None) -
     yield from _rows_of(dataset)
 
 
-def _rows_of(dataset: Any) -> Iterator[dict[str, Any]]:
+def _rows_of(dataset: Any) -> Iterator[JSONObject]:
     """Yield a (streaming or not) dataset's rows, formatted a batch at a time (much faster than row by row).
 
     Python formatting, not raw Arrow: `datasets` keeps columns of mixed shape as its `Json` feature and
@@ -159,7 +160,7 @@ def _load_table(builder: str, plan: LoadPlan, cache_dir: Path) -> Any:
     )
 
 
-def _iter_hub(plan: LoadPlan, *, cache_dir: Path, token: str | None) -> Iterator[dict[str, Any]]:
+def _iter_hub(plan: LoadPlan, *, cache_dir: Path, token: str | None) -> Iterator[JSONObject]:
     import datasets
 
     datasets.disable_progress_bars()
@@ -216,7 +217,7 @@ def _open_bytes(path: Path) -> bytes:
         raise SourceLoadError(f"{path.name} is not a readable gzip file: {exc}") from None
 
 
-def _parquet_records(path: Path) -> Iterator[dict[str, Any]]:
+def _parquet_records(path: Path) -> Iterator[JSONObject]:
     import pyarrow as pa  # `datasets` brings it; imported here so JSON-only work never loads Arrow
     import pyarrow.parquet as pq
 
@@ -227,7 +228,7 @@ def _parquet_records(path: Path) -> Iterator[dict[str, Any]]:
         raise SourceLoadError(f"{path.name} is not a readable Parquet file: {exc}") from None
 
 
-def read_records(path: Path) -> Iterator[dict[str, Any]]:
+def read_records(path: Path) -> Iterator[JSONObject]:
     """Yield the records of one file without `datasets`: a JSON object, a JSON list, JSON Lines, CSV or Parquet."""
     suffix = _suffix(path)
     if suffix == ".parquet":

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
+from core.json_types import JSONObject
 from curation.loading import LoadPlan, SourceLoadError, inside, iter_records, read_records
 from curation.manifest import Source
 from curation.pii import scrub_record
@@ -42,7 +42,7 @@ def local_files(root: Path | None, path: str) -> list[Path]:
     raise SourceLoadError(f"local source {target} does not exist")
 
 
-def source_records(source: Source, plan: LoadPlan, *, cache_dir: Path, token: str | None) -> Iterator[dict[str, Any]]:
+def source_records(source: Source, plan: LoadPlan, *, cache_dir: Path, token: str | None) -> Iterator[JSONObject]:
     """Yield a source's raw records in order: a dataset's through `iter_records`, a local file's record by record."""
     if not source.local:
         yield from iter_records(plan, cache_dir=cache_dir, token=token)
@@ -51,7 +51,7 @@ def source_records(source: Source, plan: LoadPlan, *, cache_dir: Path, token: st
         yield from read_records(path)
 
 
-def prepare_record(source: Source, record: dict[str, Any]) -> tuple[dict[str, Any], Counter[str]]:
+def prepare_record(source: Source, record: JSONObject) -> tuple[JSONObject, Counter[str]]:
     """Return the record as the adapters may see it (a traffic record scrubbed) and the scrubs by kind."""
     counts: Counter[str] = Counter()
     if source.kind != "traffic":

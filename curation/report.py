@@ -6,10 +6,9 @@ Both the in-process run (`curation.pipeline`) and the datatrove engine (`curatio
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field, model_validator
 
+from core.json_types import JSONObject
 from curation.mixing import CategoryMix
 
 
@@ -131,7 +130,7 @@ class CurationReport(BaseModel):
             self.warnings = [*self.warnings, line]
         return self
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """Return the report as report.json holds it (plain JSON values)."""
         return self.model_dump(mode="json")
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
+from core.json_types import JSONObject, JSONValue
 from curation.adapters import agents, chat, code, traffic
 from curation.conversation import Drop, Message
 from curation.errors import CurationError
 
 logger = logging.getLogger(__name__)
 
-Adapter = Callable[[dict[str, Any]], "list[Message] | Drop"]
+Adapter = Callable[[JSONObject], "list[Message] | Drop"]
 
 ADAPTERS: dict[str, Adapter] = {
     "alpaca": chat.alpaca,
@@ -77,7 +77,7 @@ def detect_format(columns: Iterable[str]) -> str | None:
     return None
 
 
-def apply_mapping(record: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+def apply_mapping(record: Mapping[str, JSONValue], mapping: Mapping[str, str]) -> JSONObject:
     """Return `record` with each mapped column also available under its adapter field name."""
     if not mapping:
         return dict(record)
@@ -129,6 +129,6 @@ def resolve_format(columns: Iterable[str], fmt: str | None, mapping: Mapping[str
     return detected
 
 
-def adapt(record: Mapping[str, Any], fmt: str, mapping: Mapping[str, str]) -> list[Message] | Drop:
+def adapt(record: Mapping[str, JSONValue], fmt: str, mapping: Mapping[str, str]) -> list[Message] | Drop:
     """Return the conversation for one record, or the Drop its adapter gave."""
     return ADAPTERS[fmt](apply_mapping(record, mapping))

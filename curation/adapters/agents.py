@@ -8,9 +8,9 @@ one role (an agent log's task plus demonstration) are merged so the role order h
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from curation.adapters.chat import _tool_call_text
+from core.json_types import JSONObject
+from curation.adapters.chat import _tool_call_text, tool_calls_text
 from curation.conversation import (
     Drop,
     Message,
@@ -20,7 +20,7 @@ from curation.conversation import (
 )
 
 
-def swe_agent_trajectory(record: dict[str, Any]) -> list[Message] | Drop:
+def swe_agent_trajectory(record: JSONObject) -> list[Message] | Drop:
     """SWE-agent `.traj` `{history[{role, content, tool_calls?}]}`: the agent's own history, tool calls kept."""
     history = record.get("history")
     if not isinstance(history, list) or not history:
@@ -33,38 +33,43 @@ def swe_agent_trajectory(record: dict[str, Any]) -> list[Message] | Drop:
         content = turn.get("content")
         if isinstance(content, list):
             content = "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+        tool_calls = turn.get("tool_calls")
         if role == "tool":
             messages.append(message("user", render_tool_response(content)))
-        elif role == "assistant" and turn.get("tool_calls"):
-            calls = "\n".join(_tool_call_text(c) for c in turn["tool_calls"])
+        elif role == "assistant" and tool_calls:
+            calls = tool_calls_text(tool_calls)
             messages.append(message("assistant", f"{content}\n{calls}" if content else calls))
-        elif role in {"system", "user", "assistant"}:
+        elif isinstance(role, str) and role in {"system", "user", "assistant"}:
             messages.append(message(role, content))
         else:
             return Drop("unknown_role", f"role {role!r}")
     return merge_consecutive(messages)
 
 
-def toolbench_answer(record: dict[str, Any]) -> list[Message] | Drop:
+def toolbench_answer(record: JSONObject) -> list[Message] | Drop:
     """ToolBench answer file `{answer_generation{train_messages[[…]]}}`: the longest recorded conversation."""
     generation = record.get("answer_generation")
     if not isinstance(generation, dict):
         return Drop("missing_field", "toolbench answer needs answer_generation")
-    candidates = [c for c in generation.get("train_messages") or [] if isinstance(c, list)]
+    recorded = generation.get("train_messages")
+    candidates = [c for c in recorded if isinstance(c, list)] if isinstance(recorded, list) else []
     if not candidates:
         return Drop("missing_field", "toolbench answer has no train_messages")
     messages: list[Message] = []
     for turn in max(candidates, key=len):
+        if not isinstance(turn, dict):
+            return Drop("malformed_turn", f"train message is {type(turn).__name__}")
         role = turn.get("role")
         if role == "function":
             messages.append(message("user", render_tool_response(turn.get("content"))))
         elif role == "assistant":
             text = turn.get("content") or ""
-            if turn.get("function_call"):
-                call = _tool_call_text(turn["function_call"])
+            function_call = turn.get("function_call")
+            if function_call:
+                call = _tool_call_text(function_call)
                 text = f"{text}\n{call}" if text else call
             messages.append(message("assistant", text))
-        elif role in {"system", "user"}:
+        elif isinstance(role, str) and role in {"system", "user"}:
             messages.append(message(role, str(turn.get("content") or "").strip()))
         else:
             return Drop("unknown_role", f"role {role!r}")
@@ -75,7 +80,7 @@ def _tool_list(functions: object) -> str:
     return json.dumps(functions, ensure_ascii=False, sort_keys=True, indent=1)
 
 
-def toolbench_query(record: dict[str, Any]) -> list[Message] | Drop:
+def toolbench_query(record: JSONObject) -> list[Message] | Drop:
     """ToolBench instruction `{query, api_list}`: the APIs as a system turn, the query as the user turn."""
     query = record.get("query")
     if not isinstance(query, str):
@@ -84,7 +89,7 @@ def toolbench_query(record: dict[str, Any]) -> list[Message] | Drop:
     return [message("system", system), message("user", query)]
 
 
-def bfcl(record: dict[str, Any]) -> list[Message] | Drop:
+def bfcl(record: JSONObject) -> list[Message] | Drop:
     """BFCL `{question[[{role, content}]], function[…]}`: the functions as a system turn, then the user turns."""
     question = record.get("question")
     if not isinstance(question, list) or not question:
@@ -94,8 +99,9 @@ def bfcl(record: dict[str, Any]) -> list[Message] | Drop:
         message("system", "You can call these functions:\n" + _tool_list(record.get("function")))
     ]
     for turn in turns:
-        if isinstance(turn, dict) and turn.get("role") in {"system", "user"}:
-            messages.append(message(turn["role"], turn.get("content")))
+        role = turn.get("role") if isinstance(turn, dict) else None
+        if isinstance(turn, dict) and isinstance(role, str) and role in {"system", "user"}:
+            messages.append(message(role, turn.get("content")))
     if len(messages) == 1:
         return Drop("missing_field", "bfcl question has no user turn")
     return merge_consecutive(messages)

@@ -7,8 +7,7 @@ OpenAI messages (`tool_calls`, role `tool`) follow the rendering in `curation.co
 
 from __future__ import annotations
 
-from typing import Any
-
+from core.json_types import JSONObject, JSONValue
 from core.samples import ROLES, read_turn, turn_speaker
 from curation.conversation import Drop, Message, message, render_tool_call, render_tool_response
 
@@ -18,7 +17,7 @@ TOOL_CALL_SPEAKERS = frozenset({"function_call"})
 TOOL_RESULT_SPEAKERS = frozenset({"observation", "tool", "function"})
 
 
-def alpaca(record: dict[str, Any]) -> list[Message] | Drop:
+def alpaca(record: JSONObject) -> list[Message] | Drop:
     """Alpaca `{instruction, input, output}`: the input is appended to the instruction after a blank line."""
     instruction = record.get("instruction")
     output = record.get("output") if record.get("output") is not None else record.get("response")
@@ -27,23 +26,25 @@ def alpaca(record: dict[str, Any]) -> list[Message] | Drop:
     extra = record.get("input") or ""
     prompt = f"{instruction}\n\n{extra}" if isinstance(extra, str) and extra.strip() else instruction
     messages = [message("user", prompt), message("assistant", output)]
-    if isinstance(record.get("system"), str) and record["system"].strip():
-        messages.insert(0, message("system", record["system"]))
+    system = record.get("system")
+    if isinstance(system, str) and system.strip():
+        messages.insert(0, message("system", system))
     return messages
 
 
-def self_instruct(record: dict[str, Any]) -> list[Message] | Drop:
+def self_instruct(record: JSONObject) -> list[Message] | Drop:
     """Self-instruct seed task `{instruction, instances[{input, output}]}`: the first instance becomes the turn pair."""
-    instances = record.get("instances") or []
-    if not isinstance(record.get("instruction"), str) or not instances or not isinstance(instances[0], dict):
+    instruction = record.get("instruction")
+    instances = record.get("instances")
+    if not isinstance(instruction, str) or not isinstance(instances, list) or not instances:
         return Drop("missing_field", "self-instruct row needs instruction and instances")
     first = instances[0]
-    return alpaca(
-        {"instruction": record["instruction"], "input": first.get("input"), "output": first.get("output")}
-    )
+    if not isinstance(first, dict):
+        return Drop("missing_field", "self-instruct row needs instruction and instances")
+    return alpaca({"instruction": instruction, "input": first.get("input"), "output": first.get("output")})
 
 
-def _sharegpt_turn(turn: dict[str, Any]) -> Message | Drop:
+def _sharegpt_turn(turn: JSONObject) -> Message | Drop:
     speaker = turn_speaker(turn).lower()
     role, content = read_turn(turn)
     if speaker in TOOL_CALL_SPEAKERS:
@@ -52,10 +53,16 @@ def _sharegpt_turn(turn: dict[str, Any]) -> Message | Drop:
         return message("user", render_tool_response(content))
     if role not in ROLES:
         return Drop("unknown_role", f"speaker {speaker!r}")
-    if role == "assistant" and turn.get("tool_calls"):
-        calls = "\n".join(_tool_call_text(c) for c in turn["tool_calls"])
+    tool_calls = turn.get("tool_calls")
+    if role == "assistant" and tool_calls:
+        calls = tool_calls_text(tool_calls)
         content = f"{content}\n{calls}" if content else calls
     return message(role, content)
+
+
+def tool_calls_text(calls: JSONValue) -> str:
+    """Render a turn's `tool_calls`, a list of calls (or one call given alone), one `<tool_call>` block each."""
+    return "\n".join(_tool_call_text(call) for call in (calls if isinstance(calls, list) else [calls]))
 
 
 def _tool_call_text(call: object) -> str:
@@ -74,14 +81,15 @@ def _tool_call_text(call: object) -> str:
     return f"<tool_call>\n{call}\n</tool_call>"
 
 
-def sharegpt(record: dict[str, Any]) -> list[Message] | Drop:
+def sharegpt(record: JSONObject) -> list[Message] | Drop:
     """ShareGPT `{conversations[{from, value}]}` (also `{role, content}` turns); a DPO `chosen` turn is appended."""
     turns = record.get("conversations")
     if not isinstance(turns, list) or not turns:
         return Drop("missing_field", "sharegpt row needs a non-empty conversations list")
     messages: list[Message] = []
-    if isinstance(record.get("system"), str) and record["system"].strip():
-        messages.append(message("system", record["system"]))
+    system = record.get("system")
+    if isinstance(system, str) and system.strip():
+        messages.append(message("system", system))
     for turn in turns:
         if not isinstance(turn, dict):
             return Drop("malformed_turn", f"turn is {type(turn).__name__}")
@@ -120,7 +128,7 @@ def _content_text(content: object) -> str:
     return str(content)
 
 
-def openai_messages(record: dict[str, Any]) -> list[Message] | Drop:
+def openai_messages(record: JSONObject) -> list[Message] | Drop:
     """OpenAI `{messages[{role, content, tool_calls?}]}`; role `tool` becomes a user `<tool_response>` turn."""
     turns = record.get("messages")
     if not isinstance(turns, list) or not turns:
@@ -134,8 +142,9 @@ def openai_messages(record: dict[str, Any]) -> list[Message] | Drop:
         if role == "tool":
             messages.append(message("user", render_tool_response(text)))
         elif role in {"system", "user", "assistant"}:
-            if role == "assistant" and turn.get("tool_calls"):
-                calls = "\n".join(_tool_call_text(c) for c in turn["tool_calls"])
+            tool_calls = turn.get("tool_calls")
+            if role == "assistant" and tool_calls:
+                calls = tool_calls_text(tool_calls)
                 text = f"{text}\n{calls}" if text else calls
             messages.append(message(role, text))
         else:
@@ -143,7 +152,7 @@ def openai_messages(record: dict[str, Any]) -> list[Message] | Drop:
     return messages
 
 
-def prompt_completion(record: dict[str, Any]) -> list[Message] | Drop:
+def prompt_completion(record: JSONObject) -> list[Message] | Drop:
     """`{prompt, completion}` (or `prompt`/`response`) as one user/assistant pair."""
     prompt = record.get("prompt")
     answer = record.get("completion") if record.get("completion") is not None else record.get("response")
@@ -152,7 +161,7 @@ def prompt_completion(record: dict[str, Any]) -> list[Message] | Drop:
     return [message("user", prompt), message("assistant", answer)]
 
 
-def qa(record: dict[str, Any]) -> list[Message] | Drop:
+def qa(record: JSONObject) -> list[Message] | Drop:
     """Q&A such as GSM8K `{question, answer}`: the answer is kept whole (worked solution and `#### result`)."""
     question = record.get("question")
     answer = record.get("answer")
@@ -161,12 +170,14 @@ def qa(record: dict[str, Any]) -> list[Message] | Drop:
     return [message("user", question), message("assistant", answer)]
 
 
-def prompt_only(record: dict[str, Any]) -> list[Message] | Drop:
+def prompt_only(record: JSONObject) -> list[Message] | Drop:
     """Prompt sets: MT-bench layout `{turns[str]}` (user turns only) or Vicuna `{text}`; nothing to answer with."""
     turns = record.get("turns")
-    if isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns):
-        # Follow-up user turns are joined into one user turn so the role order stays valid.
-        return [message("user", "\n\n".join(turns))]
+    if isinstance(turns, list) and turns:
+        texts = [t for t in turns if isinstance(t, str)]
+        if len(texts) == len(turns):
+            # Follow-up user turns are joined into one user turn so the role order stays valid.
+            return [message("user", "\n\n".join(texts))]
     text = record.get("text")
     if isinstance(text, str):
         return [message("user", text)]

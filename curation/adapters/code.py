@@ -8,24 +8,28 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
 
+from core.json_types import JSONObject
 from curation.conversation import Drop, Message, message
 
 MAX_DIFF_CHARS = 12_000
 
 
-def code_problem(record: dict[str, Any]) -> list[Message] | Drop:
+def code_problem(record: JSONObject) -> list[Message] | Drop:
     """HumanEval `{prompt, canonical_solution}` or MBPP `{text|prompt, code, test_list}` as a task and its solution."""
-    if isinstance(record.get("canonical_solution"), str) and isinstance(record.get("prompt"), str):
-        prompt = "Complete the following Python function.\n\n```python\n" + record["prompt"] + "```"
-        answer = "```python\n" + record["prompt"] + record["canonical_solution"] + "```"
+    solution = record.get("canonical_solution")
+    given = record.get("prompt")
+    if isinstance(solution, str) and isinstance(given, str):
+        prompt = "Complete the following Python function.\n\n```python\n" + given + "```"
+        answer = "```python\n" + given + solution + "```"
         return [message("user", prompt), message("assistant", answer)]
     task = record.get("text", record.get("prompt"))
     code = record.get("code")
     if not isinstance(task, str) or not isinstance(code, str):
         return Drop("missing_field", "code problem needs prompt/text and code (or canonical_solution)")
     tests = record.get("test_list") or []
+    if not isinstance(tests, list):
+        tests = [tests]  # one test given alone
     prompt = task
     if tests:
         prompt += "\nYour code should pass these tests:\n\n" + "\n".join(str(t) for t in tests)
@@ -35,7 +39,7 @@ def code_problem(record: dict[str, Any]) -> list[Message] | Drop:
     ]
 
 
-def commit(record: dict[str, Any]) -> list[Message] | Drop:
+def commit(record: JSONObject) -> list[Message] | Drop:
     """A commit `{diff, message}` as a "write the commit message" turn; diffs are cut at MAX_DIFF_CHARS."""
     diff = record.get("diff")
     msg = record.get("message", record.get("msg"))
@@ -47,7 +51,7 @@ def commit(record: dict[str, Any]) -> list[Message] | Drop:
     return [message("user", prompt), message("assistant", msg.strip())]
 
 
-def code_review(record: dict[str, Any]) -> list[Message] | Drop:
+def code_review(record: JSONObject) -> list[Message] | Drop:
     """CodeReviewer `{patch, msg}` (code + reviewer comment) as a "review this change" turn."""
     patch = record.get("patch", record.get("code"))
     comment = record.get("msg", record.get("comment"))
@@ -59,7 +63,7 @@ def code_review(record: dict[str, Any]) -> list[Message] | Drop:
     return [message("user", prompt), message("assistant", comment.strip())]
 
 
-def apibench(record: dict[str, Any]) -> list[Message] | Drop:
+def apibench(record: JSONObject) -> list[Message] | Drop:
     """Gorilla APIBench `code`: `###Instruction: … ###Output: <<<k>>>: v, …` or a `{'Instruction', 'Output'}` dict text."""
     text = record.get("code")
     if not isinstance(text, str) or "Instruction" not in text:
@@ -87,7 +91,7 @@ def _output_text(literal: str) -> str:
     return str(output)
 
 
-def swe_bench(record: dict[str, Any]) -> list[Message] | Drop:
+def swe_bench(record: JSONObject) -> list[Message] | Drop:
     """SWE-bench `{repo, problem_statement, patch}`: the issue as the prompt, the gold patch as the answer."""
     problem = record.get("problem_statement")
     patch = record.get("patch")

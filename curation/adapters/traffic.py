@@ -11,8 +11,7 @@ A completions request (`prompt`, no `messages`) is dropped as `not_chat`; a reco
 
 from __future__ import annotations
 
-from typing import Any
-
+from core.json_types import JSONObject
 from curation.adapters.chat import openai_messages
 from curation.conversation import Drop, Message, message
 
@@ -20,7 +19,7 @@ REQUEST_KEYS = ("request", "body")
 RESPONSE_KEYS = ("response",)
 
 
-def _unwrap(record: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
+def _unwrap(record: JSONObject, keys: tuple[str, ...]) -> JSONObject | None:
     """Return the first dict under `keys` (a `body` inside it holding `choices` unwrapped too), else None."""
     for key in keys:
         inner = record.get(key)
@@ -30,7 +29,7 @@ def _unwrap(record: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | N
     return None
 
 
-def request_body(record: dict[str, Any], depth: int = 3) -> dict[str, Any] | None:
+def request_body(record: JSONObject, depth: int = 3) -> JSONObject | None:
     """Return the chat request inside a traffic record (the record itself when it is one), else None."""
     if "messages" in record:
         return record
@@ -43,19 +42,20 @@ def request_body(record: dict[str, Any], depth: int = 3) -> dict[str, Any] | Non
     return None
 
 
-def _answer(record: dict[str, Any]) -> str | None:
+def _answer(record: JSONObject) -> str | None:
     response = _unwrap(record, RESPONSE_KEYS)
     if response is None:
         return None
     choices = response.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+    first = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(first, dict):
         return None
-    msg = choices[0].get("message")
+    msg = first.get("message")
     content = msg.get("content") if isinstance(msg, dict) else None
     return content if isinstance(content, str) and content.strip() else None
 
 
-def traffic_request(record: dict[str, Any]) -> list[Message] | Drop:
+def traffic_request(record: JSONObject) -> list[Message] | Drop:
     """Return the conversation of one logged chat request, its logged answer appended when present."""
     body = request_body(record)
     if body is None:

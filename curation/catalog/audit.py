@@ -6,10 +6,9 @@ its audit row are committed or rolled back together.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlmodel import Session
 
+from core.json_types import JSONScalar
 from curation.catalog.models import AuditEvent
 
 
@@ -23,7 +22,7 @@ def record_audit(
     to_status: str | None,
     actor: str = "system",
     note: str | None = None,
-    detail: dict[str, Any] | None = None,
+    detail: dict[str, JSONScalar] | None = None,
 ) -> AuditEvent:
     """Add one audit row for `entity` (campaign | run | entry) and return it (flushed by the caller)."""
     event = AuditEvent(

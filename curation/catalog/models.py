@@ -15,6 +15,7 @@ from sqlalchemy import JSON, Column, DateTime, Dialect, Text, TypeDecorator, Uni
 from sqlmodel import Field, SQLModel
 
 from core.candidates import Candidate
+from core.json_types import JSONScalar
 from core.licenses import license_risk
 from core.types import CampaignStatus, Reason, ReasonCode, RunStatus
 from curation.catalog.storable import storable
@@ -163,7 +164,8 @@ class CatalogEntry(SQLModel, table=True):
     revision: str | None = Field(default=None, max_length=64)
     config: str | None = Field(default=None, max_length=128)
     split: str | None = Field(default=None, max_length=64)
-    field_mapping: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    # adapter field → dataset column (`curation.adapters.apply_mapping`)
+    field_mapping: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     reviewer: str | None = Field(default=None, max_length=128)
     note: str | None = Field(default=None, sa_column=Column(Text))
     version: int = 1  # bumped on every change; guards concurrent reviews
@@ -193,7 +195,7 @@ class AuditEvent(SQLModel, table=True):
     to_status: str | None = Field(default=None, max_length=32)
     actor: str = Field(default="system", max_length=128)
     note: str | None = Field(default=None, sa_column=Column(Text))
-    detail: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    detail: dict[str, JSONScalar] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
 
 

@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +31,7 @@ from curation.engine.keys import CLEAN, DUP, read_all, split_refs
 from curation.engine.plan import EnginePlan, Shard
 from curation.engine.select import iter_rows
 from curation.samples import build_sample
-from curation.set_aside import DuplicateRecord
+from curation.set_aside import ContaminatedRecord, DroppedRow, DuplicateRecord
 from curation.shards import SCHEMA, SHARD_ROWS
 from curation.staging import sample_id, slug
 
@@ -64,14 +64,19 @@ def write_shard(plan: EnginePlan, shard: Shard, threshold: bytes | None) -> int:
     return count
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+# The side records a shard writes for its stage door, each keyed by its row: dropped rows, contaminated rows.
+_SideRecord = TypeVar("_SideRecord", DroppedRow, ContaminatedRecord)
+
+
+def _jsonl_rows(path: Path, shape: type[_SideRecord]) -> Iterator[tuple[int, _SideRecord]]:
+    """Yield `(row, record)` of a shard's side file, which holds `shape` records (written by this engine)."""
     with path.open(encoding="utf-8", errors="surrogatepass") as handle:
         for line in handle:
-            record = json.loads(line)
+            record: _SideRecord = json.loads(line)
             yield record["row"], record
 
 
-def _merged(iterators: list[Iterator[tuple[int, dict[str, Any]]]]) -> Iterator[dict[str, Any]]:
+def _merged(iterators: list[Iterator[tuple[int, _SideRecord]]]) -> Iterator[_SideRecord]:
     for _, record in heapq.merge(*iterators, key=lambda item: item[0]):
         yield record
 
@@ -176,7 +181,7 @@ def write_dropped(plan: EnginePlan, out_dir: Path, order: int, bound: int | None
     source = plan.manifest.sources[order]
     reasons: Counter[str] = Counter()
     out = _LineFile(out_dir / "dropped" / f"{slug(source)}.jsonl", out_dir)
-    parts = [_jsonl_rows(plan.path("dropped", s.name + ".jsonl")) for s in plan.shards_of(order)]
+    parts = [_jsonl_rows(plan.path("dropped", s.name + ".jsonl"), DroppedRow) for s in plan.shards_of(order)]
     for record in _merged(parts):
         if bound is not None and record["row"] >= bound:
             continue
@@ -226,7 +231,7 @@ def write_decontaminated(plan: EnginePlan, out_dir: Path) -> Counter[int]:
     per_source: Counter[int] = Counter()
     out = _LineFile(out_dir / "decontaminated.jsonl", out_dir)
     for order in range(len(plan.manifest.sources)):
-        parts = [_jsonl_rows(plan.path("decon", s.name + ".jsonl")) for s in plan.shards_of(order)]
+        parts = [_jsonl_rows(plan.path("decon", s.name + ".jsonl"), ContaminatedRecord) for s in plan.shards_of(order)]
         for record in _merged(parts):
             per_source[order] += 1
             out.write(record)
