@@ -42,7 +42,7 @@ class ChatRenderer:
 
     def render(self, history: list[dict[str, str]], *, enable_thinking: bool | None = None) -> str:
         """Return the prompt text for `history` with the generation prompt appended."""
-        extra: dict[str, Any] = {}
+        extra: dict[str, bool] = {}
         if enable_thinking is not None:
             extra["enable_thinking"] = enable_thinking
         text = self.tokenizer.apply_chat_template(

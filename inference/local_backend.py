@@ -205,7 +205,7 @@ class LocalTransformersBackend(RawBackend):
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed + self.batches)
         greedy = sampling.temperature == 0
-        kwargs: dict[str, Any] = {"do_sample": False} if greedy else {
+        kwargs: dict[str, bool | float | int] = {"do_sample": False} if greedy else {
             "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
         with torch.no_grad():
             out = self.model.generate(

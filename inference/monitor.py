@@ -11,15 +11,14 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
-from inference.quality import UNKNOWN_CATEGORY
-from inference.status import read_status
+from inference.quality import UNKNOWN_CATEGORY, QualityShares
+from inference.status import Eta, RunStatus, TokenRate, read_status
 
 
 def format_duration(seconds: float | None) -> str:
@@ -39,7 +38,7 @@ def format_duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
-def process_gone(status: dict[str, Any]) -> bool:
+def process_gone(status: RunStatus) -> bool:
     """True when the status says running but its process no longer exists on this machine (killed or crashed)."""
     pid = status.get("pid")
     if status.get("state") != "running" or not isinstance(pid, int):
@@ -53,7 +52,7 @@ def process_gone(status: dict[str, Any]) -> bool:
     return False
 
 
-def render(status: dict[str, Any]) -> RenderableType:
+def render(status: RunStatus) -> RenderableType:
     """Return the monitor's view of one status snapshot."""
     rows = status["rows"]
     progress = Progress(
@@ -70,8 +69,8 @@ def render(status: dict[str, Any]) -> RenderableType:
             endpoint["url"][-34:], total=max(endpoint["limit"], 1), completed=endpoint["in_flight"],
             note=f"{mark} in flight {endpoint['in_flight']}/{endpoint['limit']} · ok {endpoint['ok']} · err {endpoint['errors']}",
         )
-    eta = status.get("eta") or {}
-    tok_s = status.get("tok_s") or {}
+    eta: Eta | dict[str, float] = status.get("eta") or {}
+    tok_s: TokenRate | dict[str, float] = status.get("tok_s") or {}
     table = Table.grid(padding=(0, 2))
     state = status.get("state", "?")
     if process_gone(status):
@@ -95,7 +94,7 @@ def render(status: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
-def quality_table(quality: dict[str, dict[str, Any]]) -> Table:
+def quality_table(quality: dict[str, QualityShares]) -> Table:
     """Return the per-category table of regenerated rows cut at the token limit and repeating themselves."""
     table = Table(title="answer quality", title_justify="left")
     for column in ("category", "rows", "cut at limit", "repetitive"):
@@ -143,7 +142,7 @@ class LiveStatus:
             self._thread.join()
 
 
-def watch(run_dir: Path, *, once: bool = False, interval_s: float = 1.0, console: Console | None = None) -> dict[str, Any]:
+def watch(run_dir: Path, *, once: bool = False, interval_s: float = 1.0, console: Console | None = None) -> RunStatus:
     """Show the run in `run_dir` until it stops running (or once); return the last status seen."""
     console = console or Console()
     status = read_status(run_dir)

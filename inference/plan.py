@@ -15,14 +15,14 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from inference.backend import GenerationBackend, Timeouts
 from inference.generation import RetryableError, RowError, Sampling
 from inference.monitor import format_duration
 from inference.records import InputRow, PromptError, user_turns
 
-TRAINING_DEFAULTS = {
+TRAINING_DEFAULTS: dict[str, str | int | float] = {
     "draft": "EAGLE-3, one decoder layer, aux hidden states from 3 target layers",
     "ttt_length": 7,
     "learning_rate": 1e-4,
@@ -39,6 +39,75 @@ EVAL_PLAN = [
     "Always beside a no-speculation baseline from the same server session (tok/s and latency).",
     "Check the serving flags first: --speculative-algorithm EAGLE3 (an accept length of exactly 1.00 means a wrong flag, layers or a missing head).",
 ]
+
+
+class Quantiles(TypedDict):
+    """Completion tokens (or their totals) with the mean and the 10th/90th percentile of the probe's lengths."""
+
+    mean: float
+    p10: float
+    p90: float
+
+
+class TimeToFinish(TypedDict):
+    """Seconds to regenerate every row at the measured rate; None when nothing was measured."""
+
+    expected: float | None
+    low: float | None
+    high: float | None
+
+
+class PlanRows(TypedDict):
+    """The curated rows and how many of them, and of their user turns, are to be answered."""
+
+    total: int
+    to_regenerate: int
+    target_native: int
+    user_turns_to_answer: int
+    by_category: dict[str, int]
+
+
+class PlanProbe(TypedDict):
+    """What the throughput probe measured."""
+
+    requests: int
+    failed: int
+    concurrency: int
+    wall_s: float
+    tok_s: float
+    completion_tokens_per_turn: Quantiles
+
+
+class PlanSource(TypedDict):
+    """One manifest source as the plan lists it."""
+
+    hub_id: str | None
+    category: str | None
+    max_rows: int | None
+    target_native: bool
+
+
+class PlanManifest(TypedDict):
+    """The manifest's sources and budget; `path` is added by the caller that found the manifest file."""
+
+    sources: list[PlanSource]
+    budget: dict[str, object]
+    path: NotRequired[str | None]
+
+
+class RegenPlan(TypedDict):
+    """The regeneration plan: written as `regen_plan.json`, and rendered as Markdown beside it."""
+
+    server: str
+    target: str | None
+    sampling: dict[str, float | int | None]
+    rows: PlanRows
+    probe: PlanProbe
+    expected_completion_tokens: Quantiles
+    time_to_finish_s: TimeToFinish
+    manifest: PlanManifest
+    training: dict[str, str | int | float]
+    evaluation: list[str]
 
 
 @dataclass
@@ -112,7 +181,7 @@ def build_plan(
     server: str,
     sampling: Sampling,
     manifest: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> RegenPlan:
     """Return the plan as JSON-ready data."""
     todo = [r for r in rows if r.needs_regeneration]
     turns = 0
@@ -120,17 +189,20 @@ def build_plan(
         with contextlib.suppress(PromptError):
             turns += len(user_turns(row.messages)[1])
     lengths = probe.completion_tokens
-    per_turn = {
+    per_turn: Quantiles = {
         "mean": statistics.fmean(lengths) if lengths else 0.0,
         "p10": _quantile(lengths, 0.1),
         "p90": _quantile(lengths, 0.9),
     }
-    tokens = {k: turns * v for k, v in per_turn.items()}
+    tokens: Quantiles = {"mean": turns * per_turn["mean"], "p10": turns * per_turn["p10"], "p90": turns * per_turn["p90"]}
     rate = probe.tok_s
-    duration = {k: (v / rate if rate > 0 else None) for k, v in tokens.items()}
+
+    def duration(total_tokens: float) -> float | None:
+        return total_tokens / rate if rate > 0 else None
+
     target = (manifest or {}).get("target") or {}
     budget = (manifest or {}).get("budget") or {}
-    sources = [
+    sources: list[PlanSource] = [
         {"hub_id": s.get("hub_id"), "category": s.get("category"), "max_rows": s.get("max_rows"),
          "target_native": s.get("target_native", False)}
         for s in (manifest or {}).get("sources", [])
@@ -155,21 +227,22 @@ def build_plan(
             "completion_tokens_per_turn": per_turn,
         },
         "expected_completion_tokens": tokens,
-        "time_to_finish_s": {"expected": duration["mean"], "low": duration["p10"], "high": duration["p90"]},
+        "time_to_finish_s": {"expected": duration(tokens["mean"]), "low": duration(tokens["p10"]),
+                             "high": duration(tokens["p90"])},
         "manifest": {"sources": sources, "budget": budget},
         "training": TRAINING_DEFAULTS,
         "evaluation": EVAL_PLAN,
     }
 
 
-def _target_line(plan: dict[str, Any]) -> str:
+def _target_line(plan: RegenPlan) -> str:
     if plan["target"]:
         return f"`{plan['target']}`"
     path = plan["manifest"].get("path")
     return f"not named by the manifest (`{path}`)" if path else "not given (no manifest)"
 
 
-def render_markdown(plan: dict[str, Any]) -> str:
+def render_markdown(plan: RegenPlan) -> str:
     """Return the plan as a Markdown document."""
     rows, probe, finish = plan["rows"], plan["probe"], plan["time_to_finish_s"]
     per_turn = probe["completion_tokens_per_turn"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 LOOP_NGRAM = 8
 CUT_WARN_SHARE = 0.10
@@ -41,6 +41,16 @@ def record_flags(record: Mapping[str, Any]) -> tuple[bool, bool]:
     return cut, any(repeats_ngram(str(a)) for a in answers)
 
 
+class QualityShares(TypedDict):
+    """One category's quality as the status file holds it: counts, and their shares of the rows."""
+
+    rows: int
+    cut_at_limit: int
+    cut_share: float
+    repetitive: int
+    repetition_share: float
+
+
 @dataclass
 class QualityCounts:
     """Regenerated rows of one category and how many were cut or repetitive."""
@@ -61,7 +71,7 @@ class QualityCounts:
         self.cut += other.cut
         self.repetitive += other.repetitive
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> QualityShares:
         """Return the counts and shares as the status file holds them."""
         return {
             "rows": self.rows,
@@ -77,7 +87,7 @@ def category_of(record: Mapping[str, Any]) -> str:
     return str((record.get("meta") or {}).get("category") or UNKNOWN_CATEGORY)
 
 
-def warnings(quality: dict[str, dict[str, Any]], max_tokens: int | None = None) -> list[str]:
+def warnings(quality: Mapping[str, QualityShares], max_tokens: int | None = None) -> list[str]:
     """Return one sentence per category whose cut or repetition share is above its warning level."""
     limit = f" (--max-tokens {max_tokens})" if max_tokens else ""
     lines: list[str] = []

@@ -74,7 +74,7 @@ def expand_samples(rows: list[InputRow], samples: int) -> list[InputRow]:
     return out
 
 
-def content_id(messages: list[dict[str, Any]]) -> str:
+def content_id(messages: list[dict[str, str]]) -> str:
     """Return a stable id for a row without one: sha256 of the canonical JSON of its messages (24 hex)."""
     canon = json.dumps(
         [{"role": str(m.get("role")), "content": m.get("content")} for m in messages],
@@ -85,7 +85,7 @@ def content_id(messages: list[dict[str, Any]]) -> str:
     return "h" + hashlib.sha256(canon.encode("utf-8")).hexdigest()[:24]
 
 
-def normalise_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+def normalise_messages(messages: list[dict[str, object]]) -> list[dict[str, str]]:
     """Return the messages as `{role, content}` turns read by the one turn reader (`core.samples.read_turn`:
     ShareGPT's `from`/`value` and role aliases such as `human`→user, `gpt`→assistant) with text content."""
     out = []

@@ -20,7 +20,6 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from core.regen_records import (
     FailedRecord,
@@ -51,7 +50,7 @@ from inference.records import (
     stratified,
     user_turns,
 )
-from inference.status import STATUS_FILE, StatusTracker, register_run, write_json_atomic
+from inference.status import STATUS_FILE, RunStatus, StatusTracker, register_run, write_json_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +94,7 @@ class RunSummary:
     skipped: int
     duplicates: int
     completion_tokens: int
-    status: dict[str, Any]
+    status: RunStatus
 
 
 class SamplingChangedError(InferenceError, ValueError):

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from core.json_types import JSONObject
 from core.server_info import Engine, ServerInfo
 from core.spec_counters import VllmSpecCounters
 from inference import vllm_info
@@ -49,16 +50,17 @@ def _as_str(value: Any) -> str | None:
     return str(value) if value is not None else None
 
 
-def parse_server_info(info: dict[str, Any], model_info: dict[str, Any] | None = None) -> ServerInfo:
+def parse_server_info(info: JSONObject, model_info: JSONObject | None = None) -> ServerInfo:
     """Return a ServerInfo built from a `/server_info` answer and an optional `/model_info` answer."""
     merged = dict(info)
     if model_info:
         merged["model_info"] = model_info
     model_info = model_info or {}
+    states = info.get("internal_states")
     accepts = [
-        float(state["avg_spec_accept_length"])
-        for state in info.get("internal_states") or []
-        if isinstance(state, dict) and state.get("avg_spec_accept_length") is not None
+        float(accept)
+        for state in (states if isinstance(states, list) else [])
+        if isinstance(state, dict) and isinstance(accept := state.get("avg_spec_accept_length"), (int, float, str))
     ]
     engine: Engine = "vllm" if info.get("engine") == "vllm" else "sglang"
     nested = info.get("server_args")
@@ -98,7 +100,7 @@ async def _get_text(client: httpx.AsyncClient, url: str) -> str | None:
     return response.text
 
 
-async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
+async def _get_json(client: httpx.AsyncClient, url: str) -> JSONObject | None:
     """Return the JSON object at `url`, None on 404/405 (endpoint absent); raise ServerInfoError otherwise."""
     text = await _get_text(client, url)
     if text is None:
@@ -112,7 +114,7 @@ async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any] | Non
     return body
 
 
-async def _first_json(client: httpx.AsyncClient, base: str, paths: tuple[str, ...]) -> dict[str, Any] | None:
+async def _first_json(client: httpx.AsyncClient, base: str, paths: tuple[str, ...]) -> JSONObject | None:
     """Return the answer of the first of `paths` the server has (None when it has none of them)."""
     for path in paths:
         body = await _get_json(client, base + path)
@@ -134,7 +136,7 @@ async def fetch_vllm_metrics(client: httpx.AsyncClient, base_url: str) -> VllmSp
         raise ServerInfoError(f"{base_url}: {exc}") from None
 
 
-async def _fetch_vllm(client: httpx.AsyncClient, base: str, dev_info: dict[str, Any] | None) -> ServerInfo | None:
+async def _fetch_vllm(client: httpx.AsyncClient, base: str, dev_info: JSONObject | None) -> ServerInfo | None:
     """A vLLM server's info, or None when the server is not vLLM (no `vllm:` metrics and no vLLM version)."""
     # Another server may answer these paths with errors (llama.cpp's /metrics is a 501 unless started with
     # --metrics): an error here only means "not vLLM"; an unreachable server was already refused above.
@@ -205,8 +207,8 @@ async def fetch_model_name(client: httpx.AsyncClient, base_url: str) -> str | No
         body = await _get_json(client, base + "/v1/models")
     except ServerInfoError:
         return None
-    models = (body or {}).get("data") or []
-    if models and isinstance(models[0], dict) and models[0].get("id"):
+    models = (body or {}).get("data")
+    if isinstance(models, list) and models and isinstance(models[0], dict) and models[0].get("id"):
         return str(models[0]["id"])
     return None
 

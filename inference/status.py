@@ -14,23 +14,107 @@ import re
 import statistics
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, TypeGuard
 
 from core.regen_records import RegeneratedRow
 from core.settings import Settings, get_settings
 from inference.atomic_files import write_file
 from inference.endpoints import EndpointSnapshot
 from inference.errors import InferenceError
-from inference.quality import QualityCounts, category_of, record_flags
+from inference.quality import QualityCounts, QualityShares, category_of, record_flags
 
 STATUS_FILE = "status.json"
 WINDOW_S = 60.0
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+class RunInfo(TypedDict, total=False):
+    """What the runner says about a run when it starts: the first keys of its status file."""
+
+    run_id: str
+    input: str
+    api: str
+    model: str | None
+    sampling: dict[str, float | int | None]
+    pid: int
+    completion_tokens_earlier_runs: int
+
+
+class RowCounts(TypedDict):
+    """Rows of the run: over every session, and in this one."""
+
+    total: int
+    done: int
+    failed: int
+    pending: int
+    done_this_session: int
+    failed_this_session: int
+    passthrough_this_session: int
+
+
+class TokenCounts(TypedDict):
+    """Tokens of this session's answered turns."""
+
+    prompt: int
+    completion: int
+
+
+class TokenRate(TypedDict):
+    """Completion tokens per second: over the last minute and since the session started."""
+
+    last_minute: float
+    overall: float
+
+
+class RowLengths(TypedDict):
+    """Completion tokens per finished row: the mean and three quantiles."""
+
+    mean: float
+    p10: float
+    p50: float
+    p90: float
+
+
+class Eta(TypedDict):
+    """Seconds left: with the mean row length (expected) and with the 10th/90th percentile; None when unknown."""
+
+    expected_s: float | None
+    low_s: float | None
+    high_s: float | None
+
+
+class RunStatus(RunInfo, total=False):
+    """The status file, as `StatusTracker.snapshot` writes it. Not total: a file written by an older version, or
+    by hand, is read back too, and may lack keys."""
+
+    state: str
+    error: str | None
+    started_at: str
+    updated_at: str
+    elapsed_s: float
+    rows: RowCounts
+    tokens: TokenCounts
+    tok_s: TokenRate
+    completion_tokens_per_row: RowLengths | None
+    eta: Eta
+    endpoints: list[EndpointSnapshot]
+    quality: dict[str, QualityShares]
+
+
+class RunListing(TypedDict, total=False):
+    """One run in `list_runs`; `error` only on a run whose status file is unreadable."""
+
+    id: str
+    state: str | None
+    rows: RowCounts | None
+    updated_at: str | None
+    error: str
+
+
+def write_json_atomic(path: Path, data: Mapping[str, object]) -> None:
     """Write `data` to `path` through a fresh temporary file and a rename (`inference.atomic_files`), so readers
     never see half a file and a link planted at the name or a temporary name is never written through."""
     write_file(path, json.dumps(data, indent=1, ensure_ascii=False).encode("utf-8"))
@@ -41,7 +125,7 @@ class UnreadableStatusError(InferenceError, ValueError):
     writes it atomically, so it never reads half-written."""
 
 
-def read_status(run_dir: Path) -> dict[str, Any] | None:
+def read_status(run_dir: Path) -> RunStatus | None:
     """Return the status of the run in `run_dir`, or None when it has none (yet); UnreadableStatusError when
     the file is there but damaged."""
     path = Path(run_dir) / STATUS_FILE
@@ -55,9 +139,16 @@ def read_status(run_dir: Path) -> dict[str, Any] | None:
         raise UnreadableStatusError(f"{path} is unreadable: it nests too deep to be a run status") from None
     if not isinstance(status, dict):
         raise UnreadableStatusError(f"{path} holds a JSON {type(status).__name__}, not a run status object")
-    if not isinstance(status.get("updated_at", ""), str):
+    if not _is_run_status(status):
         raise UnreadableStatusError(f"{path}: updated_at is not a time stamp")
     return status
+
+
+def _is_run_status(status: dict[object, object]) -> TypeGuard[RunStatus]:
+    """True when a JSON object read from a status file can be taken as one: its time stamp, when there, is a
+    string. The other keys are taken as the runner wrote them; RunStatus is not total, so an older file's
+    missing keys are allowed for."""
+    return isinstance(status.get("updated_at", ""), str)
 
 
 def _quantile(values: list[int], q: float) -> float:
@@ -78,7 +169,7 @@ class StatusTracker:
     passthrough: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    info: dict[str, Any] = field(default_factory=dict)
+    info: RunInfo = field(default_factory=lambda: RunInfo())
     state: str = "running"
     error: str | None = None
     started: float = field(default_factory=time.monotonic)
@@ -148,13 +239,13 @@ class StatusTracker:
         return recent, generated / elapsed
 
     def snapshot(self, endpoints: list[EndpointSnapshot] | None = None, *, in_flight_tokens: int = 0
-                 ) -> dict[str, Any]:
+                 ) -> RunStatus:
         """Return the status as JSON-ready data; `in_flight_tokens`: tokens written so far by unfinished answers."""
         recent, overall = self._tok_s(in_flight_tokens)
         rate = recent or overall
         lengths = self._row_lengths
-        per_row: dict[str, float] | None = None
-        eta: dict[str, float | None] = {"expected_s": None, "low_s": None, "high_s": None}
+        per_row: RowLengths | None = None
+        eta: Eta = {"expected_s": None, "low_s": None, "high_s": None}
         if lengths:
             per_row = {
                 "mean": statistics.fmean(lengths),
@@ -163,8 +254,11 @@ class StatusTracker:
                 "p90": _quantile(lengths, 0.9),
             }
             if rate > 0:  # the tokens already written by unfinished answers are not left to write
-                eta = {key: max(0.0, self.pending * per_row[q] - in_flight_tokens) / rate
-                       for key, q in (("expected_s", "mean"), ("low_s", "p10"), ("high_s", "p90"))}
+                def left_s(tokens_per_row: float) -> float:
+                    return max(0.0, self.pending * tokens_per_row - in_flight_tokens) / rate
+
+                eta = {"expected_s": left_s(per_row["mean"]), "low_s": left_s(per_row["p10"]),
+                       "high_s": left_s(per_row["p90"])}
         return {
             **self.info,
             "state": self.state,
@@ -233,7 +327,7 @@ def resolve_run(run_id: str, settings: Settings | None = None) -> Path:
     raise UnknownRunError(f"no run {run_id!r} under {root}")
 
 
-def list_runs(settings: Settings | None = None) -> list[dict[str, Any]]:
+def list_runs(settings: Settings | None = None) -> list[RunListing]:
     """Return a short summary of every listed run, newest update first."""
     root = runs_root(settings)
     if not root.is_dir():
@@ -241,7 +335,7 @@ def list_runs(settings: Settings | None = None) -> list[dict[str, Any]]:
     ids = {p.name for p in root.iterdir() if p.is_dir()} | {
         p.name[: -len(LINK_SUFFIX)] for p in root.iterdir() if p.name.endswith(LINK_SUFFIX)
     }
-    runs = []
+    runs: list[RunListing] = []
     for run_id in sorted(ids):
         try:
             status = read_status(resolve_run(run_id, settings))

@@ -27,10 +27,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from core.json_types import JSONObject
 from inference.atomic_files import write_file
 from inference.errors import InferenceError
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +95,14 @@ def find_gguf(source: str) -> tuple[Path, str | None, str | None]:
     return Path(str(dist.locate_file(files[0]))), dist.metadata["Name"], dist.version
 
 
-def check_gguf(path: Path) -> dict[str, Any]:
+class GgufSummary(TypedDict):
+    """What `check_gguf` read from a GGUF's header."""
+
+    architecture: str
+    tensors: int
+
+
+def check_gguf(path: Path) -> GgufSummary:
     """Raise TargetError unless `path` is a readable GGUF; return its architecture and tensor count."""
     with path.open("rb") as fh:
         magic = fh.read(4)
@@ -174,7 +185,7 @@ def prepare_target(source: str, out: Path, *, dtype: str = "bfloat16", chat_temp
     return record
 
 
-def canonical_state(model: Any) -> dict[str, Any]:
+def canonical_state(model: Any) -> dict[str, torch.Tensor]:
     """The model's tensors under the names engines load, one copy each: for tied embeddings the shared tensor is
     kept as the embedding (`model.embed_tokens.weight`) and the head's alias dropped, as `save_pretrained` does."""
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
@@ -187,7 +198,7 @@ def canonical_state(model: Any) -> dict[str, Any]:
     return state
 
 
-def check_target_folder(folder: Path) -> dict[str, Any]:
+def check_target_folder(folder: Path) -> JSONObject:
     """Raise TargetError unless `folder` is a target every engine loads whole; return its config.json.
 
     Reads only config.json and the safetensors headers: `architectures` must be set, and the token embedding
@@ -220,7 +231,8 @@ def check_target_folder(folder: Path) -> dict[str, Any]:
             f"{folder} has no token embedding ({EMBED_KEYS[0]}): an engine would leave it unloaded and answer "
             "padding with normal usage counts; re-run `datahunt target prepare` (older versions stored only "
             "lm_head.weight of a tied pair)")
-    text = dict(config.get("text_config") or config)
+    text_config = config.get("text_config")
+    text = text_config if isinstance(text_config, dict) and text_config else config
     if not text.get("tie_word_embeddings", config.get("tie_word_embeddings", False)) and "lm_head.weight" not in keys:
         raise TargetError(f"{folder} has an untied head but no lm_head.weight")
     return config

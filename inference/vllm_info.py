@@ -18,10 +18,9 @@ target's), and position i's share of accepted drafts gives per-position acceptan
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.json_types import JSONObject, JSONValue
 from core.spec_counters import VllmSpecCounters
 from inference.errors import InferenceError
 
@@ -67,21 +66,22 @@ def spec_counters(samples: dict[str, list[tuple[dict[str, str], float]]]) -> Vll
     return VllmSpecCounters(total(DRAFTS), total(DRAFT_TOKENS), total(ACCEPTED), per_position)
 
 
-def _dev_config(server_info: dict[str, Any] | None) -> dict[str, Any]:
-    config = (server_info or {}).get("vllm_config")
-    return config if isinstance(config, dict) else {}
+def _object(value: JSONValue) -> JSONObject:
+    """`value` when it is a JSON object, else an empty one (a setting vLLM did not give)."""
+    return value if isinstance(value, dict) else {}
 
 
-def normalise(version: str | None, models: dict[str, Any] | None, metrics_text: str | None,
-              server_info: dict[str, Any] | None = None) -> dict[str, Any]:
+def normalise(version: JSONValue, models: JSONObject | None, metrics_text: str | None,
+              server_info: JSONObject | None = None) -> JSONObject:
     """The SGLang-shaped settings dict the preflight reads, from what a vLLM server answered."""
-    model = next((m for m in (models or {}).get("data") or [] if isinstance(m, dict)), {})
+    listed = (models or {}).get("data")
+    model = next((m for m in listed if isinstance(m, dict)), {}) if isinstance(listed, list) else {}
     counters = spec_counters(parse_metrics(metrics_text)) if metrics_text else None
-    config = _dev_config(server_info)
-    spec_raw, model_raw = config.get("speculative_config"), config.get("model_config")
-    spec: dict[str, Any] = spec_raw if isinstance(spec_raw, dict) else {}
-    model_config: dict[str, Any] = model_raw if isinstance(model_raw, dict) else {}
-    steps = spec.get("num_speculative_tokens") or (len(counters.per_position) if counters else None)
+    config = _object((server_info or {}).get("vllm_config"))
+    spec, model_config = _object(config.get("speculative_config")), _object(config.get("model_config"))
+    spec_steps = spec.get("num_speculative_tokens")
+    steps = spec_steps if isinstance(spec_steps, int) and spec_steps else (
+        len(counters.per_position) if counters else None)
     method = str(spec.get("method") or "").lower()
     algorithm = METHODS.get(method, method.upper() or None) if spec else ("speculating" if counters else None)
     return {

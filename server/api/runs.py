@@ -18,7 +18,7 @@ router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[Depends(require_
 @router.get("")
 def get_runs(settings: SettingsDep) -> list[dict[str, Any]]:
     """Every listed run: id, state, row counts, last update (newest first)."""
-    return list_runs(settings)
+    return [dict(run) for run in list_runs(settings)]
 
 @router.get("/{run_id}")
 def get_run(run_id: str, settings: SettingsDep) -> dict[str, Any]:
@@ -31,4 +31,4 @@ def get_run(run_id: str, settings: SettingsDep) -> dict[str, Any]:
         raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR, str(exc)) from None
     if run_status is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"run {run_id!r} has no status yet")
-    return run_status
+    return dict(run_status)
