@@ -78,6 +78,7 @@ def train(
     import logging
 
     logging.getLogger("training").setLevel(logging.INFO)  # progress (loss, per-step accuracy) on stderr
+    from training.interrupt import TrainingStopped
     from training.trainer import train as run_training
 
     overrides = {k: v for k, v in {
@@ -90,7 +91,9 @@ def train(
     }.items() if v is not None}
     try:
         cfg = _run_config(config, overrides)
-        result = run_training(cfg)  # a TrainingStopped (a signal) ends with 128 + its number (failure.py's map)
+        result = run_training(cfg)
+    except TrainingStopped:  # a TrainingError too: it must reach failure.py's map, which ends it with 128 + n
+        raise
     except _user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
     _print_trained(result, cfg)
