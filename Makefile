@@ -29,8 +29,10 @@ $(VENV)/.installed-all: $(VENV)/bin/python pyproject.toml constraints.txt
 run: $(VENV)/.installed-base
 	DATAHUNT_OFFLINE=1 $(VENV)/bin/datahunt campaign run --offline
 
+# One worker per core (pytest-xdist); a file stays on one worker, in the order tests/conftest.py sets (the longest
+# first), so one that takes minutes does not start last.
 test: $(VENV)/.installed-all
-	$(PY) -m pytest -q -m "not realserver and not vllm"
+	$(PY) -m pytest -q -m "not realserver and not vllm" -n auto --dist loadfile --no-loadscope-reorder
 
 # About a minute on two shared cores: tests over about a second each are marked `slow` (`--durations=30` finds them).
 test-fast: $(VENV)/.installed-all

@@ -2,6 +2,9 @@
 
 PostgreSQL runs on 127.0.0.1:5432 (trust auth, database `test`); every test gets its own schema, dropped
 afterwards, so runs never collide. Tests that use `database_url` run once per backend.
+
+`make test` spreads the files over one worker per core (pytest-xdist, a file stays on one worker so its module
+fixtures are built once); the longest files are handed out first so that they do not run alone at the end.
 """
 
 from __future__ import annotations
@@ -17,6 +20,27 @@ from core.settings import get_settings
 
 PG_ADMIN_CONNINFO = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 PG_URL_TEMPLATE = "postgresql+psycopg://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put first the files with a test allowed longer than the suite's timeout (minutes each), then the files
+    with tests marked `slow`, then the rest; each file keeps its own order, and the run keeps every test."""
+    default_timeout = float(config.getini("timeout") or 0)
+
+    def rank(item: pytest.Item) -> int:
+        if any(float(mark.args[0]) > default_timeout for mark in item.iter_markers("timeout") if mark.args):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    def file_of(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    order: dict[str, int] = {}  # a file's place in the collection
+    file_rank: dict[str, int] = {}  # the lowest rank of its tests
+    for item in items:
+        order.setdefault(file_of(item), len(order))
+        file_rank[file_of(item)] = min(file_rank.get(file_of(item), 2), rank(item))
+    items.sort(key=lambda item: (file_rank[file_of(item)], order[file_of(item)]))
 
 
 @pytest.fixture(autouse=True)
