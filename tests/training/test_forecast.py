@@ -40,6 +40,22 @@ def test_forecast_has_a_band_that_holds_the_point_estimate_and_ignores_the_contr
         forecast(_runs(truth, [400, 800], {"alpaca": 0.0}), target_accept=2.5)
 
 
+def test_rows_of_another_prompt_source_sit_beside_the_curve_and_are_never_fitted(tmp_path: Path) -> None:
+    """A point trained on target-written prompts (`source`) at a size of its own must not bend the curve's fit."""
+    truth = Fit(a=3.0, b=5.0, c=0.4, sse=0.0)
+    runs = _runs(truth, [400, 1600, 4800, 16000], {"alpaca": 0.0, "qa": 0.1})
+    alone = forecast(runs, target_accept=2.5, boot=20)
+    written = [{**r, "source": "target-written", "accept_length": r["accept_length"] - 0.4}
+               for r in _runs(truth, [11770], {"alpaca": 0.0, "qa": 0.1})]
+    beside = forecast(runs + written, target_accept=2.5, boot=20)
+    assert beside["samples_needed"] == alone["samples_needed"] and beside["fit"] == alone["fit"]
+    unmarked = forecast(runs + [{k: v for k, v in r.items() if k != "source"} for r in written], target_accept=2.5,
+                        boot=20)
+    assert unmarked["fit"] != alone["fit"]  # the same rows without the mark would have been fitted
+    doc = {"target": "t", "runs": runs + written}
+    assert plot_scaling(doc, tmp_path / "s.png").stat().st_size > 1000
+
+
 def test_points_that_steepen_in_log_data_are_flagged_and_the_cli_says_so(tmp_path: Path) -> None:
     """The closed loop's own curve (mean AL at 400..48K samples, fifth GPU session): every step gains more per
     doubling than the one before, which no saturating curve follows; a concave one is not flagged."""

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from training.curve.report import fit_runs
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_scaling.sh"
 EVAL_SETS = {"alpaca", "humaneval", "gsm8k", "qa", "mt_bench"}
@@ -47,13 +49,14 @@ def test_the_device_plan_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     assert raw["overfit"]["samples"] == 8 and raw["overfit"]["accept_length"] >= 1.0
     assert "stopped" not in raw
     head = raw["head_init"]["chosen"]
-    points = {(r["samples"], r["regenerated"]) for r in raw["runs"] if r["head_init"] == head}
+    curve = [r for r in raw["runs"] if "source" not in r]  # the mirror's points (a mixed one follows)
+    points = {(r["samples"], r["regenerated"]) for r in curve if r["head_init"] == head}
     assert points == {(8, True), (32, True), (8, False)}
     for samples, regenerated in points:
-        sets = {r["eval_set"] for r in raw["runs"] if (r["samples"], r["regenerated"], r["head_init"])
+        sets = {r["eval_set"] for r in curve if (r["samples"], r["regenerated"], r["head_init"])
                 == (samples, regenerated, head)}
         assert sets == EVAL_SETS, (samples, regenerated)
-    top = [r for r in raw["runs"] if r["samples"] == 32 and r["regenerated"] and r["head_init"] == head]
+    top = [r for r in curve if r["samples"] == 32 and r["regenerated"] and r["head_init"] == head]
     for run in top:
         assert set(run["timed_by_k"]) == {"5", "3"}
         assert run["speedup"] > 0 and run["baseline_tok_s"] > 0 and run["speculative_tok_s"] > 0
@@ -62,8 +65,21 @@ def test_the_device_plan_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     # The 32-sample point needs the second answers: 24 prompts give 24 first answers, the rest are #s1 rows.
     assert all(r["distinct_training_prompts"] == 24 for r in top)
 
+    # The target-written source: the whole target writes (its toy cut ends no turn), the kept prompts are
+    # vetted and answered, and a mixed point trains on mirror and written prompts, marked as such.
+    assert raw["write_prompts"]["requested"] == 6 and raw["write_prompts"]["failed"] == 0
+    assert set(raw["write_prompts"]["per_category"]) == {"math", "reasoning"}
+    kept = raw["vet_written"]["kept"]
+    assert kept >= 1 and raw["regen_written"]["done"] == kept and raw["regen_written"]["failed"] == 0
+    mixed = [r for r in raw["runs"] if r.get("source") == "mirror+target-written"]
+    assert {r["eval_set"] for r in mixed} == EVAL_SETS and {r["samples"] for r in mixed} == {40}
+    assert all(r["distinct_training_prompts"] == 24 + kept for r in mixed)  # every prompt's first answer first
+    assert not any("speedup" in r for r in mixed)  # --points-only
+
     report = json.loads((work / "report" / "scaling.json").read_text())
     assert len(report["runs"]) == len(raw["runs"])
+    mirror_only = [r for r in report["runs"] if "source" not in r]  # the fit is the mirror curve's alone
+    assert report["forecast"] == json.loads(json.dumps(fit_runs(mirror_only, 2.5)))
     assert all({"speculative_tok_s", "baseline_tok_s", "speedup"} <= set(r) for r in report["runs"])
     assert (work / "report" / "scaling.png").stat().st_size > 1000
     assert report["forecast"]  # fitted, or says why not
@@ -77,10 +93,12 @@ def test_the_device_plan_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     # What `regen --answers 2` returned (answer 2, xz) and the first answers, tracked as a session leaves them,
     # seed a fresh machine: its regen stage regenerates neither.
     returned = sorted(p.name for p in (work / "out").glob("*.jsonl.xz"))
-    assert returned == ["regenerated_answers_s1.jsonl.xz"]
+    assert returned == ["regenerated_answers_s1.jsonl.xz", "written_answers.jsonl.xz", "written_dropped.jsonl.xz",
+                        "written_prompts.jsonl.xz"]
     saved = tmp_path / "saved"
     saved.mkdir()
-    (saved / returned[0]).write_bytes((work / "out" / returned[0]).read_bytes())
+    for name in returned:
+        (saved / name).write_bytes((work / "out" / name).read_bytes())
     rows = [line for line in (work / "regen" / "regenerated.jsonl").read_text().split("\n") if line]
     with gzip.open(saved / "regenerated_smollm2_16k.jsonl.gz", "wt", encoding="utf-8") as fh:
         fh.write("".join(line + "\n" for line in rows if "#s" not in json.loads(line)["id"]))
@@ -88,6 +106,8 @@ def test_the_device_plan_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     seeded = {"CARRY": str(work / "carry"), "SAVED_REGEN": str(saved), "FRESH_CURVE": "1"}
     assert _run("setup", work=fresh, **seeded).returncode == 0
     assert (fresh / "regen" / "regenerated.jsonl").read_text().count("\n") == 48
+    assert (fresh / "written_rows.jsonl").read_text().count("\n") == kept
+    assert (fresh / "written_regen" / "regenerated.jsonl").read_text().count("\n") == kept
     (fresh / "target").symlink_to(work / "target")
     again = _run("regen", "--rows", "24", "--answers", "2", "--max-tokens", "16", "--overfit-rows", "8",
                  "--eval-per-set", "2", "--eval-max-new", "12", "--max-prompt-tokens", "256", work=fresh, **seeded)
