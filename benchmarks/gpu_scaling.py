@@ -231,14 +231,20 @@ def regen_run(args: argparse.Namespace, rows_file: Path, out_dir: Path, engine: 
             "engine_occupancy": round(stats.occupancy, 3) if stats else None}
 
 
+def mirror_prompts(args: argparse.Namespace) -> Path:
+    """WORK/prompts.jsonl, the mirror's prompts, unpacked from the carried data on first use."""
+    prompts = Path(args.work) / "prompts.jsonl"
+    if not prompts.exists():
+        _write_jsonl(prompts, _jsonl(Path(args.data) / "prompts.jsonl.gz"))
+    return prompts
+
+
 # --- bench-regen, regen (GPU) --------------------------------------------------------------------------------
 def bench_regen(args: argparse.Namespace) -> None:
     results = Results(args)
     results.data["env"] = environment()
     work = Path(args.work)
-    prompts = work / "prompts.jsonl"
-    if not prompts.exists():
-        _write_jsonl(prompts, _jsonl(Path(args.data) / "prompts.jsonl.gz"))
+    prompts = mirror_prompts(args)
     bench = results.data.setdefault("bench_regen", {})
     # Engine runs with another decode attention than sdpa get their own entries, beside the sdpa ones.
     suffix = "" if args.decode_attention == "sdpa" else f"_{args.decode_attention}"
@@ -260,9 +266,7 @@ def bench_regen(args: argparse.Namespace) -> None:
 def regen_all(args: argparse.Namespace) -> None:
     results = Results(args)
     work = Path(args.work)
-    prompts = work / "prompts.jsonl"
-    if not prompts.exists():
-        _write_jsonl(prompts, _jsonl(Path(args.data) / "prompts.jsonl.gz"))
+    prompts = mirror_prompts(args)
     carried = work / "regen" / "regenerated.jsonl"
     if "regen" not in results.data and carried.exists() and not (work / "regen" / "run.json").exists():
         results.data["regen"] = {"carried": True, "rows": sum(1 for _ in carried.open(encoding="utf-8")),
@@ -336,8 +340,6 @@ def write_stage(args: argparse.Namespace) -> None:
     results = Results(args)
     work = Path(args.work)
     written = work / "written"
-    if not (work / "prompts.jsonl").exists():  # the mirror's prompts: vetting drops written ones overlapping them
-        _write_jsonl(work / "prompts.jsonl", _jsonl(Path(args.data) / "prompts.jsonl.gz"))
     if (results.data.get("write_prompts") or {}).get("per_category_requested") != args.write_per_category:
         results.data["write_prompts"] = write_run(args, written)
         results.data.pop("vet_written", None)
@@ -371,15 +373,15 @@ def write_run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from inference.template_prefix import user_turn_prefix
     from prompts import seed_topics
 
+    categories = args.write_categories or [c.value for c in Category]
+    unknown = sorted(set(categories) - {c.value for c in Category})
+    if unknown:  # before any model loads
+        raise SystemExit(f"--write-categories: unknown {unknown}")
     target = Path(args.writer_target) if args.writer_target else Path(args.work) / "target"
     tokenizer = AutoTokenizer.from_pretrained(str(target))
     turn = user_turn_prefix(tokenizer)
     inner = LocalTransformersBackend.load(target, engine="static", max_batch=args.slots, max_prompt_tokens=128,
                                           decode_attention=args.decode_attention)
-    categories = args.write_categories or [c.value for c in Category]
-    unknown = sorted(set(categories) - {c.value for c in Category})
-    if unknown:
-        raise SystemExit(f"--write-categories: unknown {unknown}")
     sampling = Sampling(temperature=args.write_temperature, top_p=args.write_top_p, max_tokens=args.write_max_tokens,
                         seed=0)
     config = WriterConfig(out_dir=out, categories=categories, per_category=args.write_per_category, endpoints=[],
@@ -418,7 +420,7 @@ def vet_written(args: argparse.Namespace, written: Path, rows_file: Path) -> dic
     for item in _jsonl(Path(args.data) / "eval.jsonl"):
         evals.add(item["id"], item["prompt"])
     mirror = EvalIndex()
-    for prompt in _jsonl(Path(args.work) / "prompts.jsonl"):
+    for prompt in _jsonl(mirror_prompts(args)):
         mirror.add(prompt["id"], next(m["content"] for m in prompt["messages"] if m["role"] == "user"))
     contaminated = find_contaminated(evals, words)
     overlapping = {i: item for i, item in find_contaminated(mirror, words).items() if i not in contaminated}
