@@ -155,8 +155,9 @@ def prepare_target(source: str, out: Path, *, dtype: str = "bfloat16", chat_temp
     where = {"pretrained_model_name_or_path": str(gguf_file.parent), "gguf_file": gguf_file.name}
     tokenizer = AutoTokenizer.from_pretrained(**where)
     # Loaded in float32 the GGUF tensors are dequantized into plain weights (asked for another dtype, a current
-    # transformers keeps them packed and dequantizes at every matmul); then cast to the dtype wanted.
-    model: Any = AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32).to(getattr(torch, dtype))
+    # transformers keeps them packed and dequantizes at every matmul); then the weights are cast to the dtype wanted.
+    model: Any = cast_weights(AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32),
+                              getattr(torch, dtype))
     template_source = "gguf" if getattr(tokenizer, "chat_template", None) else "none"
     if chat_template is not None:
         tokenizer.chat_template, template_source = chat_template, "given"
@@ -183,6 +184,16 @@ def prepare_target(source: str, out: Path, *, dtype: str = "bfloat16", chat_temp
         transformers=transformers.__version__, seconds=round(time.perf_counter() - started, 1))
     write_file(out / TARGET_RECORD, (json.dumps(asdict(record), indent=1) + "\n").encode("utf-8"))  # whole, no link
     return record
+
+
+def cast_weights(model: Any, dtype: torch.dtype) -> Any:
+    """Cast `model`'s parameters to `dtype` and leave its buffers as they are: the model then computes exactly
+    what its saved folder computes once loaded. `model.to(dtype)` would also round the rotary `inv_freq` buffer,
+    which a load recomputes in float32, so the two would disagree by rounding; on another machine's kernels that
+    flipped the proof's first greedy token (transformers 5.17 on an H200 host) and refused a sound folder."""
+    for param in model.parameters():
+        param.data = param.data.to(dtype)
+    return model
 
 
 def canonical_state(model: Any) -> dict[str, torch.Tensor]:
@@ -250,6 +261,10 @@ def prove_folder(model: Any, tokenizer: Any, folder: Path) -> list[int]:
                not getattr(reloaded.config, "tie_word_embeddings", False)]
     if missing:
         raise TargetError(f"{folder} does not load whole: missing {', '.join(sorted(missing)[:4])}")
+    theirs_state = reloaded.state_dict()
+    differ = [k for k, v in canonical_state(model).items() if k in theirs_state and not torch.equal(v, theirs_state[k])]
+    if differ:
+        raise TargetError(f"{folder} loads other weights than the model's: {', '.join(sorted(differ)[:4])} differ")
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template([{"role": "user", "content": PROOF_QUESTION}], tokenize=False,
                                              add_generation_prompt=True)

@@ -90,13 +90,14 @@ def test_what_is_not_a_gguf_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in bad.output + cut.output + missing.output
 
 
-def _tiny_tied_llama(tmp_path: Path):  # type: ignore[no-untyped-def]
+def _tiny_tied_llama(tmp_path: Path, init: float = 0.02):  # type: ignore[no-untyped-def]
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
+                         initializer_range=init)
     return LlamaForCausalLM(config)
 
 
@@ -132,18 +133,62 @@ def test_folders_an_engine_would_load_wrongly_are_refused_in_one_line(tmp_path: 
 
 
 def test_the_proof_catches_a_folder_that_is_not_the_model(tmp_path: Path) -> None:
+    model = _tiny_tied_llama(tmp_path, init=1.0)  # large weights: varied greedy tokens, not one token repeated
+    model.config.architectures = ["LlamaForCausalLM"]
+    tokenizer = _letters_tokenizer()
+    good = _write(model, tmp_path / "good", canonical_state(model))
+    assert len(prove_folder(model, tokenizer, good)) == 8
+    # The same weights under a config that computes otherwise (another activation): only generating shows it.
+    other = _write(model, tmp_path / "other", canonical_state(model))
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps(config | {"hidden_act": "relu"}))
+    with pytest.raises(TargetError, match="not the model"):
+        prove_folder(model, tokenizer, other)
+
+
+def test_a_bf16_target_computes_what_its_folder_computes_once_loaded(tmp_path: Path) -> None:
+    """The proof compares the in-memory model with its folder loaded back, token for token. Cast whole with
+    `.to(bf16)`, the in-memory model rounds the rotary `inv_freq` buffer a load recomputes in float32, so the two
+    differ by rounding and a greedy token can flip on another machine's kernels (seen on a GPU host); with only
+    the weights cast they compute the same logits exactly."""
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM
+
+    from inference.target_folder import cast_weights
+
+    model = _tiny_tied_llama(tmp_path, init=1.0)
+    model.config.architectures = ["LlamaForCausalLM"]
+    whole = _tiny_tied_llama(tmp_path, init=1.0).to(torch.bfloat16)
+    cast = cast_weights(model, torch.bfloat16)
+    assert all(p.dtype == torch.bfloat16 for p in cast.parameters())
+    assert {b.dtype for b in cast.buffers()} == {torch.float32} and torch.bfloat16 in {b.dtype for b in whole.buffers()}
+    folder = _write(cast, tmp_path / "bf16", canonical_state(cast))
+    loaded = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16)
+    ids = torch.arange(96).remainder(64).unsqueeze(0)  # rounding in the rotary angles grows with the position
+    with torch.no_grad():
+        ours, theirs, rounded = cast(ids).logits, loaded(ids).logits, whole(ids).logits
+    assert torch.equal(ours, theirs)
+    assert not torch.equal(rounded, theirs)  # the old cast: the same weights, other logits
+    assert len(prove_folder(cast, _letters_tokenizer(), folder)) == 8
+
+
+def test_the_proof_names_the_weights_a_folder_holds_wrongly(tmp_path: Path) -> None:
+    import torch
 
     model = _tiny_tied_llama(tmp_path)
     model.config.architectures = ["LlamaForCausalLM"]
+    state = canonical_state(model)
+    state["model.layers.1.mlp.down_proj.weight"] = state["model.layers.1.mlp.down_proj.weight"] * 1.001
+    with pytest.raises(TargetError, match=r"other weights.*model\.layers\.1\.mlp\.down_proj\.weight differ"):
+        prove_folder(model, _letters_tokenizer(), _write(model, tmp_path / "off", state))
+    assert torch.equal(canonical_state(model)["model.embed_tokens.weight"], model.model.embed_tokens.weight)
+
+
+def _letters_tokenizer():  # type: ignore[no-untyped-def]
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
     vocab = {chr(97 + i): i for i in range(26)} | {"<unk>": 26}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<unk>")
-    good = _write(model, tmp_path / "good", canonical_state(model))
-    assert len(prove_folder(model, tokenizer, good)) == 8
-    other = {k: v + 0.5 * torch.randn_like(v) for k, v in canonical_state(model).items()}
-    with pytest.raises(TargetError, match="not the model"):
-        prove_folder(model, tokenizer, _write(model, tmp_path / "other", other))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<unk>")
