@@ -159,6 +159,11 @@ class CampaignManager:
                 error = exc
             finally:
                 loop.run_until_complete(loop.shutdown_asyncgens())
+                # A cancelled graph leaves its blocking catalog calls (the lease's release, a sync node) running in
+                # the loop's thread pool, and `close` would not wait for them: they would hold a pooled connection
+                # after the task is reported done and the engine may be disposed, and that connection is then
+                # dropped unclosed. Wait for them as `asyncio.run` does.
+                loop.run_until_complete(loop.shutdown_default_executor())
                 loop.close()
             with contextlib.suppress(RuntimeError):  # the server loop may already be closed
                 server_loop.call_soon_threadsafe(report, error)

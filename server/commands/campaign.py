@@ -101,8 +101,24 @@ def open_catalog() -> Any:
 
     with catalog_failures():
         engine = store.make_engine(get_settings().resolved_database_url)
-        store.upgrade_database(engine)
+        try:
+            store.upgrade_database(engine)
+        except BaseException:
+            engine.dispose()
+            raise
     return engine
+
+
+@contextmanager
+def opened_catalog() -> Iterator[Any]:
+    """Yield `open_catalog()`'s engine and dispose of it when the command is done, however it ends: its pooled
+    connections are closed then, not left open for the garbage collector (a command may run inside a longer
+    process, such as a test run)."""
+    engine = open_catalog()
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def parse_categories(values: list[str] | None) -> list[Any] | None:
@@ -180,24 +196,24 @@ def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
 
     board = ProgressBoard()
     settings = get_settings()
-    engine = open_catalog()
-    try:
-        with catalog_failures(board):  # the database went down or filled up under the campaign
-            if as_json:
-                asyncio.run(coroutine_factory(engine, settings, board.on_event))
-            else:
-                with Live(get_renderable=board.render, refresh_per_second=4, transient=True):
+    with opened_catalog() as engine:
+        try:
+            with catalog_failures(board):  # the database went down or filled up under the campaign
+                if as_json:
                     asyncio.run(coroutine_factory(engine, settings, board.on_event))
-    except KeyboardInterrupt:
-        if board.campaign_id:
-            resume = f"resume with `datahunt campaign resume {board.campaign_id}`"
-            if not mark_interrupted(engine, board.campaign_id):
-                fail(f"interrupted; the catalog is locked by another process (a `datahunt serve`?), so the "
-                     f"campaign is not marked interrupted yet (its lease runs out on its own); {resume}")
-            fail(f"interrupted; {resume}")
-        fail("interrupted")
-    with catalog_failures():
-        adopt_mirror_licenses(engine)
+                else:
+                    with Live(get_renderable=board.render, refresh_per_second=4, transient=True):
+                        asyncio.run(coroutine_factory(engine, settings, board.on_event))
+        except KeyboardInterrupt:
+            if board.campaign_id:
+                resume = f"resume with `datahunt campaign resume {board.campaign_id}`"
+                if not mark_interrupted(engine, board.campaign_id):
+                    fail(f"interrupted; the catalog is locked by another process (a `datahunt serve`?), so the "
+                         f"campaign is not marked interrupted yet (its lease runs out on its own); {resume}")
+                fail(f"interrupted; {resume}")
+            fail("interrupted")
+        with catalog_failures():
+            adopt_mirror_licenses(engine)
     return board
 
 
@@ -323,8 +339,7 @@ def status_command(
     """Show a campaign's status and, per category, its latest run: status, attempt, counts, error."""
     from curation.catalog import store
 
-    engine = open_catalog()
-    with catalog_failures():
+    with opened_catalog() as engine, catalog_failures():
         try:
             with store.open_session(engine) as session:
                 campaign = store.get_campaign(session, campaign_id=campaign_id).model_dump(mode="json")
@@ -364,8 +379,7 @@ def list_command(
     """List recent campaigns, newest first."""
     from curation.catalog import store
 
-    engine = open_catalog()
-    with catalog_failures(), store.open_session(engine) as session:
+    with opened_catalog() as engine, catalog_failures(), store.open_session(engine) as session:
         campaigns = [c.model_dump(mode="json") for c in store.list_campaigns(session, limit=limit)]
     if not campaigns:
         from server.commands.catalog import say_empty_catalog
@@ -400,13 +414,13 @@ def prune_command(
     from graph.campaign import prune_checkpoints
 
     settings = get_settings()
-    engine = open_catalog()
-    path = Path(engine.url.database or "") if engine.dialect.name == "sqlite" else None
-    before = path.stat().st_size if path is not None and path.is_file() else None
-    with catalog_failures():
-        result = asyncio.run(prune_checkpoints(engine=engine, settings=settings))
-        compacted = store.compact_database(engine) if result.deleted else False
-    after = path.stat().st_size if path is not None and path.is_file() else None
+    with opened_catalog() as engine:
+        path = Path(engine.url.database or "") if engine.dialect.name == "sqlite" else None
+        before = path.stat().st_size if path is not None and path.is_file() else None
+        with catalog_failures():
+            result = asyncio.run(prune_checkpoints(engine=engine, settings=settings))
+            compacted = store.compact_database(engine) if result.deleted else False
+        after = path.stat().st_size if path is not None and path.is_file() else None
     out = {"deleted_threads": len(result.deleted), "kept_unfinished": result.unfinished, "kept_busy": result.busy,
            "compacted": compacted, "bytes_before": before, "bytes_after": after}
     if as_json:

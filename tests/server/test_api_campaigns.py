@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import Engine
+from sqlalchemy.pool import QueuePool
 
 from core.candidates import Candidate, DatasetMetadata, Deliverable, Evidence, QueryRecord
 from core.settings import Settings
@@ -201,3 +204,37 @@ def test_a_rerun_posted_as_soon_as_the_status_reads_succeeded_is_accepted(engine
             rerun = client.post(f"/campaigns/{campaign_id}/subagents/math/rerun", headers=AUTH)
             assert rerun.status_code == 202, (attempt, rerun.json())
         wait_final(client, campaign_id)
+
+
+class CatalogReadingSubagent(FakeSubagent):
+    """Reads the catalog first, slowly, in the graph's thread pool (as its blocking catalog calls run there)."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__()
+        self.engine = engine
+        self.reading = threading.Event()
+        self.read = threading.Event()
+
+    async def __call__(self, category: Category, *, backends: Any, llm: Any = None, **kw: Any) -> Deliverable:
+        await asyncio.to_thread(self._read)
+        return await super().__call__(category, backends=backends, llm=llm, **kw)
+
+    def _read(self) -> None:
+        with store.open_session(self.engine, readonly=True) as session:
+            self.reading.set()
+            time.sleep(1.0)
+            store.list_campaigns(session, limit=1)
+        self.read.set()
+
+
+def test_shutdown_returns_once_a_cancelled_campaigns_catalog_calls_are_done(engine: Engine, tmp_path: Path) -> None:
+    # Shutdown cancels a running campaign; a blocking catalog call of its graph goes on in the thread pool with a
+    # pooled connection. Were shutdown to return before it ends, the engine disposed then would lose that
+    # connection to the garbage collector, unclosed.
+    subagent = CatalogReadingSubagent(engine)
+    with TestClient(make_app(engine, tmp_path, subagent)) as client:
+        assert client.post("/campaigns", json={"categories": ["math"]}, headers=AUTH).status_code == 202
+        assert subagent.reading.wait(timeout=30)
+    assert subagent.read.is_set()
+    pool = engine.pool
+    assert isinstance(pool, QueuePool) and pool.checkedout() == 0

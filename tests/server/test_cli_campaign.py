@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import warnings
 
 import pytest
 from typer.testing import CliRunner
@@ -111,22 +113,22 @@ def test_ctrl_c_marks_the_campaign_interrupted() -> None:
 
     from curation.catalog import store
     from graph.events import CampaignEvent
-    from server.commands.campaign import drive, open_catalog
+    from server.commands.campaign import drive, opened_catalog
 
-    engine = open_catalog()
-    with store.open_session(engine) as session:
-        campaign_id = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"]).id
+    with opened_catalog() as engine:
+        with store.open_session(engine) as session:
+            campaign_id = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"]).id
 
-    async def interrupted(engine: object, settings: object, on_event: object) -> None:
-        on_event(CampaignEvent(campaign_id=campaign_id, kind="campaign_started"))  # type: ignore[operator]
-        await asyncio.sleep(0)
-        raise KeyboardInterrupt
+        async def interrupted(engine: object, settings: object, on_event: object) -> None:
+            on_event(CampaignEvent(campaign_id=campaign_id, kind="campaign_started"))  # type: ignore[operator]
+            await asyncio.sleep(0)
+            raise KeyboardInterrupt
 
-    with pytest.raises(typer.Exit) as stopped:
-        drive(interrupted, as_json=True)
-    assert stopped.value.exit_code == 1
-    with store.open_session(engine) as session:
-        assert store.get_campaign(session, campaign_id=campaign_id).status == "interrupted"
+        with pytest.raises(typer.Exit) as stopped:
+            drive(interrupted, as_json=True)
+        assert stopped.value.exit_code == 1
+        with store.open_session(engine) as session:
+            assert store.get_campaign(session, campaign_id=campaign_id).status == "interrupted"
 
 
 def test_campaign_list_never_cuts_an_id_on_a_narrow_terminal() -> None:
@@ -178,3 +180,30 @@ def test_prune_frees_what_campaigns_made_before_threads_were_deleted_left(monkey
     assert again["deleted_threads"] == 0 and again["compacted"] is False
     listed = json.loads(runner.invoke(app, ["campaign", "list", "--json"]).stdout)
     assert [c["status"] for c in listed] == ["succeeded", "succeeded"]  # the campaigns themselves are untouched
+
+
+@pytest.mark.parametrize("database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
+def test_campaign_commands_on_postgres_close_every_connection_they_open(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each command opens an engine on the catalog; a pool it never disposed of would be garbage collected later,
+    # its psycopg connections still open (a ResourceWarning, in whatever runs then).
+    from core.settings import get_settings
+
+    monkeypatch.setenv("DATAHUNT_DATABASE_URL", database_url)
+    get_settings.cache_clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        ran = runner.invoke(app, ["campaign", "run", "--offline", "-c", "math", "--json"])
+        assert ran.exit_code == 0, ran.output
+        campaign_id = json.loads(ran.stdout)["campaign_id"]
+        status = runner.invoke(app, ["campaign", "status", campaign_id, "--json"])
+        listed = runner.invoke(app, ["campaign", "list", "--json"])
+        pruned = runner.invoke(app, ["campaign", "prune", "--json"])
+        missing = runner.invoke(app, ["campaign", "status", "no-such-campaign"])
+        gc.collect()
+    assert json.loads(status.stdout)["runs"][0]["status"] == "succeeded"
+    assert [c["id"] for c in json.loads(listed.stdout)] == [campaign_id]
+    assert json.loads(pruned.stdout)["deleted_threads"] == 0
+    assert missing.exit_code == 1 and "no campaign 'no-such-campaign'" in missing.stderr
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
