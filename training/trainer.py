@@ -31,13 +31,14 @@ from inference.decoding.hidden_states import AuxLayers, capture, default_aux_lay
 from inference.decoding.static_llama import StaticLlama, UnsupportedTarget
 from training.atomic_files import OutputWriteError, UnsafePathError, WriteErrorKeeper, staged_file
 from training.config import ConfigError, TrainConfig, save_config
-from training.data import TokenizedRow, check_template, load_conversations, tokenize_rows
+from training.data import TokenizedRow, check_template, load_conversations, tokenize_rows, training_file
 from training.export import convert_export, export_draft
 from training.interrupt import StopFlag, TrainingStopped, stop_on_signals
 from training.loss import TTTLoss, loss_rows, ttt_loss_rows
 from training.offline_target import data_hash, output_head
 from training.progress import Progress, RunProgress
 from training.resume_check import check_resume
+from training.token_cache import cache_key, cached_rows
 from training.vocab import DraftVocab, load_or_build, vocab_key
 
 logger = logging.getLogger(__name__)
@@ -293,7 +294,10 @@ def tokenize_file(cfg: TrainConfig, tokenizer: Any) -> list[TokenizedRow]:
     check = check_template(tokenizer, conversations[0][1])
     if not check.ids_match:  # the mask is derived from renderings; warn when they differ from the template's ids
         logger.warning("chat template check on row %s: %s", conversations[0][0], check.detail)
-    rows = _tokenized(tokenizer, tokenizer_hash(tokenizer), conversations, cfg.max_length)
+    fingerprint = tokenizer_hash(tokenizer)
+    # Kept in the run folder: a resumed run (and a run again on the same data) loads them instead of tokenizing.
+    key = cache_key(training_file(cfg.data), cfg.messages_field, fingerprint, cfg.max_length)
+    rows = cached_rows(cfg.out, key, lambda: _tokenized(tokenizer, fingerprint, conversations, cfg.max_length))
     kept = [r for r in rows if sum(r.loss_mask) > 0]
     if len(kept) < len(rows):
         logger.warning("dropped %d rows with no supervised token within %d tokens", len(rows) - len(kept),
