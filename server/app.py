@@ -7,7 +7,8 @@ a message: unknown ids 404, refused reviews 409, bad values 422, an unreachable 
 bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`); JSON bodies with NaN, Infinity, an
 overflowing number or an unpaired surrogate a 422 (`server.api.strict_json`). Every answer carries the browser
 security headers, and a request for a host not in `DATAHUNT_ALLOWED_HOSTS` gets a 400
-(`server.api.web_defences`). Starting without an API token logs a warning.
+(`server.api.web_defences`). Starting without an API token logs a warning. Every route is built when the app is
+made, not on its first request (`_build_routes`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
@@ -41,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+# One app at a time builds its routes (see `_build_routes`).
+_ROUTE_BUILD_LOCK = threading.Lock()
 
 _ERROR_STATUS: list[tuple[type[Exception], int]] = [
     (store.CampaignNotFoundError, status.HTTP_404_NOT_FOUND),
@@ -119,7 +124,25 @@ def create_app(
     app.openapi = lambda: honest_openapi(app, settings)  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     add_offline_docs(app)
+    _build_routes(app)
     return app
+
+
+def _build_routes(app: FastAPI) -> None:
+    """Build every route of `app` now, in the thread that makes it, instead of on its first request.
+
+    FastAPI builds the routes of an included router (each parameter's and response's pydantic TypeAdapter) when
+    the first request reaches it. It builds each parameter's under `warnings.catch_warnings()` to hide the
+    `UnsupportedFieldAttributeWarning` that pydantic gives for the alias FastAPI sets on every parameter, and
+    `catch_warnings` swaps the process-wide filter list, so it is not thread-safe: two apps of one process (two
+    replicas side by side, an app embedded in another program) answering their first requests on two threads at
+    once restore each other's filters mid-build. The warning then escapes (an exception under `-W error`), or
+    the "ignore" is left on for the rest of the process. Built here, no request builds a schema, and apps made
+    on several threads at once take turns.
+    """
+    with _ROUTE_BUILD_LOCK:
+        for _ in iter_route_contexts(app.router.routes):
+            pass
 
 
 def _lifespan(settings: Settings, engine: Engine | None, campaign_overrides: dict[str, Any] | None, *,
