@@ -16,9 +16,10 @@ from typing import Any
 from training.config import CONFIG_FILE, ConfigError, TrainConfig
 
 # May differ at resume: how long (a longer run continues the same schedule stretched to the new end), how
-# often to log or save, the device and kernels, the export, and the resume switches themselves.
+# often to log or save and how many checkpoints to keep, the device and kernels, the export, and the resume
+# switches themselves.
 FREE_TO_CHANGE = frozenset({
-    "out", "resume", "force_resume", "max_steps", "epochs", "save_every", "log_every", "device",
+    "out", "resume", "force_resume", "max_steps", "epochs", "save_every", "keep_checkpoints", "log_every", "device",
     "attention_kernels", "export_dtype", "export_engine", "serving_context",
 })
 # The draft's shapes come from these: a checkpoint of other shapes cannot be loaded, forced or not.

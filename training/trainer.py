@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import pickle
 import random
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -29,8 +28,8 @@ from inference.decoding.attention_kernels import without_cudnn
 from inference.decoding.draft_model import DraftConfig, Eagle3Draft
 from inference.decoding.hidden_states import AuxLayers, capture, default_aux_layers, target_embeddings
 from inference.decoding.static_llama import StaticLlama, UnsupportedTarget
-from training.atomic_files import OutputWriteError, UnsafePathError, WriteErrorKeeper, staged_file
-from training.config import ConfigError, TrainConfig, save_config
+from training.checkpoints import newest_checkpoint, resume, save_checkpoint
+from training.config import ConfigError, TrainConfig
 from training.data import TokenizedRow, check_template, load_conversations, tokenize_rows, training_file
 from training.export import convert_export, export_draft
 from training.interrupt import StopFlag, TrainingStopped, stop_on_signals
@@ -530,58 +529,3 @@ def offline_source(cfg: TrainConfig, target: Any, rows: list[TokenizedRow], laye
         capture_into(folder, target, rows, layers, target_identity(cfg.target), tokenizer_fingerprint, dtype=dtype)
         manifest = read_manifest(folder)
     return OfflineCache(folder, manifest)
-
-
-def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any, step: int,
-                    progress: Progress | None = None) -> Path:
-    """Write out/checkpoints/step_N: weights, optimizer, scheduler, step, the tokens and loop seconds so far (so
-    a resumed run reports the whole run's), and the run config beside them."""
-    counted = RunProgress(tokens=progress.tokens, elapsed_s=progress.elapsed()) if progress is not None else RunProgress()
-    folder = cfg.out / "checkpoints" / f"step_{step:07d}"
-    state = {"draft": draft.state_dict(), "optimizer": optimizer.state_dict(),
-             "scheduler": scheduler.state_dict(), "step": step, "progress": counted}
-    # A fresh temporary file renamed into place whole: a kill mid-write leaves no state.pt, a failed write
-    # (a full disk) removes the temporary file and is one OutputWriteError naming the checkpoint.
-    try:
-        save_config(cfg, folder, root=cfg.out)
-        with staged_file(folder / "state.pt", root=cfg.out) as handle:
-            kept = WriteErrorKeeper(handle)
-            try:
-                torch.save(state, cast(BinaryIO, kept))  # a file as far as torch.save goes: write, flush
-            except RuntimeError:  # torch hides a failed write behind "unexpected pos": name the OS's reason
-                if kept.error is None:
-                    raise
-                raise kept.error from None
-    except (OSError, RuntimeError) as exc:  # torch wraps a failed write in RuntimeError
-        if isinstance(exc, UnsafePathError):
-            raise
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[-1]
-        raise OutputWriteError(f"cannot write the checkpoint {folder / 'state.pt'}: {reason}") from None
-    return folder
-
-
-def newest_checkpoint(cfg: TrainConfig) -> Path | None:
-    """The newest checkpoint folder under out/checkpoints holding a state.pt, or None."""
-    found = sorted((cfg.out / "checkpoints").glob("step_*/state.pt"), reverse=True)
-    return found[0].parent if found else None
-
-
-def resume(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, scheduler: Any) -> tuple[int, RunProgress]:
-    """Load the newest checkpoint under out/checkpoints (if any): its step and the progress counted up to it
-    (tokens, elapsed_s; empty for a checkpoint written before they were kept), else (0, {})."""
-    for path in sorted((cfg.out / "checkpoints").glob("step_*/state.pt"), reverse=True):
-        try:
-            state = torch.load(path, weights_only=True)
-        except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
-            logger.warning("skipping unreadable checkpoint %s (%s); trying the one before", path.parent, exc)
-            continue
-        draft.load_state_dict(state["draft"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        if cfg.force_resume:  # the checkpoint restored the old lr and weight decay: the new ones apply from here
-            scheduler.base_lrs = [cfg.lr for _ in optimizer.param_groups]
-            for group, rule in zip(optimizer.param_groups, scheduler.lr_lambdas, strict=True):
-                group.update(initial_lr=cfg.lr, weight_decay=cfg.weight_decay, lr=cfg.lr * rule(scheduler.last_epoch))
-        logger.info("resumed from %s", path.parent)
-        return int(state["step"]), cast(RunProgress, dict(state.get("progress") or {}))
-    return 0, RunProgress()

@@ -14,10 +14,10 @@ import torch
 
 from tests.training.test_draft_export import LAYERS, _draft
 from training.atomic_files import OutputWriteError, UnsafePathError
+from training.checkpoints import save_checkpoint
 from training.config import make_config
 from training.errors import TrainingError
 from training.export import export_draft
-from training.trainer import save_checkpoint
 
 
 def _full(fd: int) -> None:
