@@ -131,8 +131,7 @@ def load_inputs(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any, Any, 
     else:
         target, tokenizer = load_target(cfg.target, device, cfg.bf16)
         rows = tokenize_file(cfg, tokenizer)
-        layers = AuxLayers(cfg.aux_layer_ids, "input") if cfg.aux_layer_ids else default_aux_layers(
-            target.config.num_hidden_layers)
+        layers = aux_layers(cfg, target.config.num_hidden_layers)
     layers.validate(target.config.num_hidden_layers)
     return cache, target, tokenizer, rows, layers
 
@@ -268,6 +267,11 @@ def rank0_first(rank: int, world: int, build: Any) -> Any:
     return result if rank == 0 else build()
 
 
+def aux_layers(cfg: TrainConfig, target_layers: int) -> AuxLayers:
+    """The target layers whose states the draft reads: the configured ids, else the default three."""
+    return AuxLayers(cfg.aux_layer_ids, "input") if cfg.aux_layer_ids else default_aux_layers(target_layers)
+
+
 def load_target(path: Path, device: torch.device, bf16: bool = True) -> tuple[Any, Any]:
     """The frozen target (bf16 on GPU, fp32 on CPU) and its tokenizer, from a local folder."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -334,6 +338,15 @@ def tokenizer_hash(tokenizer: Any) -> str:
 
 def build_draft(target: Any, cfg: TrainConfig, vocab: DraftVocab) -> Eagle3Draft:
     """A fresh draft shaped after the target, with its embeddings copied (frozen) and the vocab maps set."""
+    draft = new_draft(target, cfg)
+    draft.set_vocab(vocab.d2t, vocab.t2d)
+    if cfg.head_init == "target":
+        init_head_from_target(draft, target)
+    return draft
+
+
+def new_draft(target: Any, cfg: TrainConfig) -> Eagle3Draft:
+    """A draft shaped after the target and cfg, with the target's embeddings copied (frozen); vocab maps unset."""
     tc = target.config
     draft_cfg = DraftConfig(
         hidden_size=tc.hidden_size,
@@ -350,9 +363,6 @@ def build_draft(target: Any, cfg: TrainConfig, vocab: DraftVocab) -> Eagle3Draft
     )
     draft = Eagle3Draft(draft_cfg)
     draft.embed_tokens.weight.data.copy_(target_embeddings(target))
-    draft.set_vocab(vocab.d2t, vocab.t2d)
-    if cfg.head_init == "target":
-        init_head_from_target(draft, target)
     return draft
 
 

@@ -115,6 +115,27 @@ def _run_config(config: Path | None, overrides: Mapping[str, object]) -> TrainCo
     return cfg
 
 
+def export_checkpoint(
+    run: Path = typer.Argument(..., help="A training run folder (the --out of `datahunt train`)."),
+    step: int | None = typer.Option(None, "--step", help="The checkpoint of this step (default: the newest)."),
+    out: Path | None = typer.Option(None, "--out", help="Export folder (default RUN/export-step_N)."),
+    target: Path | None = typer.Option(None, "--target", help="The target folder, when it is no longer where the "
+                                       "run's config says (the checkpoint leaves out its frozen embedding)."),
+    engine: str | None = typer.Option(None, "--engine", help="sglang | vllm | both (default: the run's)."),
+) -> None:
+    """Export the draft of one checkpoint of a run (the newest by default), for a run stopped before its end."""
+    from training.checkpoint_export import export_checkpoint as run_export
+
+    if engine is not None and engine not in {"sglang", "vllm", "both"}:
+        fail(f"--engine {engine!r}: one of sglang, vllm, both", EXIT_USAGE)
+    try:
+        done = run_export(run, out, step=step, target=target, engine=engine)
+    except _user_errors() as exc:
+        fail(str(exc), EXIT_FAILED)
+    typer.echo(json.dumps({"checkpoint": str(done.checkpoint), "step": done.step, "export": str(done.export_dir),
+                           "engines": done.engines}))
+
+
 def _print_trained(result: TrainResult, cfg: TrainConfig) -> None:
     """The run's summary as one JSON line on stdout; warnings, and the next commands, on stderr."""
     for key, (before, after) in result.changed.items():
@@ -465,6 +486,7 @@ def sglang_command(
 def register(app: typer.Typer) -> None:
     """Attach the retraining stage's commands to the main app."""
     app.command("train")(train)
+    app.command("export-checkpoint")(export_checkpoint)
     app.command("check-template")(check_template)
     app.command("eval-accept")(eval_accept)
     app.command("forecast")(forecast)
