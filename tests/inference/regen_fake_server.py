@@ -12,7 +12,8 @@ speculative counters off all but every N-th answer (0: off every answer), as SGL
 verified nothing. `info` overrides server-info fields (another draft path, deterministic inference). Every
 POST body is logged in `bodies`, every path counted in `requests`.
 `/v1/completions` answers a raw prompt (token ids decoded with `tokenizer`) in the `text_completion` shape of
-`openai/completions.json` (modelled on llama.cpp's answer, not recorded live); a prompt ending in an open user
+`openai/completions.json` (recorded from llama.cpp's `llama-server` with SmolLM2-135M-Instruct, the model path cut
+to its file name; a `realserver` test keeps its shape equal to a live answer's); a prompt ending in an open user
 turn (`<|user|>` after the last `<|end|>`, what the prompt writer sends) gets a user-style message, on `/generate` too.
 `stop()` closes the listener and aborts every open connection, like a server that dies. `write_samples` writes
 curated input rows for the tests.

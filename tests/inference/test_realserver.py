@@ -139,3 +139,47 @@ def test_llama_server_is_not_sglang_but_names_its_model(llama: LlamaServer) -> N
             return await fetch_model_name(client, llama.url)
 
     assert (asyncio.run(run()) or "").endswith(MODEL_FILE)
+
+
+def _keys(value: object, prefix: str = "") -> set[str]:
+    """Every key path of a JSON answer (list items under `[]`), for comparing shapes, not values."""
+    if isinstance(value, dict):
+        return set().union(*({prefix + k} | _keys(v, prefix + k + ".") for k, v in value.items())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_keys(v, prefix + "[].") for v in value)) if value else set()
+    return set()
+
+
+def test_a_raw_continuation_goes_as_ids_and_stops_at_the_end_of_turn(llama: LlamaServer,
+                                                                     smollm2_file: Path) -> None:
+    """The prompt writer's path (`generate_ids` → `/v1/completions`) on the real server: the ids arrive as sent
+    (no second BOS: the server counts exactly them), the answer stops at the turn's end marker, and the recorded
+    answer the fake server replays has the live answer's shape."""
+    import asyncio
+
+    from transformers import AutoTokenizer
+
+    from inference.generation import Sampling
+    from inference.openai_api import COMPLETIONS_PATH, OpenAIChatBackend
+
+    tokenizer = AutoTokenizer.from_pretrained(str(smollm2_file.parent), gguf_file=smollm2_file.name)
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "Write one question a Python learner might ask."}],
+                                        add_generation_prompt=True, tokenize=True)
+    ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    async def continue_ids() -> object:
+        backend = OpenAIChatBackend()
+        backend.start(1)
+        try:
+            return await backend.generate_ids(ids, Sampling(temperature=0.0, top_p=1.0, max_tokens=48),
+                                              stop=("<|im_end|>",), endpoint=llama.url)
+        finally:
+            await backend.aclose()
+
+    result = asyncio.run(continue_ids())
+    assert result.prompt_tokens == len(ids) and result.completion_tokens and result.completion_tokens <= 48
+    assert result.content.strip() and "<|im_end|>" not in result.content and result.finish_reason == "stop"
+    live = httpx.post(llama.url + COMPLETIONS_PATH, json={"prompt": ids, "max_tokens": 8, "temperature": 0.0},
+                      timeout=120).json()
+    recorded = json.loads((Path(__file__).parents[1] / "data/recorded/openai/completions.json").read_text())
+    assert _keys(recorded) == _keys(live)
