@@ -34,6 +34,19 @@ if not (target / "model.safetensors").exists():
 print("random target ready")
 EOF
 }
+return_draft() {
+  local ckpt run
+  ckpt=$(ls -td "$WORK"/runs/*/checkpoints 2>/dev/null | head -1)
+  [ -n "$ckpt" ] || return 0
+  run=${ckpt%/checkpoints}
+  rm -rf "$WORK/returned"
+  $PY -c 'import sys; from pathlib import Path; from training.checkpoint_export import export_checkpoint as e
+d = e(Path(sys.argv[1]), Path(sys.argv[2])); print(f"returned draft: {d.checkpoint} (step {d.step})")' \
+    "$run" "$WORK/returned" || return 1
+  cp "$WORK/returned/config.json" "$OUT/draft_config.json"
+  split -n 3 -d "$WORK/returned/model.safetensors" "$OUT/draft_part"
+  echo "$(basename "$run")" > "$OUT/draft_run.txt"
+}
 # Whatever happens (a time-out included), the results gathered so far go back in $OUT.
 copy_results() {
   if [ -n "${OUT:-}" ] && [ -d "$RESULTS" ]; then cp "$RESULTS"/*.json "$RESULTS"/*.jsonl.xz "$OUT"/ 2>/dev/null || true; fi
@@ -126,7 +139,11 @@ EOF
     $PY benchmarks/gpu_scaling.py "$stage" --work "$WORK" --out "$RESULTS" --data "$WORK/data" "$@" &
     child=$!
     trap 'kill -TERM "$child" 2>/dev/null; wait "$child"' TERM INT
-    wait "$child"
+    rc=0; wait "$child" || rc=$?
+    # RETURN_DRAFT=1: the draft of the newest checkpoint of the run trained last goes back in $OUT (bf16, in three
+    # parts under 16 MiB), finished or not: a machine lost before the next call leaves a draft to evaluate.
+    if [ "$stage" = curve ] && [ -n "${RETURN_DRAFT:-}" ] && [ -n "${OUT:-}" ]; then return_draft || true; fi
+    exit "$rc"
     ;;
   report)
     .venv/bin/python benchmarks/gpu_scaling.py report --raw benchmarks/results/gpu_scaling/scaling_raw.json \
@@ -151,8 +168,9 @@ EOF
     bash "$0" curve "${toy[@]}" --scales 8 32 --control-scales 8 --base 8 --overfit-epochs 2 --epochs 1 \
       --batch-tokens 1024 --max-length 320 --draft-vocab 512 --timed-prompts 2 --sampled-prompts 2 \
       --timed-ks 5 3 --split-points --head-init auto --budget-s 600
-    bash "$0" curve "${toy[@]}" --source mixed --scales 40 --base 8 --epochs 1 --batch-tokens 1024 --max-length 320 \
-      --draft-vocab 512 --points-only --head-init random --budget-s 600
+    mkdir -p "$WORK/returned_out"
+    OUT="$WORK/returned_out" RETURN_DRAFT=1 bash "$0" curve "${toy[@]}" --source mixed --scales 40 --base 8 \
+      --epochs 1 --batch-tokens 1024 --max-length 320 --draft-vocab 512 --points-only --head-init random --budget-s 600
     .venv/bin/python benchmarks/gpu_scaling.py report --raw "$RESULTS/scaling_raw.json" --out "$WORK/report"
     ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;

@@ -76,6 +76,20 @@ def test_the_device_plan_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     assert all(r["distinct_training_prompts"] == 24 + kept for r in mixed)  # every prompt's first answer first
     assert not any("speedup" in r for r in mixed)  # --points-only
 
+    # RETURN_DRAFT=1 (the mixed call): the newest checkpoint's draft came back in three parts; joined, it is the
+    # run's own export, weight for weight (its last checkpoint is its last step).
+    import torch
+    from safetensors.torch import load_file
+
+    returned = work / "returned_out"
+    parts = sorted(returned.glob("draft_part*"))
+    assert len(parts) == 3 and (returned / "draft_run.txt").read_text().strip() == "regen_mixed_40_randomhead"
+    joined = tmp_path / "joined.safetensors"
+    joined.write_bytes(b"".join(p.read_bytes() for p in parts))
+    ours, theirs = load_file(str(joined)), load_file(str(work / "runs/regen_mixed_40_randomhead/export/model.safetensors"))
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert json.loads((returned / "draft_config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]
+
     report = json.loads((work / "report" / "scaling.json").read_text())
     assert len(report["runs"]) == len(raw["runs"])
     mirror_only = [r for r in report["runs"] if "source" not in r]  # the fit is the mirror curve's alone
