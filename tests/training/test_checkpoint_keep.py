@@ -51,12 +51,17 @@ def test_pruning_leaves_what_it_did_not_write_and_never_follows_a_link(tmp_path:
     assert (outside / "state.pt").read_bytes() == b"keep" and (run / "checkpoints/step_0000003/state.pt").exists()
 
 
-def test_a_checkpoint_written_with_the_embedding_still_resumes(tmp_path: Path, llama_dir: Path,
-                                                               regenerated_data: dict[str, Path]) -> None:
-    base = _base(tmp_path, llama_dir, regenerated_data["train"], save_every=2)
+def _two_steps(tmp_path: Path, llama_dir: Path, data: Path) -> tuple[dict[str, object], Path, dict]:
+    """A run checkpointed at step 2: its settings, the checkpoint's path and its state."""
+    base = _base(tmp_path, llama_dir, data, save_every=2)
     train(make_config({**base, "max_steps": 2}))
     path = tmp_path / "run/checkpoints/step_0000002/state.pt"
-    state = torch.load(path, weights_only=True)
+    return base, path, torch.load(path, weights_only=True)
+
+
+def test_a_checkpoint_written_with_the_embedding_still_resumes(tmp_path: Path, llama_dir: Path,
+                                                               regenerated_data: dict[str, Path]) -> None:
+    base, path, state = _two_steps(tmp_path, llama_dir, regenerated_data["train"])
     state["draft"]["embed_tokens.weight"] = torch.zeros(1)  # stands in for the old layout's saved embedding
     torch.save(state, path)
     with pytest.raises(RuntimeError, match="size mismatch"):  # a wrong tensor under the frozen key still fails
@@ -71,10 +76,7 @@ def test_a_checkpoint_written_with_the_embedding_still_resumes(tmp_path: Path, l
 
 def test_a_checkpoint_missing_a_trained_weight_is_refused(tmp_path: Path, llama_dir: Path,
                                                           regenerated_data: dict[str, Path]) -> None:
-    base = _base(tmp_path, llama_dir, regenerated_data["train"], save_every=2)
-    train(make_config({**base, "max_steps": 2}))
-    path = tmp_path / "run/checkpoints/step_0000002/state.pt"
-    state = torch.load(path, weights_only=True)
+    base, path, state = _two_steps(tmp_path, llama_dir, regenerated_data["train"])
     del state["draft"]["fc.weight"]
     torch.save(state, path)
     with pytest.raises(RuntimeError, match=r"does not fit.*fc\.weight"):
