@@ -84,10 +84,23 @@ def stop_on_signals(signals: tuple[signal.Signals, ...] = STOP_SIGNALS,
         logger.warning("%s: stopping after this step with a checkpoint (send it again after %.0f s to stop at once)",
                        signal.Signals(signum).name, grace_s)
 
+    def after_stop(signum: int, frame: FrameType | None) -> None:
+        if time.monotonic() - flag.at < grace_s:
+            logger.info("%s again within %.0f s, after the stop: the same stop request", signal.Signals(signum).name,
+                        grace_s)
+            return
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        signal.raise_signal(signum)
+
     for s in signals:
         signal.signal(s, handle)
     try:
         yield flag
     finally:
+        # A stop that was asked for keeps its grace past this block: a tiny step and its checkpoint can end the run
+        # before a forwarding wrapper's copy of the signal lands, and that copy must not kill the process while
+        # it reports where to resume. The first signal after the grace restores the handler from before and acts.
+        keep = flag.raised and time.monotonic() - flag.at < grace_s
         for number, handler in previous.items():
-            signal.signal(number, handler)
+            signal.signal(number, after_stop if keep else handler)

@@ -59,6 +59,30 @@ def test_a_repeat_within_the_grace_is_the_same_request_and_a_later_one_stops_at_
         signal.signal(signal.SIGINT, runner_handler)
 
 
+
+def test_a_repeat_within_the_grace_after_the_block_has_ended_is_still_the_same_request() -> None:
+    """On a loaded machine a tiny step and its checkpoint can end the run before the wrapper's forwarded copy of
+    the TERM lands: that copy must not kill the process while it reports where to resume (a CPU test run lost
+    the `stopped by SIGTERM` message this way). After the grace, the handler from before acts again."""
+    runner_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    term_handler = signal.getsignal(signal.SIGTERM)
+    try:
+        with stop_on_signals(grace_s=0.5) as stop:
+            signal.raise_signal(signal.SIGINT)
+        assert stop.signum == signal.SIGINT
+        signal.raise_signal(signal.SIGINT)  # the late forwarded copy: no KeyboardInterrupt
+        time.sleep(0.6)
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) == term_handler  # acting restored every signal's handler
+        with stop_on_signals(grace_s=0.5):
+            pass
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # no stop asked: restored at once
+    finally:
+        signal.signal(signal.SIGINT, runner_handler)
+        signal.signal(signal.SIGTERM, term_handler)
+
 def test_off_the_main_thread_nothing_is_installed() -> None:
     seen: list[Any] = []
 
@@ -97,7 +121,7 @@ def test_sigterm_mid_run_checkpoints_that_step_and_the_rerun_ends_where_an_unint
     assert stopped.value.checkpoint == cut / "checkpoints" / "step_0000002"
     assert [p.name for p in (cut / "checkpoints").iterdir()] == ["step_0000002"]
     assert not (cut / "export").exists()  # a stopped run exports nothing: it is not finished
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    signal.raise_signal(signal.SIGTERM)  # a forwarded copy landing after the stop, within its grace: ignored
 
     again = train(make_config({**base, "out": str(cut)}))
     assert again.steps == 6
@@ -114,6 +138,7 @@ def test_sigterm_mid_run_checkpoints_that_step_and_the_rerun_ends_where_an_unint
     for name in ("fc.weight", "lm_head.weight", "midlayer.self_attn.q_proj.weight"):
         torch.testing.assert_close(a["draft"][name], b["draft"][name], rtol=0, atol=0)
     assert a["optimizer"]["state"][0]["step"] == b["optimizer"]["state"][0]["step"]
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the stop's grace guard, long past its grace
 
 
 def test_the_train_command_stopped_by_sigterm_exits_143_and_says_how_to_resume(
