@@ -139,8 +139,10 @@ EOF
     $PY benchmarks/gpu_scaling.py "$stage" --work "$WORK" --out "$RESULTS" --data "$WORK/data" "$@" &
     child=$!
     # `|| true`: under `set -e` the child's non-zero status would end the script inside the trap, before the
-    # draft below goes back (the ninth and tenth sessions' timed-out calls returned none).
-    trap 'kill -TERM "$child" 2>/dev/null; wait "$child" || true' TERM INT
+    # draft below goes back (the ninth and tenth sessions' timed-out calls returned none). `trap ''` first:
+    # `timeout` signals this script and then its whole group, and a late second copy (a loaded machine) would kill
+    # the export below; ignored here, it is ignored by what the script starts from then on too.
+    trap 'trap "" TERM INT; kill -TERM "$child" 2>/dev/null; wait "$child" || true' TERM INT
     rc=0; wait "$child" || rc=$?
     # RETURN_DRAFT=1: the draft of the newest checkpoint of the run trained last goes back in $OUT (bf16, in three
     # parts under 16 MiB), finished or not: a machine lost before the next call leaves a draft to evaluate.
