@@ -138,12 +138,26 @@ EOF
     # reaches the Python process too: a foreground child would outlive this shell and keep training.
     $PY benchmarks/gpu_scaling.py "$stage" --work "$WORK" --out "$RESULTS" --data "$WORK/data" "$@" &
     child=$!
+    # STOP_AT (epoch seconds, the call's own end: `STOP_AT=$(( $(date +%s) + 590 ))` as the call starts): the stage
+    # is TERMed STOP_RESERVE_S (default 40) before it, which leaves the step in flight, its checkpoint and the
+    # returned draft time to finish inside the call. The eleventh session's call gave them 12 s by hand-reckoning
+    # and its call limit ended all three: no draft came back.
+    watcher=
+    if [ -n "${STOP_AT:-}" ]; then
+      wait_s=$(( STOP_AT - ${STOP_RESERVE_S:-40} - $(date +%s) ))
+      echo "the stage is stopped in $wait_s s (STOP_AT less ${STOP_RESERVE_S:-40} s)" >&2
+      # Its own sleep is ended with it, and nothing holds the call's output open once the stage is done.
+      ( trap 'kill "$nap" 2>/dev/null; exit 0' TERM; sleep "$(( wait_s > 0 ? wait_s : 0 ))" & nap=$!; wait "$nap"
+        kill -TERM "$child" 2>/dev/null ) >/dev/null 2>&1 &
+      watcher=$!
+    fi
     # `|| true`: under `set -e` the child's non-zero status would end the script inside the trap, before the
     # draft below goes back (the ninth and tenth sessions' timed-out calls returned none). `trap ''` first:
     # `timeout` signals this script and then its whole group, and a late second copy (a loaded machine) would kill
     # the export below; ignored here, it is ignored by what the script starts from then on too.
     trap 'trap "" TERM INT; kill -TERM "$child" 2>/dev/null; wait "$child" || true' TERM INT
     rc=0; wait "$child" || rc=$?
+    [ -z "$watcher" ] || kill -TERM "$watcher" 2>/dev/null || true
     # RETURN_DRAFT=1: the draft of the newest checkpoint of the run trained last goes back in $OUT (bf16, in three
     # parts under 16 MiB), finished or not: a machine lost before the next call leaves a draft to evaluate.
     if [ "$stage" = curve ] && [ -n "${RETURN_DRAFT:-}" ] && [ -n "${OUT:-}" ]; then return_draft || true; fi
