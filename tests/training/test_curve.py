@@ -203,6 +203,7 @@ def test_bad_input_ends_with_one_line(tmp_path: Path, llama_dir: Path, regenerat
         ([*base[:6], str(empty), *base[7:], "--scales", "0.5"], "no prompts to evaluate on"),
         ([*base, "--scales", "0.5", "--control"], "pass --originals CURATED"),
         ([*base, "--scales", "0.5", "--rule", "steps"], "the steps rule needs --steps N"),
+        ([*base[:8], str(empty / "curve"), "--scales", "0.5"], f"{empty} is a file"),
     ]
     for command, words in cases:
         line = _one_error_line(CliRunner().invoke(app, command))

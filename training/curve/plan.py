@@ -107,6 +107,9 @@ def check_settings(settings: CurveSettings) -> None:
         raise CurveError(f"the curve sets {', '.join(owned)} itself for every point")
     if not settings.target.is_dir():
         raise CurveError(f"target folder {settings.target} does not exist")
+    blocker = next((p for p in (settings.out, *settings.out.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise CurveError(f"--out {settings.out} cannot be a folder: {blocker} is a file")
 
 
 # --- The data -------------------------------------------------------------------------------------------------
