@@ -37,9 +37,10 @@ class Sampling(TypedDict):
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
+    from inference.errors import InferenceError
     from training.errors import TrainingError
 
-    return (TrainingError, OSError, ValueError)
+    return (TrainingError, InferenceError, OSError, ValueError)
 
 
 def train(
@@ -73,6 +74,9 @@ def train(
                                              "beside it)."),
     force_resume: bool = typer.Option(False, "--force-resume", help="Resume even though training settings (lr, "
                                       "batch, data, …) differ from the checkpoint's; the new ones apply from there."),
+    features_server: str | None = typer.Option(
+        None, "--features-server", help="A vLLM server started with `datahunt vllm-command --extract`: the target's "
+        "states are asked of it as training goes (no cache; the target is never loaded here)."),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang (or vLLM) loads."""
     import logging
@@ -87,11 +91,17 @@ def train(
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
         "attention_kernels": attention_kernels, "export_engine": export_engine, "cache": cache,
-        "force_resume": force_resume or None,
+        "force_resume": force_resume or None, "features_server": features_server,
     }.items() if v is not None}
     try:
         cfg = _run_config(config, overrides)
-        result = run_training(cfg)
+        if cfg.features_server is not None:
+            from server.usecases.engine_features import training_features
+
+            with training_features(cfg) as fetch:
+                result = run_training(cfg, features=fetch)
+        else:
+            result = run_training(cfg)
     except TrainingStopped:  # a TrainingError too: it must reach failure.py's map, which ends it with 128 + n
         raise
     except _user_errors() as exc:
