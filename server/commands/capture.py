@@ -131,7 +131,11 @@ def _engine_capture(data: Path, target: Path, out: Path, messages_field: str, ma
             result = capture_from_engine(cfg, url=server, python=python, concurrency=concurrency,
                                          storage=storage or out / ".engine-states", on_wait=waiting,
                                          on_progress=progress)
-        except (TrainingError, InferenceError, OSError, ValueError) as exc:
+        except InferenceError as exc:  # the engine went away or answered nonsense: what is finished stays
+            done = len(list(out.glob("shard_*.done")))
+            fail(f"{exc}; {done} finished shard(s) are kept in {out}: run the same command again to resume",
+                 EXIT_FAILED)
+        except (TrainingError, OSError, ValueError) as exc:
             fail(str(exc), EXIT_FAILED)
     typer.echo(json.dumps({"cache": str(result.folder), "engine": "vllm", "rows": result.rows,
                            "tokens": result.tokens, "shards": result.shards, "written": result.written,

@@ -49,6 +49,8 @@ def train(
     target: Path | None = typer.Option(None, "--target", help="Target model folder (transformers layout)."),
     out: Path | None = typer.Option(None, "--out", help="Run folder: checkpoints/, export/, caches."),
     steps: int | None = typer.Option(None, "--steps", help="Stop after this many optimizer steps."),
+    max_length: int | None = typer.Option(None, "--max-length", help="Tokens per row (longer rows are cut; "
+                                          "default 2048)."),
     epochs: int | None = typer.Option(None, "--epochs"),
     ttt_steps: int | None = typer.Option(None, "--ttt-steps", help="Training-time-test unroll length (default 7)."),
     draft_vocab_size: int | None = typer.Option(None, "--draft-vocab-size", help="Default 32000."),
@@ -86,7 +88,7 @@ def train(
     from training.trainer import train as run_training
 
     overrides = {k: v for k, v in {
-        "data": data, "target": target, "out": out, "max_steps": steps, "epochs": epochs, "ttt_steps": ttt_steps,
+        "data": data, "target": target, "out": out, "max_steps": steps, "max_length": max_length, "epochs": epochs, "ttt_steps": ttt_steps,
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,

@@ -152,7 +152,6 @@ def training_features(cfg: Any, *, concurrency: int = 32) -> Iterator[Callable[[
     its tokenizer's rendering of the first row, and its head agreeing with its states on that row."""
     from transformers import AutoTokenizer
 
-    from training.capture import tokenize
     from training.checkpoint_head import read_target_head
     from training.engine_capture import check_engine_head, check_served, check_tokenizer
     from training.offline_cache import target_identity
@@ -168,7 +167,19 @@ def training_features(cfg: Any, *, concurrency: int = 32) -> Iterator[Callable[[
 
         facts = replace(facts, probe_ids=session.tokenize_chat(_first_turns(data, cfg.messages_field)))
         check_tokenizer(facts, tokenizer, data, cfg.messages_field)
-        first = tokenize(data, cfg.messages_field, cfg.max_length, tokenizer)[0]
+        first = _first_row(data, cfg.messages_field, cfg.max_length, tokenizer)
         head = read_target_head(cfg.target)
         check_engine_head(session.fetch, first, layers, head, int(head.embed.shape[1]), session.facts.url)
         yield session.fetch
+
+
+def _first_row(data: Path, field: str, max_length: int, tokenizer: Any) -> Any:
+    """The first row of `data` with a supervised token, rendered and masked as `train` does."""
+    from training.data import load_conversations, tokenize_rows
+    from training.errors import TrainingError
+
+    for row in load_conversations(data, field)[:64]:
+        rendered = tokenize_rows(tokenizer, [row], max_length)[0]
+        if sum(rendered.loss_mask):
+            return rendered
+    raise TrainingError(f"{data}: none of the first 64 rows has a supervised token within {max_length} tokens")
