@@ -60,6 +60,10 @@ class TrainConfig(BaseModel):
     cache: Path | None = Field(
         default=None, description="Offline mode: a cache written by `datahunt capture` (rows, aux and final states); "
         "the target's decoder layers are then not loaded, only its config, tokenizer and what the cache holds.")
+    features_server: str | None = Field(
+        default=None, description="Online mode fed by a serving engine: the URL of a vLLM server started with the "
+        "extraction config (`datahunt vllm-command --extract`); the target is never loaded, only its embeddings, "
+        "head and final norm, and each batch's states are asked of the engine as training reaches them.")
     lr: float = Field(default=1e-4, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
     warmup_ratio: float = Field(default=0.015, ge=0, lt=1)
@@ -89,6 +93,8 @@ class TrainConfig(BaseModel):
     def _rows_from_somewhere(self) -> TrainConfig:
         if self.cache is not None and self.mode != "offline":
             raise ValueError("cache is read in offline mode: set mode offline (--mode offline)")
+        if self.features_server is not None and (self.cache is not None or self.mode != "online"):
+            raise ValueError("features_server feeds online mode from an engine: leave out mode offline and cache")
         if self.data is None and self.cache is None:
             raise ValueError("data is required (or, in offline mode, a cache written by `datahunt capture`)")
         return self

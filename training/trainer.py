@@ -64,8 +64,9 @@ class TrainResult:
         return self.tokens / self.wall_s if self.wall_s else 0.0
 
 
-def train(cfg: TrainConfig) -> TrainResult:
-    """Train a draft for cfg.target on cfg.data; return where the run ended."""
+def train(cfg: TrainConfig, features: Any = None) -> TrainResult:
+    """Train a draft for cfg.target on cfg.data; return where the run ended. `features`: with
+    cfg.features_server, the engine's row fetcher (`training.engine_features.Fetch`, which the caller opens)."""
     # --- Where we run: one process, or one rank of a torchrun job.
     rank, world, device = _setup_distributed(cfg)
     # A resume with other settings than the checkpoint's is refused before anything loads (training/resume_check.py).
@@ -76,7 +77,7 @@ def train(cfg: TrainConfig) -> TrainResult:
 
     # --- Target, tokenizer, data (rendered with the target's chat template, assistant tokens supervised). From a
     # capture's cache (`cfg.cache`) the rows and states are there, and of the target only what the loss needs.
-    cache, target, tokenizer, rows, layers = load_inputs(cfg, device)
+    cache, target, tokenizer, rows, layers = load_inputs(cfg, device, features)
 
     # --- Draft vocab: cached per (data, tokenizer, N), verified before reuse.
     pairs = [(r.input_ids, r.loss_mask) for r in rows]
@@ -121,10 +122,23 @@ def train(cfg: TrainConfig) -> TrainResult:
     return train_result(cfg, step, result, loop, export_dir, vocab.coverage, changed)
 
 
-def load_inputs(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any, Any, list[TokenizedRow], AuxLayers]:
-    """(cache or None, target, tokenizer, rows, aux layers): from a capture's cache (`cfg.cache`), else the target
-    loaded whole and cfg.data tokenized; the layers checked against the target's depth."""
+def load_inputs(cfg: TrainConfig, device: torch.device, features: Any = None
+                ) -> tuple[Any, Any, Any, list[TokenizedRow], AuxLayers]:
+    """(feature source or None, target, tokenizer, rows, aux layers): from a capture's cache (`cfg.cache`), from a
+    serving engine (`cfg.features_server`: the target's head only, the states asked of the engine as training
+    goes), else the target loaded whole and cfg.data tokenized; the layers checked against the target's depth."""
     cache = None
+    if cfg.features_server is not None:
+        from training.engine_features import engine_feature_source, engine_head_target
+
+        if features is None:
+            raise ConfigError("features_server needs the engine's fetcher: run it through `datahunt train "
+                              "--features-server URL`")
+        target, tokenizer = engine_head_target(cfg.target)
+        rows = tokenize_file(cfg, tokenizer)
+        layers = aux_layers(cfg, target.config.num_hidden_layers)
+        layers.validate(target.config.num_hidden_layers)
+        return engine_feature_source(cfg.target, features, layers, target), target, tokenizer, rows, layers
     if cfg.cache is not None:
         cache, target, tokenizer = load_cached(cfg)
         rows, layers = cache.rows(), cache_layers(cfg, cache)
@@ -166,7 +180,10 @@ def run_steps(cfg: TrainConfig, loop: TrainLoop, step: int, rank: int, world: in
         while step < loop.total_steps:
             # A run resumed mid-epoch continues that epoch's batch order where the checkpoint left it.
             done_in_epoch = step - epoch * loop.per_epoch
-            for ids, attn, mask in plan_batches(loop.shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:loop.per_epoch]:
+            planned = plan_batches(loop.shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:loop.per_epoch]
+            if hasattr(loop.source, "prefetch"):  # an engine source fetches the epoch's batches ahead of the steps
+                loop.source.prefetch([(ids, attn) for ids, attn, _ in planned])
+            for ids, attn, mask in planned:
                 result = train_step(cfg, loop, ids, attn, mask, device)
                 step += 1
                 loop.progress.count(attn)

@@ -37,9 +37,10 @@ class Sampling(TypedDict):
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
+    from inference.errors import InferenceError
     from training.errors import TrainingError
 
-    return (TrainingError, OSError, ValueError)
+    return (TrainingError, InferenceError, OSError, ValueError)
 
 
 def train(
@@ -48,6 +49,8 @@ def train(
     target: Path | None = typer.Option(None, "--target", help="Target model folder (transformers layout)."),
     out: Path | None = typer.Option(None, "--out", help="Run folder: checkpoints/, export/, caches."),
     steps: int | None = typer.Option(None, "--steps", help="Stop after this many optimizer steps."),
+    max_length: int | None = typer.Option(None, "--max-length", help="Tokens per row (longer rows are cut; "
+                                          "default 2048)."),
     epochs: int | None = typer.Option(None, "--epochs"),
     ttt_steps: int | None = typer.Option(None, "--ttt-steps", help="Training-time-test unroll length (default 7)."),
     draft_vocab_size: int | None = typer.Option(None, "--draft-vocab-size", help="Default 32000."),
@@ -73,6 +76,9 @@ def train(
                                              "beside it)."),
     force_resume: bool = typer.Option(False, "--force-resume", help="Resume even though training settings (lr, "
                                       "batch, data, …) differ from the checkpoint's; the new ones apply from there."),
+    features_server: str | None = typer.Option(
+        None, "--features-server", help="A vLLM server started with `datahunt vllm-command --extract`: the target's "
+        "states are asked of it as training goes (no cache; the target is never loaded here)."),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang (or vLLM) loads."""
     import logging
@@ -82,16 +88,22 @@ def train(
     from training.trainer import train as run_training
 
     overrides = {k: v for k, v in {
-        "data": data, "target": target, "out": out, "max_steps": steps, "epochs": epochs, "ttt_steps": ttt_steps,
+        "data": data, "target": target, "out": out, "max_steps": steps, "max_length": max_length, "epochs": epochs, "ttt_steps": ttt_steps,
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
         "attention_kernels": attention_kernels, "export_engine": export_engine, "cache": cache,
-        "force_resume": force_resume or None,
+        "force_resume": force_resume or None, "features_server": features_server,
     }.items() if v is not None}
     try:
         cfg = _run_config(config, overrides)
-        result = run_training(cfg)
+        if cfg.features_server is not None:
+            from server.usecases.engine_features import training_features
+
+            with training_features(cfg) as fetch:
+                result = run_training(cfg, features=fetch)
+        else:
+            result = run_training(cfg)
     except TrainingStopped:  # a TrainingError too: it must reach failure.py's map, which ends it with 128 + n
         raise
     except _user_errors() as exc:
