@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
+from server.commands.value import measured_values
 from server.hub_probe import hub_problem
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def curate(
     if check:
         _check(manifest, out, mirror, as_json)
         return
-    measured = _measured_values(values) if mix == "measured" else None
+    measured = measured_values(values) if mix == "measured" else None
     result = _run(manifest, out, curation_engine, seed=seed, jsonl=jsonl, mirror=mirror, workers=workers,
                   measured=measured)
     _print_summary(result, out)
@@ -162,31 +163,6 @@ def _print_summary(result: CurateResult, out: Path) -> None:
         console.print(f"[yellow]budget unmet[/yellow] {category}: {short} rows short")
     if result.reused:
         console.print(f"reused {len(result.reused)} step(s) whose inputs had not changed")
-
-
-def _measured_values(path: Path | None) -> list[MeasuredValue]:
-    """The values `--mix measured` uses: a value run's file, else the catalog's newest of each source/category."""
-    if path is not None:
-        from training.value.results import values_of
-
-        try:
-            return values_of(path)
-        except ValueError as exc:
-            fail(str(exc), EXIT_USAGE)
-    from sqlalchemy.exc import DatabaseError
-
-    from core.settings import get_settings
-    from curation.catalog import store
-
-    engine = store.make_engine(get_settings().resolved_database_url)
-    try:
-        store.upgrade_database(engine)
-        with store.open_session(engine, readonly=True) as session:
-            return store.latest_values(session)
-    except DatabaseError as exc:
-        fail(f"cannot read the measured values from the catalog: {str(exc.orig or exc).splitlines()[0]}", EXIT_FAILED)
-    finally:
-        engine.dispose()
 
 
 def _print_moves(result: CurateResult, out: Path) -> None:

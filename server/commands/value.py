@@ -18,6 +18,7 @@ import typer
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 if TYPE_CHECKING:
+    from core.measured_value import MeasuredValue
     from training.value.runner import ValueDoc
 
 HELP = "\n\n".join([
@@ -32,6 +33,9 @@ HELP = "\n\n".join([
      "default mix measure the noise (1 degree of freedom: wide intervals); --arm-seeds 2 adds one per unit."),
     ("Units: every labelled source (or category) holding at least --min-share of the default mix, or the "
      "--unit values given. --op remove swaps a unit's rows for other rows; --op add swaps --add-rows of it in."),
+    ("--mix measured (with --by category) measures no unit: it reads the categories' values (the catalog's "
+     "newest, or --values FILE), chooses the measured mix at this budget as `curate --mix measured` does, and "
+     "trains it and the default mix at every seed: value.md says whether it beat the default beyond the noise."),
     ("The values go into the catalog (unless --no-catalog) and OUT/value.json, value.md; --results merges the "
      "points and values into a results file. Run the same command again after a kill: it resumes."),
 ])
@@ -76,6 +80,10 @@ def value(
     results: Path | None = typer.Option(None, "--results", help="Merge the points and values into this results "
                                         "file (e.g. docs/results/data_value.json)."),
     no_catalog: bool = typer.Option(False, "--no-catalog", help="Do not write the values into the catalog."),
+    mix: str | None = typer.Option(None, "--mix", help="measured: compare the measured mix with the default "
+                                   "(--by category) instead of measuring units."),
+    values_file: Path | None = typer.Option(None, "--values", help="--mix measured: a value run's values "
+                                            "(value.json or a results file) instead of the catalog's."),
     as_json: bool = typer.Option(False, "--json", help="Print the values as JSON."),
 ) -> None:
     if by not in {"source", "category"} or op not in {"remove", "add"} or rule not in {"epochs", "steps"}:
@@ -88,10 +96,66 @@ def value(
         "seeds": _numbers(seeds, ctx.args, "--seeds"), "arm_seeds": arm_seeds, "rule": rule, "epochs": epochs,
         "steps": steps, "k": k, "max_new": max_new, "eval_per_set": eval_per_set, "eval_batch": eval_batch,
         "device": device, "train": _train_keys(train_config)}
-    doc = _run(values, results, command_line(values, results))
+    if mix is not None:
+        if mix != "measured" or by != "category":
+            fail("--mix measured (the one mix to compare) goes with --by category", EXIT_USAGE)
+        values["mix_counts"] = _measured_counts(values, measured_values(values_file))
+    elif values_file is not None:
+        fail("--values goes with --mix measured", EXIT_USAGE)
+    again = command_line(values, results) + (f" --values {shlex.quote(str(values_file))}" if values_file else "")
+    doc = _run(values, results, again)
     if not no_catalog:
         _to_catalog(doc)
     _print(doc, as_json)
+
+
+def measured_values(path: Path | None) -> list[MeasuredValue]:
+    """Measured values: a value run's file, else the catalog's newest of each source and category."""
+    if path is not None:
+        from training.value.results import values_of
+
+        try:
+            return values_of(path)
+        except ValueError as exc:
+            fail(str(exc), EXIT_USAGE)
+    from sqlalchemy.exc import DatabaseError
+
+    from core.settings import get_settings
+    from curation.catalog import store
+
+    engine = store.make_engine(get_settings().resolved_database_url)
+    try:
+        store.upgrade_database(engine)
+        with store.open_session(engine, readonly=True) as session:
+            return store.latest_values(session)
+    except DatabaseError as exc:
+        fail(f"cannot read the measured values from the catalog: {str(exc.orig or exc).splitlines()[0]}", EXIT_FAILED)
+    finally:
+        engine.dispose()
+
+
+def _measured_counts(values: dict[str, Any], measured: list[MeasuredValue]) -> dict[str, int]:
+    """Rows per category of the measured mix at this budget: the default mix's counts (first seed) moved by
+    `curation.measured_mix`, as `curate --mix measured` moves its quotas; the moves on stderr."""
+    from collections import Counter
+
+    from curation.measured_mix import CategoryValue, measured_quotas
+    from training.value.plan import default_rows, load_pool
+
+    categories = {v.name: CategoryValue(v.mean.per_10k, v.mean.low, v.mean.high) for v in measured
+                  if v.kind == "category"}
+    if not categories:
+        fail("--mix measured: no category has a measured value (run `datahunt value --by category` first, or pass "
+             "--values FILE)", EXIT_USAGE)
+    try:
+        pool = load_pool(values["data"], "category")
+        base = default_rows(pool, values["budget"], values["seeds"][0] if values["seeds"] else 0)
+    except ValueError as exc:
+        fail(str(exc).splitlines()[0], EXIT_FAILED)
+    plan = measured_quotas(dict(Counter(pool.unit[r] for r in base)), dict(Counter(pool.unit.values())), categories)
+    for move in plan.moves:
+        typer.echo(f"measured mix: {move}", err=True)
+    return {c: n for c, n in plan.quotas.items() if n}
 
 
 def command_line(values: dict[str, Any], results: Path | None) -> str:
@@ -104,6 +168,8 @@ def command_line(values: dict[str, Any], results: Path | None) -> str:
             parts += [item for unit in value for item in ("--unit", unit)]
         elif key == "train":
             parts += [item for k, v in value.items() for item in ("--train", f"{k}={json.dumps(v)}")]
+        elif key == "mix_counts":
+            parts += ["--mix", "measured"]
         elif key == "seeds":
             parts += ["--seeds", *map(str, value)]
         else:
@@ -147,6 +213,8 @@ def _run(values: dict[str, Any], results: Path | None, command: str) -> ValueDoc
 
 def _to_catalog(doc: ValueDoc) -> None:
     """Write the run's values into the configured catalog."""
+    if not doc.values:
+        return
     from sqlalchemy.exc import DatabaseError
 
     from core.settings import get_settings
@@ -170,10 +238,15 @@ def _print(doc: ValueDoc, as_json: bool) -> None:
 
     if as_json:
         typer.echo(json.dumps({"values": [v.model_dump(mode="json") for v in doc.values],
+                               "mix_comparison": {k: v.model_dump() for k, v in doc.mix_comparison.items()},
                                "summary": str(doc.settings.out / SUMMARY_FILE)}))
         return
     for v in doc.values:
         typer.echo(f"{v.name}: {describe_value(v)}")
+    if doc.mix_comparison:
+        from training.value.results import comparison_lines
+
+        typer.echo(comparison_lines(doc)[-1])
     typer.echo(f"summary: {doc.settings.out / SUMMARY_FILE}")
 
 

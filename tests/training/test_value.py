@@ -230,3 +230,47 @@ def test_bad_value_input_is_one_line(tmp_path: Path, llama_dir: Path, value_inpu
     assert unknown.exit_code != 0 and "not in the pool" in unknown.stderr and "Traceback" not in unknown.output
     seeds = CliRunner().invoke(app, [*base, "--budget", "30", "--seeds", "0", "--arm-seeds", "2", *TOY])
     assert seeds.exit_code != 0 and "--arm-seeds 2" in seeds.stderr
+
+
+def test_the_measured_mix_is_trained_against_the_default_at_the_same_budget(
+        tmp_path: Path, llama_dir: Path, value_inputs: dict[str, Path]) -> None:
+    """Category values (math clearly above general_chat) choose the mix; both mixes train at both seeds and the
+    comparison says by how much the measured one moved the AL, with its interval."""
+    def value(name: str, per_10k: float, low: float, high: float) -> dict[str, object]:
+        return {"kind": "category", "name": name, "op": "remove", "budget": 60, "rows_swapped": 20, "seeds": 2,
+                "noise_dof": 3, "mean": {"delta": per_10k / 500, "per_10k": per_10k, "low": low, "high": high},
+                "run": "value run hand (made)"}
+    values = tmp_path / "values.json"
+    values.write_text(json.dumps({"values": [value("math", 0.5, 0.2, 0.8), value("general_chat", -0.3, -0.6, 0.0)]}))
+    out = tmp_path / "mix"
+    result = CliRunner().invoke(app, [
+        "value", "--data", str(value_inputs["pool"]), "--target", str(llama_dir), "--eval", str(value_inputs["eval"]),
+        "--out", str(out), "--budget", "60", "--by", "category", "--mix", "measured", "--values", str(values),
+        "--seeds", "0", "1", *TOY])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "value.json").read_text())
+    default = json.loads((out / "data" / "default_s0.jsonl").read_text().splitlines()[0])  # a row, to read back
+    assert default["conversations"]
+    counts = doc["settings"]["mix_counts"]
+    assert sum(counts.values()) == 60 and counts["general_chat"] < counts["math"]
+    assert [d["name"] for d in doc["drafts"]] == ["default_s0", "default_s1", "measured_mix_s0", "measured_mix_s1"]
+    pool = {json.loads(line)["id"]: json.loads(line)["meta"]["category"]
+            for line in value_inputs["pool"].read_text().splitlines()}
+    mixed = [json.loads(line)["id"] for line in (out / "data" / "measured_mix_s1.jsonl").read_text().splitlines()]
+    assert {c: sum(pool[i] == c for i in mixed) for c in counts} == counts
+    comparison = doc["mix_comparison"]
+    assert set(comparison) == {"even", "odd", "mean"} and comparison["mean"]["low"] is not None
+    assert doc["values"] == [] and "measured mix: " in result.stderr
+    assert "verdict: the measured mix " in (out / "value.md").read_text()
+    assert "verdict: the measured mix " in result.stdout
+
+
+def test_the_checked_in_results_file_has_the_schema_the_writer_merges_into() -> None:
+    path = Path(__file__).resolve().parents[2] / "docs" / "results" / "data_value.json"
+    raw = json.loads(path.read_text())
+    assert isinstance(raw["points"], list) and isinstance(raw["values"], list)
+    for point in raw["points"]:
+        assert {"samples", "mix", "per_set", "mean_accept_length", "draft_sha256", "device", "command"} <= set(point)
+    for value in raw["values"]:
+        MeasuredValue.model_validate(value)
+    assert merge_results(raw, {"points": [], "values": []}) == raw

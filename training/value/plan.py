@@ -10,6 +10,10 @@ shares). Each unit u gets an arm at the same budget and seed:
 - `add`: `add_rows` rows of u not in the default mix take the place of the default mix's last rows that are
   not u's.
 
+With `mix_counts` (rows per category: the measured mix `datahunt value --mix measured` chose) the run measures
+no unit: it trains the default mix and that mix at every seed, each category's rows the first of the seed's
+shuffle, so the two are compared at the same budget.
+
 Every draft trains the same rows count under one steps rule and the same run config, and is evaluated on the
 same prompts, so two drafts of one seed differ in the swapped rows only.
 """
@@ -72,6 +76,8 @@ class ValueSettings(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     train: dict[str, Any] = Field(default_factory=dict, description="Further run-config keys, the same for "
                                   "every draft (lr, batch_tokens, draft_vocab_size, ttt_steps, ...).")
+    mix_counts: dict[str, int] = Field(default_factory=dict, description="Rows per category of a mix to compare "
+                                       "with the default at every seed (by category; no unit is measured then).")
 
     def fingerprint(self) -> dict[str, Any]:
         """What a resumed run must share with the one it continues (the device and eval batch do not change
@@ -90,6 +96,11 @@ def make_value_settings(values: dict[str, Any]) -> ValueSettings:
         raise ValueRunError("the steps rule needs --steps N (the optimizer steps every draft trains)")
     if settings.rule == "epochs" and settings.steps is not None:
         raise ValueRunError("--steps goes with --rule steps; the epochs rule trains --epochs passes per draft")
+    if settings.mix_counts and settings.by != "category":
+        raise ValueRunError("a mix to compare (--mix measured) is counted per category: pass --by category")
+    if settings.mix_counts and sum(settings.mix_counts.values()) > settings.budget:
+        raise ValueRunError(f"the mix's {sum(settings.mix_counts.values()):,} rows are more than the budget "
+                            f"{settings.budget:,}")
     if settings.arm_seeds > len(settings.seeds):
         raise ValueRunError(f"--arm-seeds {settings.arm_seeds} is more than the {len(settings.seeds)} seed(s) given")
     owned = sorted(CURVE_OWNED & set(settings.train))
@@ -159,6 +170,7 @@ class PlannedDraft(BaseModel):
     unit: str | None
     seed: int
     rows_swapped: int = 0
+    mix: bool = False  # the mix of `mix_counts`, not the default (unit is None for both)
 
 
 def slug(unit: str) -> str:
@@ -170,6 +182,8 @@ def default_units(pool: Pool, settings: ValueSettings) -> list[str]:
     """The units measured: the ones asked for (each must be in the pool), else every labelled unit holding at
     least min_share of the first seed's default mix."""
     present = set(pool.unit.values())
+    if settings.mix_counts:
+        return []
     if settings.units:
         missing = [u for u in settings.units if u not in present]
         if missing:
@@ -217,6 +231,10 @@ def plan_drafts(pool: Pool, settings: ValueSettings, units: list[str]) -> tuple[
     cannot be made, in words."""
     drafts = [PlannedDraft(name=f"default_s{s}", unit=None, seed=s) for s in settings.seeds]
     default_rows(pool, settings.budget, settings.seeds[0])
+    if settings.mix_counts:
+        for seed in settings.seeds:
+            mix_rows(pool, settings.mix_counts, seed)
+        drafts += [PlannedDraft(name=f"measured_mix_s{s}", unit=None, seed=s, mix=True) for s in settings.seeds]
     skipped: list[str] = []
     for unit in units:
         for seed in settings.seeds[: settings.arm_seeds]:
@@ -236,9 +254,27 @@ def add_rows(settings: ValueSettings) -> int:
 
 def draft_rows(pool: Pool, settings: ValueSettings, draft: PlannedDraft) -> list[str]:
     """The row ids a planned draft trains on."""
+    if draft.mix:
+        return mix_rows(pool, settings.mix_counts, draft.seed)
     if draft.unit is None:
         return default_rows(pool, settings.budget, draft.seed)
     return arm_rows(pool, settings.budget, draft.seed, draft.unit, settings.op, add_rows(settings))[0]
+
+
+def mix_rows(pool: Pool, counts: dict[str, int], seed: int) -> list[str]:
+    """A mix of `counts` rows per unit: each unit's first rows in the seed's shuffle; ValueRunError when one has
+    fewer."""
+    left = dict(counts)
+    rows = []
+    for rid in shuffled(pool, seed):
+        if left.get(pool.unit[rid], 0) > 0:
+            rows.append(rid)
+            left[pool.unit[rid]] -= 1
+    short = {u: n for u, n in left.items() if n > 0}
+    if short:
+        raise ValueRunError("the mix asks for more rows than the pool has: "
+                            + ", ".join(f"{u} {n:,} short" for u, n in sorted(short.items())))
+    return rows
 
 
 def write_draft_data(pool: Pool, ids: list[str], path: Path) -> Path:

@@ -21,7 +21,9 @@ RESULTS_KEYS = ("points", "values")
 
 
 def mix_name(doc: ValueDoc, draft: DraftResult) -> str:
-    """`default`, or the arm as `<op>:<unit>`."""
+    """`default`, `measured` (the compared mix), or the arm as `<op>:<unit>`."""
+    if draft.mix:
+        return "measured"
     return "default" if draft.unit is None else f"{doc.settings.op}:{draft.unit}"
 
 
@@ -93,9 +95,28 @@ def markdown(doc: ValueDoc) -> str:
         seconds = float(d.stats.get("train_wall_s", 0.0)) + d.eval_wall_s
         lines.append(f"| {mix_name(doc, d)} | {d.seed} | {d.rows_swapped:,} | {d.stats.get('steps', '-')} | "
                      + " | ".join(cells) + f" | {d.mean_accept_length:.3f} | {seconds:,.0f} |")
-    lines += ["", "## Values (AL per 10K rows; 95% interval from the seeds' noise)", ""]
-    lines += [f"- {v.name}: {describe_value(v)}" for v in doc.values] or ["- none yet"]
+    if doc.mix_comparison:
+        lines += ["", *comparison_lines(doc)]
+    if not s.mix_counts:
+        lines += ["", "## Values (AL per 10K rows; 95% interval from the seeds' noise)", ""]
+        lines += [f"- {v.name}: {describe_value(v)}" for v in doc.values] or ["- none yet"]
     return "\n".join(lines) + "\n"
+
+
+def comparison_lines(doc: ValueDoc) -> list[str]:
+    """The measured mix against the default at the same budget, per set and on the mean, and the verdict."""
+    lines = ["## Measured mix minus default (AL, paired by seed; 95% interval)", "",
+             "mix: " + ", ".join(f"{c} {n:,}" for c, n in sorted(doc.settings.mix_counts.items())), ""]
+    for name, est in sorted(doc.mix_comparison.items()):
+        band = f"{est.low:+.3f} to {est.high:+.3f}" if est.low is not None and est.high is not None else "noise unmeasured"
+        lines.append(f"- {name}: {est.delta:+.3f} ({band})")
+    mean = doc.mix_comparison.get("mean")
+    if mean is not None:
+        verdict = ("beat the default" if mean.clear and mean.delta > 0 else "lost to the default"
+                   if mean.clear else "did not beat the default beyond the noise")
+        lines += ["", f"verdict: the measured mix {verdict} at {doc.settings.budget:,} rows (mean AL "
+                  f"{mean.delta:+.3f})"]
+    return lines
 
 
 def values_of(path: Path) -> list[MeasuredValue]:

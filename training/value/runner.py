@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from core.measured_value import MEAN_SET, MeasuredValue
+from core.measured_value import MEAN_SET, MeasuredValue, ValueEstimate
 from training.atomic_files import read_own, write_file
 from training.curve.evaluate import DecodeEvaluator, EvalPrompt, Evaluator, SetScore, load_eval_prompts
 from training.curve.report import TrainingStats
@@ -34,7 +34,7 @@ from training.value.plan import (
     plan_drafts,
     write_draft_data,
 )
-from training.value.stats import unit_values
+from training.value.stats import difference, unit_values
 
 logger = logging.getLogger(__name__)
 VALUE_FILE = "value.json"
@@ -52,6 +52,7 @@ class DraftResult(BaseModel):
     seed: int
     samples: int
     rows_swapped: int
+    mix: bool = False
     stats: TrainingStats
     eval_wall_s: float
     sets: dict[str, SetScore]
@@ -78,6 +79,8 @@ class ValueDoc(BaseModel):
     skipped: list[str] = Field(default_factory=list)
     drafts: list[DraftResult] = Field(default_factory=list)
     values: list[MeasuredValue] = Field(default_factory=list)
+    mix_comparison: dict[str, ValueEstimate] = Field(default_factory=dict, description="With mix_counts: per set "
+                                                     "(and `mean`), AL of the mix minus the default's, paired by seed.")
     complete: bool = False
 
     def done(self, name: str) -> bool:
@@ -98,13 +101,33 @@ def compute_values(doc: ValueDoc) -> list[MeasuredValue]:
     """The units' values from the drafts measured so far (`training.value.stats`)."""
     scores = {d.name: {**{s: v.accept_length for s, v in d.sets.items()}, MEAN_SET: d.mean_accept_length}
               for d in doc.drafts}
-    default = {p.seed: p.name for p in doc.plan if p.unit is None}
+    default = {p.seed: p.name for p in doc.plan if p.unit is None and not p.mix}
     arms: dict[str, dict[int, tuple[str, int]]] = {}
     for p in doc.plan:
         if p.unit is not None:
             arms.setdefault(p.unit, {})[p.seed] = (p.name, p.rows_swapped)
     return unit_values(kind=doc.settings.by, op=doc.settings.op, budget=doc.settings.budget, run=doc.run,
                        default=default, arms=arms, scores=scores)
+
+
+def _scores(d: DraftResult) -> dict[str, float]:
+    return {**{n: v.accept_length for n, v in d.sets.items()}, MEAN_SET: d.mean_accept_length}
+
+
+def compare_mix(doc: ValueDoc) -> dict[str, ValueEstimate]:
+    """Per set (and the mean): the mix's AL minus the default's, paired by seed, with a 95% interval from the
+    seeds' spread of both."""
+    by_seed = {(d.mix, d.seed): d for d in doc.drafts if d.unit is None}
+    seeds = [s for (mix, s) in by_seed if mix and (False, s) in by_seed]
+    if not seeds:
+        return {}
+    scores = _scores
+    out = {}
+    for name in sorted(scores(by_seed[(True, seeds[0])])):
+        pairs = [(scores(by_seed[(True, s)])[name], scores(by_seed[(False, s)])[name]) for s in seeds]
+        groups = [[scores(d)[name] for (mix, _), d in by_seed.items() if mix == arm] for arm in (False, True)]
+        out[name] = difference(pairs, groups)
+    return out
 
 
 def load_value_doc(out: Path) -> ValueDoc | None:
@@ -125,6 +148,7 @@ def save(doc: ValueDoc) -> None:
 
     out = doc.settings.out
     doc.values = compute_values(doc)
+    doc.mix_comparison = compare_mix(doc)
     write_file(out / VALUE_FILE, (doc.model_dump_json(indent=1) + "\n").encode("utf-8"), root=out)
     write_file(out / SUMMARY_FILE, markdown(doc).encode("utf-8"), root=out)
 
@@ -186,7 +210,8 @@ def run_value(settings: ValueSettings, *, evaluator: Evaluator | None = None,
                                              device=settings.device, batch=settings.eval_batch)
     doc = start(settings, pool, evaluator)
     save(doc)
-    say(f"value: {len(doc.units)} {settings.by}(s) at {settings.budget:,} rows, {len(doc.plan)} drafts "
+    what = "the measured mix against the default" if settings.mix_counts else f"{len(doc.units)} {settings.by}(s)"
+    say(f"value: {what} at {settings.budget:,} rows, {len(doc.plan)} drafts "
         f"(pool {doc.pool_rows:,} rows)")
     for line in doc.skipped:
         say(f"not measured: {line}")
@@ -206,6 +231,7 @@ def run_value(settings: ValueSettings, *, evaluator: Evaluator | None = None,
         sets = evaluator(result.export_dir)
         doc.drafts.append(DraftResult(
             name=draft.name, unit=draft.unit, seed=draft.seed, samples=len(rows), rows_swapped=draft.rows_swapped,
+            mix=draft.mix,
             stats=training_stats(result), eval_wall_s=round(time.perf_counter() - started, 2), sets=sets,
             draft_sha256=draft_sha256(result.export_dir), device=device_name(settings.device)))
         save(doc)

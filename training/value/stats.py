@@ -59,6 +59,12 @@ def estimate(deltas: Sequence[float], noise: float, dof: int, rows_swapped: floa
     return ValueEstimate(delta=round(delta, 4), per_10k=round(delta * scale, 4), low=low, high=high)
 
 
+def difference(pairs: Sequence[tuple[float, float]], groups: Sequence[Sequence[float]]) -> ValueEstimate:
+    """Mean of `a - b` over paired (a, b) measurements, with its 95% interval from the pooled noise of `groups`
+    (per_10k is the difference itself: nothing is scaled)."""
+    return estimate([a - b for a, b in pairs], *pooled_noise(groups), rows_swapped=10_000)
+
+
 # AL per draft: draft name -> set name -> AL (MEAN_SET included).
 Scores = Mapping[str, Mapping[str, float]]
 
