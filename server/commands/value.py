@@ -152,9 +152,13 @@ def _measured_counts(values: dict[str, Any], measured: list[MeasuredValue]) -> d
         base = default_rows(pool, values["budget"], values["seeds"][0] if values["seeds"] else 0)
     except ValueError as exc:
         fail(str(exc).splitlines()[0], EXIT_FAILED)
-    plan = measured_quotas(dict(Counter(pool.unit[r] for r in base)), dict(Counter(pool.unit.values())), categories)
+    default = dict(Counter(pool.unit[r] for r in base))
+    plan = measured_quotas(default, dict(Counter(pool.unit.values())), categories)
     for move in plan.moves:
         typer.echo(f"measured mix: {move}", err=True)
+    if plan.quotas == default:
+        fail("--mix measured: the measured mix is the default at this budget (no category's value is clear of "
+             "another's): nothing to compare; measure with more seeds first", EXIT_FAILED)
     return {c: n for c, n in plan.quotas.items() if n}
 
 
@@ -211,10 +215,28 @@ def _run(values: dict[str, Any], results: Path | None, command: str) -> ValueDoc
     return doc
 
 
+def record(
+    source: Path = typer.Argument(..., help="A value run's value.json, or a results file with `values`."),
+) -> None:
+    """Write the measured values of a finished value run (made on another machine) into this catalog."""
+    from training.value.results import values_of
+
+    try:
+        values = values_of(source)
+    except ValueError as exc:
+        fail(str(exc).splitlines()[0], EXIT_USAGE)
+    if not values:
+        fail(f"{source} holds no measured values", EXIT_USAGE)
+    _record(values)
+
+
 def _to_catalog(doc: ValueDoc) -> None:
     """Write the run's values into the configured catalog."""
-    if not doc.values:
-        return
+    if doc.values:
+        _record(doc.values)
+
+
+def _record(values: list[MeasuredValue]) -> None:
     from sqlalchemy.exc import DatabaseError
 
     from core.settings import get_settings
@@ -224,7 +246,7 @@ def _to_catalog(doc: ValueDoc) -> None:
     try:
         store.upgrade_database(engine)
         with store.open_session(engine) as session:
-            written = store.record_values(session, values=doc.values)
+            written = store.record_values(session, values=values)
     except DatabaseError as exc:
         fail(f"cannot write the values into the catalog: {str(exc.orig or exc).splitlines()[0]}", EXIT_FAILED)
     finally:
@@ -254,5 +276,6 @@ value.__doc__ = HELP
 
 
 def register(app: typer.Typer) -> None:
-    """Attach `value` to the main app."""
+    """Attach `value` and `value-record` to the main app."""
     app.command("value", context_settings={"allow_extra_args": True})(value)
+    app.command("value-record")(record)

@@ -274,3 +274,37 @@ def test_the_checked_in_results_file_has_the_schema_the_writer_merges_into() -> 
     for value in raw["values"]:
         MeasuredValue.model_validate(value)
     assert merge_results(raw, {"points": [], "values": []}) == raw
+
+
+def _category_value(name: str, per_10k: float, low: float, high: float) -> dict[str, object]:
+    return {"kind": "category", "name": name, "op": "remove", "budget": 60, "rows_swapped": 20, "seeds": 1,
+            "noise_dof": 1, "mean": {"delta": per_10k / 500, "per_10k": per_10k, "low": low, "high": high},
+            "run": "value run gpu (elsewhere)"}
+
+
+def test_value_record_writes_a_finished_runs_values_into_this_catalog(tmp_path: Path) -> None:
+    results = tmp_path / "data_value.json"
+    results.write_text(json.dumps({"points": [], "values": [
+        {**_category_value("general_chat", 0.1, -0.2, 0.4), "kind": "source", "name": "acme/chat"}]}))
+    recorded = CliRunner().invoke(app, ["value-record", str(results)])
+    assert recorded.exit_code == 0, recorded.output
+    _seed_entry("acme/chat")
+    listed = json.loads(CliRunner().invoke(app, ["catalog", "list", "--json"]).stdout)
+    assert [m["run"] for m in listed[0]["measured"]] == ["value run gpu (elsewhere)"]
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"points": [], "values": []}))
+    refused = CliRunner().invoke(app, ["value-record", str(empty)])
+    assert refused.exit_code == 2 and "no measured values" in refused.stderr
+
+
+def test_a_measured_mix_equal_to_the_default_is_not_trained(tmp_path: Path, llama_dir: Path,
+                                                           value_inputs: dict[str, Path]) -> None:
+    values = tmp_path / "values.json"
+    values.write_text(json.dumps({"values": [_category_value("math", 0.5, -0.2, 1.2),
+                                             _category_value("general_chat", -0.3, -0.9, 0.3)]}))
+    result = CliRunner().invoke(app, [
+        "value", "--data", str(value_inputs["pool"]), "--target", str(llama_dir), "--eval", str(value_inputs["eval"]),
+        "--out", str(tmp_path / "mix"), "--budget", "60", "--by", "category", "--mix", "measured", "--values",
+        str(values), *TOY])
+    assert result.exit_code == 1 and "the measured mix is the default" in result.stderr
+    assert not (tmp_path / "mix" / "runs").exists()
