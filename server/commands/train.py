@@ -74,6 +74,14 @@ def train(
     export_engine: str | None = typer.Option(None, "--engine", help="sglang (default) | vllm | both: the serving "
                                              "engine whose aux layer-id layout export/ holds (both: export-vllm/ "
                                              "beside it)."),
+    init_draft: Path | None = typer.Option(None, "--init-draft", help="Warm start from an exported draft folder, "
+                                           "keeping its draft-vocab map (d2t/t2d)."),
+    select_every: int | None = typer.Option(None, "--select-every", min=1, help="Every N steps estimate acceptance "
+                                            "on held-out training rows (replay) and export the best draft, not the "
+                                            "last."),
+    select_rows: int | None = typer.Option(None, "--select-rows", min=1, help="Rows held out for --select-every "
+                                           "(default 64)."),
+    select_k: int | None = typer.Option(None, "--select-k", min=1, help="Chain length of the estimate (default 5)."),
     force_resume: bool = typer.Option(False, "--force-resume", help="Resume even though training settings (lr, "
                                       "batch, data, …) differ from the checkpoint's; the new ones apply from there."),
     features_server: str | None = typer.Option(
@@ -93,7 +101,8 @@ def train(
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
         "attention_kernels": attention_kernels, "export_engine": export_engine, "cache": cache,
-        "force_resume": force_resume or None, "features_server": features_server,
+        "force_resume": force_resume or None, "features_server": features_server, "init_draft": init_draft,
+        "select_every": select_every, "select_rows": select_rows, "select_k": select_k,
     }.items() if v is not None}
     try:
         cfg = _run_config(config, overrides)
@@ -160,10 +169,18 @@ def _print_trained(result: TrainResult, cfg: TrainConfig) -> None:
                            "vocab_coverage": round(result.vocab_coverage, 4), "tokens": result.tokens,
                            "tokens_per_s": round(result.tokens_per_s, 1), "wall_s": round(result.wall_s, 1),
                            "export": str(result.export_dir), "log": str(cfg.out / "train_log.jsonl"),
-                           "loss_curve": str(cfg.out / "loss_curve.png")}))
+                           "loss_curve": str(cfg.out / "loss_curve.png"), **_selected(result)}))
     serve = "vllm-command" if cfg.export_engine == "vllm" else "sglang-command"
     typer.echo(f"next: datahunt eval-accept --draft {result.export_dir} --target {cfg.target} --prompts HELDOUT.jsonl; "
                f"datahunt {serve} --target {cfg.target} --draft {result.export_dir}", err=True)
+
+
+def _selected(result: TrainResult) -> dict[str, object]:
+    """With checkpoint selection: the exported step and its estimated acceptance (empty without)."""
+    if result.selected is None:
+        return {}
+    return {"exported_step": result.selected.step,
+            "estimated_accept_length": round(result.selected.accept_length, 4)}
 
 
 def check_template(

@@ -26,7 +26,13 @@ from server.cli import app
 from training.capture import CaptureConfig, CaptureError, run_capture
 from training.checkpoint_head import read_target_head
 from training.engine_capture import EngineCaptureConfig, EngineFacts, run_engine_capture
-from training.engine_features import EngineFeatureError, EngineLayers, EngineRow, engine_feature_source, to_cache_row
+from training.engine_features import (
+    EngineFeatureError,
+    EngineLayers,
+    EngineRow,
+    engine_feature_source,
+    to_cache_row,
+)
 from training.offline_cache import open_cache, read_manifest
 
 LAYERS = 8  # aux [2, 4, 5] by default, and 8 for the final state
@@ -45,7 +51,11 @@ class FakeEngine:
         answers: list[EngineRow] = []
         for ids in rows:
             seen: dict[str, torch.Tensor] = {}
-            hook = self.model.model.norm.register_forward_hook(lambda m, i, o: seen.update(pre=i[0]))
+
+            def keep(module: Any, inputs: Any, output: Any, seen: dict[str, torch.Tensor] = seen) -> None:
+                seen["pre"] = inputs[0]
+
+            hook = self.model.model.norm.register_forward_hook(keep)
             out = self.model(input_ids=torch.tensor([list(ids)]), output_hidden_states=True)
             hook.remove()
             hs = [*out.hidden_states[:-1], seen["pre"]]  # input of layer i; index L: before the norm
