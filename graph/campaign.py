@@ -8,8 +8,11 @@ checkpoint left off (a finished graph's checkpoints are deleted: its results are
 `prune_checkpoints` clears what older catalogs kept); a single category re-runs on a thread of its own
 (`<id>:rerun:<category>:<n>`) through the same graph, adding a new attempt without touching the other
 categories. Each holds the campaign's lease
-in the catalog (`graph.lease`), so one process at a time works on a campaign: a second gets
-CampaignBusyError, and a dead one's campaign is taken over when its lease expires. Subagent and backends are
+in the catalog (`graph.lease`; taken here, or already by the service's claim in `graph.claims`), so one process
+at a time works on a campaign: a second gets CampaignBusyError, and a dead one's campaign is taken over when
+its lease expires. Every catalog write and checkpoint of the run is fenced by the lease's generation, so a run
+taken over stops at its next write (CampaignLeaseLostError) and a resume that finds the campaign finished
+leaves it as it is (CampaignFinishedError). Subagent and backends are
 injectable for tests and benchmarks; by default they are the real agents (`agents.subagent.run_subagent`,
 the backends `graph.search.choose_search` picks).
 """
@@ -44,7 +47,7 @@ from graph.checkpoint import fence_writes, open_checkpointer
 from graph.context import CampaignContext, SubagentRunner
 from graph.errors import GraphError
 from graph.events import CampaignEvent, EventCallback, emit
-from graph.lease import HeldLease, LeaseHeldElsewhere, LeaseLost
+from graph.lease import HeldLease, LeaseHeldElsewhere, LeaseLost, check_fence, refused_by_fence
 from graph.persist import campaign_outcome
 from graph.search import SearchPlan, choose_search
 from graph.state import CampaignState
@@ -152,7 +155,7 @@ async def _drive_held(
         config["max_concurrency"] = max_concurrency  # at most this many branches at once (default: all)
     try:
         async with open_checkpointer(engine.url.render_as_string(hide_password=False)) as saver:
-            fence_writes(saver, partial(_check_fence, engine))
+            fence_writes(saver, partial(check_fence, engine))
             graph = build_graph(saver)
             snapshot = await graph.aget_state(config) if resume else None
             checkpointed = snapshot is not None and bool(snapshot.values)
@@ -172,7 +175,7 @@ async def _drive_held(
                 output = cast(CampaignState, await graph.ainvoke(start, config, context=context, durability="sync"))
             await forget_thread(saver, thread_id)
     except Exception as exc:
-        if _fenced(exc):  # another process took the campaign over: it is theirs to finish, not ours to mark
+        if refused_by_fence(exc):  # another process took the campaign over: it is theirs to finish, not ours to mark
             raise store.LeaseFencedError(f"campaign {campaign_id}: its lease was taken over") from exc
         if store.is_outage(exc):  # the catalog database went down or filled up; the caller reports it, once
             logger.info("campaign %s: the catalog database failed: %s", campaign_id, store.outage_reason(exc))
@@ -210,19 +213,6 @@ def _persisted(engine: Engine, campaign_id: str, categories: list[str]) -> bool:
     return all(c in latest and latest[c] not in _OPEN_RUNS for c in categories)
 
 
-def _check_fence(engine: Engine) -> None:
-    with store.open_session(engine):  # a writing session on the fenced engine: its commit checks the fence
-        pass
-
-
-def _fenced(exc: BaseException | None) -> bool:
-    """Whether `exc`, or an exception it was raised from, is a write refused by the lease's fence."""
-    seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, store.LeaseFencedError):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
 
 
 async def forget_thread(saver: BaseCheckpointSaver[str], thread_id: str) -> None:

@@ -66,8 +66,9 @@ def _sqlite_on_begin(connection: Connection) -> None:
     connection.exec_driver_sql(f"BEGIN {mode}")
 
 
-def make_engine(url: str) -> Engine:
-    """Return an engine for `url` (the caller's `Settings.resolved_database_url`); creates a SQLite file's folder."""
+def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
+    """Return an engine for `url` (the caller's `Settings.resolved_database_url`); creates a SQLite file's folder.
+    `pre_ping=False` skips PostgreSQL's liveness probe at each checkout (a caller that retries on failure)."""
     raw = url
     try:
         parsed = make_url(raw)
@@ -78,7 +79,7 @@ def make_engine(url: str) -> Engine:
         raise DatabaseError(f"unsupported database {backend!r}: use sqlite:///PATH or postgresql+psycopg://…")
     try:
         if backend == "postgresql":
-            return create_engine(parsed, pool_pre_ping=True)
+            return create_engine(parsed, pool_pre_ping=pre_ping)
         database = parsed.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
             folder = Path(database).expanduser().parent

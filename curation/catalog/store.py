@@ -72,6 +72,7 @@ from curation.catalog.leases import (
     new_owner,
     release_lease,
     renew_lease,
+    renew_leases,
 )
 from curation.catalog.licensing import adopt_licenses
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
@@ -125,6 +126,7 @@ __all__ = [
     "outage_reason",
     "release_lease",
     "renew_lease",
+    "renew_leases",
     "review_entries",
     "review_entry",
     "review_session_live",

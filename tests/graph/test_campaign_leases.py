@@ -171,7 +171,7 @@ def test_a_stalled_holder_taken_over_is_fenced_out_of_every_write(
     # The heartbeat cannot tell this holder anything (as when its process is starved): only the fence stops it.
     from graph.lease import LeaseKeeper
 
-    monkeypatch.setattr(LeaseKeeper, "_renew", lambda self, side, lease: None)
+    monkeypatch.setattr(LeaseKeeper, "_renew", lambda self, *args: None)
     _pending(engine, "c")
     released = threading.Event()
 

@@ -16,11 +16,13 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import Engine
+from sqlmodel import select
 from test_api_campaigns import AUTH, TOKEN, FakeBackend, FakeSubagent
 
 from core.settings import Settings, get_settings
 from core.types import Category
 from curation.catalog import store
+from curation.catalog.models import AuditEvent
 from graph.branch import INTERRUPTED
 from graph.campaign import run_campaign
 from server.app import create_app
@@ -207,3 +209,40 @@ def test_a_re_run_is_claimed_before_its_answer_even_when_both_replicas_slots_are
         runs = [(r.attempt, r.status) for r in store.list_runs(session, campaign_id=campaign_id, latest_only=False)]
     assert runs == [(1, "succeeded"), (2, "succeeded")]  # run once, by the replica that answered 202
     assert held.calls.count("math") == 1
+
+
+@pytest.mark.slow
+def test_a_queued_takeover_that_finds_the_campaign_finished_leaves_it_alone(pg_engine: Engine, tmp_path: Path) -> None:
+    engine = pg_engine
+    with store.open_session(engine) as session:
+        campaign = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"])
+        store.set_campaign_status(session, campaign_id=campaign.id, status="running")
+        # Its replica stopped renewing the lease (stalled, or gone).
+        store.acquire_lease(session, name=store.campaign_lease(campaign.id), owner="host-a:77:stalled", ttl_s=0.0)
+    held = HeldSubagent()
+    with TestClient(replica(engine, tmp_path, held, resume=False, sweep=True)) as b:
+        fillers = [b.post("/campaigns", json={"categories": ["reasoning"]}, headers=AUTH).json()["id"] for _ in range(4)]
+        wait_for(lambda: held.waiting.count("reasoning") == len(fillers))  # every slot busy
+
+        def claimed() -> bool:  # the sweep took the lease; the resume waits for a slot
+            with store.open_session(engine) as session:
+                holder = store.lease_holder(session, name=store.campaign_lease(campaign.id))
+                return holder is not None and not holder.owner.startswith("host-a:")
+
+        wait_for(claimed)
+        with store.open_session(engine) as session:  # meanwhile the campaign's result lands after all
+            store.set_campaign_status(session, campaign_id=campaign.id, status="succeeded")
+        held.release.set()
+
+        def settled() -> bool:
+            with store.open_session(engine) as session:
+                done = all(store.get_campaign(session, campaign_id=c).status == "succeeded" for c in fillers)
+                return done and store.lease_holder(session, name=store.campaign_lease(campaign.id)) is None
+
+        wait_for(settled, timeout_s=120)
+    with store.open_session(engine) as session:
+        assert store.get_campaign(session, campaign_id=campaign.id).status == "succeeded"  # never `interrupted`
+        after = session.exec(select(AuditEvent).where(AuditEvent.entity_id == campaign.id,
+                                                      AuditEvent.from_status == "succeeded")).all()
+        assert after == [] and store.list_runs(session, campaign_id=campaign.id) == []
+    assert "math" not in held.waiting

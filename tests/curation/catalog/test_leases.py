@@ -140,3 +140,18 @@ def test_a_dead_holder_on_this_host_is_taken_over_at_once(engine: Engine) -> Non
         assert taken is not None and (taken.owner, taken.generation) == (B, 2)
     with store.open_session(engine) as session:  # a live holder, even an unreachable one, is waited out
         assert store.acquire_lease(session, name=NAME, owner=A, ttl_s=30) is None
+
+
+def test_one_statement_renews_every_lease_still_held_and_names_the_lost(engine: Engine) -> None:
+    with store.open_session(engine) as session:
+        for name in ("campaign:x", "campaign:y"):
+            assert store.acquire_lease(session, name=name, owner=A, ttl_s=30) is not None
+    _expire(engine, "campaign:y")
+    with store.open_session(engine) as session:
+        assert store.acquire_lease(session, name="campaign:y", owner=B, ttl_s=30) is not None
+    x, y = store.Fence(name="campaign:x", owner=A, generation=1), store.Fence(name="campaign:y", owner=A, generation=1)
+    with store.open_session(engine) as session:
+        assert store.renew_leases(session, fences=[x, y], ttl_s=7.5) == {x}
+    with store.open_session(engine) as session:
+        lease = session.get(Lease, "campaign:x")
+        assert lease is not None and lease.expires_at - lease.heartbeat_at == timedelta(seconds=7.5)
