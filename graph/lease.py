@@ -206,8 +206,8 @@ class LeaseKeeper:
         try:
             with store.open_session(side) as session:
                 renewed = store.renew_leases(session, fences=[lease.fence for lease in leases], ttl_s=ttl_s)
-        except Exception:  # a database hiccup: the leases still have most of their time; the next tick tries again
-            logger.warning("renewing %d campaign lease(s) failed; retrying", len(leases), exc_info=True)
+        except Exception as exc:  # a database hiccup or lock: the leases have most of their time; the next tick retries
+            logger.warning("renewing %d campaign lease(s) failed (%s); retrying", len(leases), store.outage_reason(exc))
             return
         for lease in leases:
             with self._lock:

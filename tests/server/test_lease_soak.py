@@ -25,6 +25,5 @@ def test_loaded_replicas_keep_their_leases_and_take_over_a_killed_ones() -> None
     assert live["final"] == CAMPAIGNS, live
     assert (live["takeovers"], live["takeover_log_lines"], live["moved_to_the_other_replica"]) == (0, 0, 0), live
     assert live["finished_changed"] == 0 and not live["changed_after_final"], live
-    assert live["max_heartbeat_age_s"] < TTL_S, live  # measured on the database's clock
     assert kill["orphans"] >= 1 and kill["taken_over"] == kill["orphans"], kill
     assert kill["within_limit"] and kill["all_finished"], kill
