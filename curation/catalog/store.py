@@ -23,6 +23,7 @@ from curation.catalog.audit import record_audit
 from curation.catalog.campaigns import (
     CAMPAIGN_STATUSES,
     category_name,
+    claim_run,
     create_campaign,
     finish_run,
     get_campaign,
@@ -41,6 +42,7 @@ from curation.catalog.candidates import (
 )
 from curation.catalog.database import (
     compact_database,
+    fenced,
     is_outage,
     is_retryable,
     make_engine,
@@ -60,12 +62,17 @@ from curation.catalog.errors import (
     RunNotFoundError,
 )
 from curation.catalog.leases import (
+    Fence,
+    LeaseFencedError,
     acquire_lease,
     campaign_lease,
+    check_fence,
+    db_now,
     lease_holder,
     new_owner,
     release_lease,
     renew_lease,
+    renew_leases,
 )
 from curation.catalog.licensing import adopt_licenses
 from curation.catalog.measured import entry_values, latest_values, record_values
@@ -83,7 +90,9 @@ __all__ = [
     "ConcurrentUpdateError",
     "DatabaseError",
     "EntryNotFoundError",
+    "Fence",
     "InvalidValueError",
+    "LeaseFencedError",
     "OverrideRequiredError",
     "RunNotFoundError",
     "acquire_lease",
@@ -94,10 +103,14 @@ __all__ = [
     "approved_entries",
     "campaign_lease",
     "catalog_summary",
+    "check_fence",
+    "claim_run",
     "compact_database",
     "create_campaign",
+    "db_now",
     "entry_history",
     "entry_values",
+    "fenced",
     "finish_run",
     "get_campaign",
     "get_entry",
@@ -117,6 +130,7 @@ __all__ = [
     "record_values",
     "release_lease",
     "renew_lease",
+    "renew_leases",
     "review_entries",
     "review_entry",
     "review_session_live",

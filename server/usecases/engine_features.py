@@ -67,6 +67,8 @@ def engine_session(url: str | None, *, target: Path, layer_ids: list[int], stora
             storage.mkdir(parents=True, exist_ok=True)
             port = free_port()
             cpu = not _has_cuda(python)
+            if cpu and memory_fraction is None:
+                memory_fraction = 0.3  # vLLM's CPU build reserves most of the RAM otherwise
             launch = plan_extract_launch(str(target), layer_ids, storage, cpu=cpu, python=python, port=port,
                                          max_model_len=max_model_len, dtype=dtype, memory_fraction=memory_fraction)
             server = stack.enter_context(VllmExtractServer(launch, port, log_file or storage / "vllm.log",
@@ -118,7 +120,7 @@ def capture_from_engine(cfg: Any, *, url: str | None, python: str, concurrency: 
 
     layers = _engine_layers(cfg.target, cfg.aux_layer_ids)
     with engine_session(url, target=cfg.target, layer_ids=layers.extract_ids, storage=storage, python=python,
-                        concurrency=concurrency, max_model_len=cfg.max_length + 16, dtype=None,
+                        concurrency=concurrency, max_model_len=cfg.max_length + 16, dtype=cfg.dtype,
                         on_wait=on_wait) as session:
         probe_ids = session.tokenize_chat(_first_turns(cfg.data, cfg.messages_field))
         facts = replace(session.facts, probe_ids=probe_ids)
