@@ -550,9 +550,13 @@ def report(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    # The distinct-prompt arm lives beside this file (it imports the helpers here).
+    from gpu_scaling_distinct import COMMANDS as DISTINCT_COMMANDS
+    from gpu_scaling_distinct import add_arguments as distinct_arguments
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["prepare", "target", "bench-regen", "regen", "write-prompts",
-                                            "bench-train", "curve", "report"])
+                                            "bench-train", "curve", "report", *DISTINCT_COMMANDS])
     parser.add_argument("--curated", default="curated/samples.jsonl")
     parser.add_argument("--mirror", default="../shared/mirror")
     parser.add_argument("--carry", default=".carry")
@@ -584,9 +588,10 @@ def main() -> None:
     parser.add_argument("--writer-target", default=None,
                         help="write-prompts: the model folder that writes (default WORK/target; a rehearsal passes the "
                         "whole target, its toy one writes nothing that ends).")
-    parser.add_argument("--source", choices=["mirror", "written", "mixed"], default="mirror",
-                        help="curve: the mirror's prompts (the published curve), the target-written ones, or both "
-                        "(every prompt's first answer before any second).")
+    parser.add_argument("--source", choices=["mirror", "written", "mixed", "distinct", "distinct-mix"],
+                        default="mirror", help="curve: the mirror's prompts (the published curve), the target-written "
+                        "ones, or both (every prompt's first answer before any second); distinct, distinct-mix: "
+                        "benchmarks/gpu_scaling_distinct.py.")
     parser.add_argument("--points-only", action="store_true",
                         help="curve: train and replay the points only (no timed decoding, no sampled acceptance).")
     parser.add_argument("--bench-rows", type=int, default=1024)
@@ -631,6 +636,7 @@ def main() -> None:
     parser.add_argument("--raw", default="benchmarks/results/gpu_scaling/scaling_raw.json")
     parser.add_argument("--target-accept", type=float, default=3.0,
                         help="report: the mean AL the forecast solves for (issue #28's aim).")
+    distinct_arguments(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -638,13 +644,13 @@ def main() -> None:
         curve,  # the curve stage lives beside this file (it imports the helpers here)
     )
 
-    if args.command not in {"prepare", "report"} and not args.allow_cudnn_attention:
+    if args.command not in {"prepare", "report", "prepare-distinct", "carry-check"} and not args.allow_cudnn_attention:
         import torch
 
         torch.backends.cuda.enable_cudnn_sdp(False)
     commands = {"prepare": prepare, "target": make_target, "bench-regen": bench_regen, "regen": regen_all,
                 "write-prompts": write_stage,
-                "bench-train": bench_train, "curve": curve, "report": report}
+                "bench-train": bench_train, "curve": curve, "report": report, **DISTINCT_COMMANDS}
     from training.interrupt import TrainingStopped
 
     try:
