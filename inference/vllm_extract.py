@@ -16,9 +16,7 @@ own transformers, so it usually lives in an environment of its own: `python` nam
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import signal
 import subprocess
 import time
 import urllib.error
@@ -32,6 +30,7 @@ from typing import IO
 from core.engine_states import layers_folder
 from core.json_types import JSONObject
 from inference.errors import InferenceError
+from inference.local_server import stop_group
 
 PLUGINS = Path(__file__).resolve().parent / "engine_plugins"
 CPU_CONNECTOR = "DatahuntCpuHiddenStatesConnector"
@@ -155,14 +154,7 @@ class VllmExtractServer:
     def stop(self) -> None:
         """Stop the server's whole process group (the API server and its engine core)."""
         if self.process is not None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                self.process.wait(60)
-            except ProcessLookupError:
-                pass
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(30)
+            stop_group(self.process, grace_s=60)
             self.process = None
         if self._log is not None:
             self._log.close()
