@@ -13,7 +13,8 @@ Replicas sharing one database coordinate through each campaign's lease (`graph.l
 replica holds is neither resumed nor re-run here (a re-run answers 409), and `sweep` resumes, every lease
 period, the unfinished campaigns whose holder stopped renewing, so a dead replica's work is taken over.
 Each graph runs on an event loop of its own in a daemon thread, so its blocking catalog calls never stall the
-HTTP loop. Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
+HTTP loop. After each run (a launch, a re-run, a resume) the mirror's licences are adopted, as the CLI
+adopts them after `campaign run` (`server.usecases.licenses`). Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from core.types import FINAL_CAMPAIGN_STATUSES, CampaignStatus, Category
 from curation.catalog import store
 from graph import campaign as campaign_graph
 from graph.events import CampaignEvent
+from server.usecases.licenses import adopt_mirror_licenses
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,12 @@ SHUTDOWN_WAIT_S = 10.0
 FINISH_WAIT_S = 10.0  # how long a re-run waits for a run whose status is final to let go of its lease
 FINISH_POLL_S = 0.05
 START_WAIT_S = 10.0  # how long a re-run's answer waits for its task to take the lease or be refused it
+
+
+def _cancelling() -> bool:
+    """True when the current task is being cancelled (a shutdown: nothing more is written then)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class CampaignManager:
@@ -116,7 +124,11 @@ class CampaignManager:
     async def _guarded(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str) -> None:
         try:
             async with self._slots:
-                await self._in_thread(coro, name=f"{what}:{campaign_id}")
+                try:
+                    await self._in_thread(coro, name=f"{what}:{campaign_id}")
+                finally:  # what the run stored, even a failed one's, gets the mirror's licences as the CLI's does
+                    if not _cancelling():
+                        await asyncio.to_thread(self._adopt_licenses)
         except asyncio.CancelledError:
             logger.info("%s of campaign %s cancelled; it is resumed at the next start", what, campaign_id)
             raise
@@ -212,6 +224,15 @@ class CampaignManager:
         with store.open_session(self.engine) as session:
             lease = store.lease_holder(session, name=store.campaign_lease(campaign_id))
         return None if lease is None else f"{lease.owner}, until {lease.expires_at:%H:%M:%S} UTC"
+
+    def _adopt_licenses(self) -> None:
+        try:
+            adopted = adopt_mirror_licenses(engine=self.engine, settings=self.settings)
+        except Exception:  # the catalog briefly away: the next review or export adopts them
+            logger.warning("mirror licences not adopted after a campaign", exc_info=True)
+            return
+        if adopted.warning:
+            logger.warning("%s", adopted.warning)
 
     def _mark(self, campaign_id: str, status: CampaignStatus, error: str) -> None:
         try:

@@ -28,12 +28,15 @@ def serve(
 
     from core.settings import get_settings
     from server.app import create_app
-    from server.commands.campaign import open_catalog
+    from server.usecases.catalog import open_catalog
 
     settings = get_settings()
     # Open and migrate the catalog before uvicorn starts: a database that is down or unwritable is one line and
     # exit 1 here (as for `campaign`), where inside the app's start-up it would be a traceback.
-    open_catalog().dispose()
+    try:
+        open_catalog(settings=settings).dispose()
+    except Exception as exc:
+        fail(_catalog_failure(exc), EXIT_FAILED)
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
@@ -50,6 +53,17 @@ def serve(
     config = uvicorn.Config(create_app(settings, resume_unfinished=resume, sweep_abandoned=True), log_level=log_level)
     with sock:
         uvicorn.Server(config).run(sockets=[sock])
+
+
+def _catalog_failure(exc: Exception) -> str:
+    """The one line for a catalog that cannot be opened (its error, or the database's outage); re-raise a bug."""
+    from curation.catalog import store
+
+    if isinstance(exc, store.CatalogError):
+        return str(exc)
+    if store.is_outage(exc):
+        return f"cannot use the catalog database: {store.outage_reason(exc)}"
+    raise exc
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
