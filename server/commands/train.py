@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
 
-from core.jsonl import JsonlError, read_jsonl
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 if TYPE_CHECKING:
@@ -236,20 +235,20 @@ def check_server(
         raise typer.Exit(EXIT_FAILED)  # the failed checks are printed above
 
 
-def _read_prompt_rows(path: Path) -> list[PromptRow]:
-    if not path.is_file():
-        fail(f"prompts file {path} does not exist", EXIT_USAGE)
+def _read_prompt_rows(path: Path, limit: int | None) -> list[PromptRow]:
+    """Every prompt row of `path`, checked before any model loads: a bad file or row is one line, exit 2."""
+    from training.data import DataError
+    from training.eval_prompts import read_prompts
+
     try:
-        rows = read_jsonl(path, objects=True)
-    except JsonlError as exc:
+        return read_prompts(path, limit=limit)
+    except DataError as exc:
         fail(str(exc), EXIT_USAGE)
-    if not rows:
-        fail(f"{path}: no prompts", EXIT_USAGE)
-    return rows
 
 
 def eval_accept(
-    prompts: Path = typer.Option(..., "--prompts", help="JSONL: conversations/messages rows, or {'text': ...}."),
+    prompts: Path = typer.Option(..., "--prompts", help="JSONL of prompts: EAGLE-bench/MT-bench 'turns', SpecForge "
+                                 "'conversations', OpenAI 'messages', or {'text': ...} taken literally."),
     draft: Path | None = typer.Option(None, "--draft", help="Exported draft folder."),
     target: Path | None = typer.Option(None, "--target", help="Target folder (model + tokenizer; with --server "
                                        "only its config.json and tokenizer are read)."),
@@ -284,7 +283,7 @@ def eval_accept(
     """
     if server and len(steps) > 1:
         fail("--server measures the chain length the server runs: pass one --steps", EXIT_USAGE)
-    rows = _read_prompt_rows(prompts)[:limit]
+    rows = _read_prompt_rows(prompts, limit)
     if server:
         _eval_server(rows, server, baseline, draft, target, target_config, max_new, send_text)
         return
@@ -293,6 +292,8 @@ def eval_accept(
     sampling = Sampling(max_new=max_new, temperature=temperature, seed=seed, schedule=schedule)
     reports = _eval_local(rows, draft, target, device, steps, batch, sampling)
     _print_reports(reports, steps, batch)
+    typer.echo(f"next: datahunt sglang-command --target {target} --draft {draft} (or vllm-command): serve it and "
+               f"measure there with eval-accept --server URL", err=True)
 
 
 def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, steps: list[int],
