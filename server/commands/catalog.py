@@ -325,6 +325,8 @@ def _review(hub_id: str, *, approve: bool, note: str | None, reviewer: str | Non
             return
         Console().print(f"{entry.hub_id}: [{STATUS_STYLE[entry.status]}]{entry.status}[/] by {entry.reviewer} "
                         f"(version {entry.version})", highlight=False)
+        typer.echo("next: review the others (`datahunt catalog list --status pending_review`), then "
+                   "`datahunt manifest export --out FILE`")
 
 
 def _warn_license(entry: Any) -> None:
@@ -417,6 +419,8 @@ def summary_command(
             "category (unverified: accepted with only offline unknowns open; eval: benchmarks, offered for "
             "decontamination; both inside accepted / rejected).",
             highlight=False, soft_wrap=True)
+        console.print("next: datahunt catalog list --category CATEGORY (or the review page: `datahunt serve`), then "
+                      "`datahunt catalog approve OWNER/NAME`", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -96,6 +96,8 @@ def publish(
         typer.echo(f"uploaded to {url} ({'public' if public else 'private'})")
     else:
         typer.echo(f"not uploaded: {offline}; run the same command again when the Hub is reachable")
+    typer.echo(f"next: read {folder / 'README.md'} (the card: sources, licences, decontamination), then share the "
+               "folder or upload it")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,9 @@ error and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -473,13 +475,20 @@ def sglang_command(
                            context_length=context_length, port=port, target_config=target_config)
     except _user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
+    import importlib.util
+
     for note in plan.notes:
         typer.echo(f"# {note}")
-    typer.echo(plan.shell())
+    here = importlib.util.find_spec("sglang") is not None
+    if not here:
+        typer.echo(f"# sglang is not installed in this Python ({sys.executable}): run the line in the environment that "
+                   "has it, on a GPU machine (pip install 'sglang[all]'); its `python` is that environment's")
+    typer.echo(plan.shell() if here else shlex.join(["python", *plan.argv[1:]]))
+    typer.echo(f"next: once it serves, `datahunt check-server http://127.0.0.1:{port} --draft {draft}`, then "
+               f"`datahunt eval-accept --server http://127.0.0.1:{port} --draft {draft} --prompts HELDOUT.jsonl`",
+               err=True)
     if launch:
-        import importlib.util
-
-        if importlib.util.find_spec("sglang") is None:
+        if not here:
             fail("sglang is not installed: pip install 'sglang[all]' (the optional extra), or run the line above", EXIT_USAGE)
         raise typer.Exit(subprocess.call(plan.argv))
 
