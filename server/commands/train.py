@@ -49,14 +49,17 @@ def train(
     target: Path | None = typer.Option(None, "--target", help="Target model folder (transformers layout)."),
     out: Path | None = typer.Option(None, "--out", help="Run folder: checkpoints/, export/, caches."),
     steps: int | None = typer.Option(None, "--steps", help="Stop after this many optimizer steps."),
-    epochs: int | None = typer.Option(None, "--epochs"),
+    epochs: int | None = typer.Option(None, "--epochs", help="Passes over the data (default 1; --steps, when "
+                                      "given, stops earlier)."),
     ttt_steps: int | None = typer.Option(None, "--ttt-steps", help="Training-time-test unroll length (default 7)."),
     draft_vocab_size: int | None = typer.Option(None, "--draft-vocab-size", help="Default 32000."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Rows per batch (without --batch-tokens)."),
     batch_tokens: int | None = typer.Option(None, "--batch-tokens", help="Token budget per batch: length-sorted rows "
                                             "packed up to it (the fast path on a GPU, e.g. 16384)."),
-    log_every: int | None = typer.Option(None, "--log-every", help="Steps between progress lines (default 50)."),
-    lr: float | None = typer.Option(None, "--lr"),
+    log_every: int | None = typer.Option(None, "--log-every", help="Steps between progress lines (default 50; a "
+                                         "tenth of a shorter run; the first step always)."),
+    lr: float | None = typer.Option(None, "--lr", help="Peak learning rate of AdamW (default 1e-4; warm-up, then "
+                                    "cosine decay)."),
     head_init: str | None = typer.Option(None, "--head-init", help="random (default, SpecForge's start) | target "
                                          "(lm_head rows and final norm from the target)."),
     mode: str | None = typer.Option(None, "--mode", help="online (target runs each batch) or offline (cached)."),
@@ -74,6 +77,7 @@ def train(
                                              "beside it)."),
     force_resume: bool = typer.Option(False, "--force-resume", help="Resume even though training settings (lr, "
                                       "batch, data, …) differ from the checkpoint's; the new ones apply from there."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run's summary as one JSON line instead."),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang (or vLLM) loads."""
     import logging
@@ -97,7 +101,7 @@ def train(
         raise
     except _user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
-    _print_trained(result, cfg)
+    _print_trained(result, cfg, as_json=as_json)
 
 
 def _run_config(config: Path | None, overrides: Mapping[str, object]) -> TrainConfig:
@@ -137,22 +141,50 @@ def export_checkpoint(
                            "engines": done.engines}))
 
 
-def _print_trained(result: TrainResult, cfg: TrainConfig) -> None:
-    """The run's summary as one JSON line on stdout; warnings, and the next commands, on stderr."""
+def _print_trained(result: TrainResult, cfg: TrainConfig, *, as_json: bool) -> None:
+    """The run's summary on one screen (or as one JSON line with `as_json`) on stdout; warnings, and the next
+    commands, on stderr."""
     for key, (before, after) in result.changed.items():
         typer.echo(f"warning: resumed with {key} {before} → {after} (--force-resume)", err=True)
     if result.already_finished:
         typer.echo(f"already finished at step {result.steps}; export is {result.export_dir} (pass a larger --steps "
                    "to train on)", err=True)
-    typer.echo(json.dumps({"steps": result.steps, "loss": round(result.loss, 4) if result.loss == result.loss else None,
-                           "step_accuracies": [round(a, 3) for a in result.step_accuracies],
-                           "vocab_coverage": round(result.vocab_coverage, 4), "tokens": result.tokens,
-                           "tokens_per_s": round(result.tokens_per_s, 1), "wall_s": round(result.wall_s, 1),
-                           "export": str(result.export_dir), "log": str(cfg.out / "train_log.jsonl"),
-                           "loss_curve": str(cfg.out / "loss_curve.png")}))
+    loss = round(result.loss, 4) if result.loss == result.loss else None
+    summary = {"steps": result.steps, "loss": loss, "step_accuracies": [round(a, 3) for a in result.step_accuracies],
+               "vocab_coverage": round(result.vocab_coverage, 4), "tokens": result.tokens,
+               "tokens_per_s": round(result.tokens_per_s, 1), "wall_s": round(result.wall_s, 1),
+               "export": str(result.export_dir), "log": str(cfg.out / "train_log.jsonl"),
+               "loss_curve": str(cfg.out / "loss_curve.png")}
+    if as_json:
+        typer.echo(json.dumps(summary))
+    else:
+        for line in _summary_lines(summary, cfg.out / "train_log.jsonl"):
+            typer.echo(line)
     serve = "vllm-command" if cfg.export_engine == "vllm" else "sglang-command"
     typer.echo(f"next: datahunt eval-accept --draft {result.export_dir} --target {cfg.target} --prompts HELDOUT.jsonl; "
                f"datahunt {serve} --target {cfg.target} --draft {result.export_dir}", err=True)
+
+
+def _summary_lines(summary: Mapping[str, Any], log: Path) -> list[str]:
+    """The summary as a person reads it: steps and speed, the loss from the first logged step to the last, the
+    draft's accuracy per TTT step, the vocabulary it covers, and where the files are."""
+    from training.progress import first_logged_loss
+
+    first = first_logged_loss(log)
+    loss = summary["loss"]
+    losses = f"loss {first:.4f} → {loss:.4f} (first logged step → last)" if first is not None and loss is not None \
+        else f"loss {loss if loss is not None else '?'}"
+    accuracies = " ".join(f"{a:.2f}" for a in summary["step_accuracies"]) or "?"
+    minutes, seconds = divmod(int(summary["wall_s"]), 60)
+    return [
+        f"trained {summary['steps']} steps in {minutes}m {seconds:02d}s: {summary['tokens']:,} tokens, "
+        f"{summary['tokens_per_s']:,.1f} tokens/s",
+        losses,
+        f"draft accuracy per TTT step: {accuracies}",
+        f"draft vocabulary covers {summary['vocab_coverage']:.1%} of the target's tokens in the data",
+        f"export: {summary['export']}",
+        f"log: {summary['log']} · loss curve: {summary['loss_curve']}",
+    ]
 
 
 def check_template(
