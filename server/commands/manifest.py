@@ -71,6 +71,22 @@ def export(
                               indent=2))
     else:
         _say_exported(exported.manifest, exported.path, out, settings.resolved_data_dir)
+        _say_eval_sets(exported.manifest)
+
+
+def _say_eval_sets(manifest: Manifest) -> None:
+    """The eval sets the manifest names, and in all with those the mirror adds at curation: curate's count."""
+    from core.settings import get_settings
+    from curation.errors import CurationError
+    from server.usecases.manifest import eval_set_count
+
+    named = len(manifest.eval_sets)
+    try:
+        in_all = eval_set_count(manifest=manifest, settings=get_settings())
+    except CurationError:  # an unreadable mirror: curate names it
+        in_all = named
+    adds = f"; curate adds the mirror's {in_all - named}: {in_all} in all" if in_all != named else ""
+    typer.echo(f"eval sets (kept out of training, decontaminated against): {named} named{adds}")
 
 
 def _say_exported(manifest: Manifest, path: Path, out: str | None, data_dir: Path) -> None:

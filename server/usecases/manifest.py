@@ -17,6 +17,8 @@ from core.settings import Settings
 from core.types import Category
 from curation.catalog import store
 from curation.manifest import Manifest, TargetModel
+from curation.manifest_plan import plan_manifest
+from curation.mirror import read_mirror_index
 from server.manifest_builder import build_manifest, make_budget, resolve_export_path, write_manifest
 from server.usecases.licenses import adopt_in_session, mirror_license_index
 
@@ -56,6 +58,13 @@ def approved_manifest(
         manifest = build_manifest(approved, budget=budget, target=target, eval_entries=store.benchmark_entries(session),
                                   licenses=index.licenses)
     return CatalogManifest(manifest=manifest, empty_catalog=empty, warning=index.warning)
+
+
+def eval_set_count(*, manifest: Manifest, settings: Settings) -> int:
+    """How many eval sets `curate` decontaminates this manifest against: its own and those the configured
+    mirror adds (`curation.manifest_plan`), the count `curate --check` and curate's report give."""
+    entries = read_mirror_index(settings.mirror) if settings.mirror else []
+    return len({p.eval_set.name for p in plan_manifest(manifest, settings.mirror, entries).eval_sets})
 
 
 def export_approved_manifest(

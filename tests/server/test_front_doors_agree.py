@@ -78,6 +78,8 @@ def test_the_same_approvals_exported_by_the_cli_and_the_api_are_byte_equal(
     done = runner.invoke(app, ["manifest", "export", "--out", "m.json", "--target", "acme/target", "--json"])
     assert done.exit_code == 0, done.output
     cli_file = Path(json.loads(done.stdout)["path"])
+    said = runner.invoke(app, ["manifest", "export", "--out", "said.json"])  # eval sets counted as curate counts
+    assert "eval sets (kept out of training, decontaminated against): 0 named; curate adds the mirror's " in said.stdout
 
     settings = Settings(home=api_db.parent, mirror=MIRROR, api_token=SecretStr("tok"))
     engine = store.make_engine(settings.resolved_database_url)
