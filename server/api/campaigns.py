@@ -87,8 +87,8 @@ async def rerun_subagent(
     """Re-run exactly one category of a campaign in the background; the other categories stay as they are."""
     try:
         cat = parse_category(category)
-    except UnknownCategoryError as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    except UnknownCategoryError as exc:  # a value that can never name a category: 422, as in a body or query
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     campaign_categories = await asyncio.to_thread(_categories_of, engine, campaign_id)
     if cat.value not in campaign_categories:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"campaign {campaign_id} has no category {cat.value!r}")
