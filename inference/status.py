@@ -8,8 +8,8 @@ loop (`inference.quality`).
 The ETA counts turns, not rows: a row of five user turns is five answers, each waiting for the one before.
 It is the larger of two times: the tokens still to write (turns to come × completion tokens per answered turn,
 less what unfinished answers already wrote) at the current tok/s, and the longest chain of turns one row still
-has to answer at one stream's share of that rate (the tail of a batch is its multi-turn rows, answered one
-turn after another). Expected uses the mean turn length; the range uses its 10th and 90th percentiles and
+has to answer, one after another, each taking what the last answered turns took (the tail of a batch is its
+multi-turn rows, and a burst of answers finishing together says nothing about how fast one row goes on). Expected uses the mean turn length; the range uses its 10th and 90th percentiles and
 always holds the expected value. Before the first answered turn, or with nothing written in the last minute,
 the ETA is unknown and says why (`eta.unknown`). `datahunt monitor` and `GET /runs/{id}` read the file.
 """
@@ -36,6 +36,7 @@ from inference.quality import QualityCounts, QualityShares, category_of, record_
 
 STATUS_FILE = "status.json"
 WINDOW_S = 60.0
+RECENT_TURNS = 8  # the answered turns whose wall time says how long the next one takes
 
 
 class RunInfo(TypedDict, total=False):
@@ -211,6 +212,8 @@ class StatusTracker:
     _turn_lengths: list[int] = field(default_factory=list)
     _queued_turns: Counter[int] = field(default_factory=Counter)  # turns per queued row, counted
     _rows_in_flight: dict[Hashable, int] = field(default_factory=dict)  # row key → its turns still to answer
+    _turn_started: dict[Hashable, float] = field(default_factory=dict)  # row key → when its current turn began
+    _turn_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_TURNS))
 
     def queue_rows(self, turns_per_row: list[int]) -> None:
         """Count rows queued to answer, each by its number of user turns."""
@@ -224,10 +227,12 @@ class StatusTracker:
             if not self._queued_turns[turns]:
                 del self._queued_turns[turns]
         self._rows_in_flight[key] = turns
+        self._turn_started[key] = self.clock()
 
     def _row_ended(self, key: Hashable | None) -> None:
         if key is not None:
             self._rows_in_flight.pop(key, None)  # a failed row's turns to come are dropped with it
+            self._turn_started.pop(key, None)
 
     def turn_counts(self) -> TurnCounts:
         """Turns answered this session, still to come, and the longest chain one row still has."""
@@ -257,7 +262,10 @@ class StatusTracker:
         self.turns_answered += 1
         self._turn_lengths.append(completion_tokens or 0)
         if key in self._rows_in_flight:
+            now = self.clock()
             self._rows_in_flight[key] = max(0, self._rows_in_flight[key] - 1)
+            self._turn_seconds.append(now - self._turn_started.get(key, now))
+            self._turn_started[key] = now
 
     def row_done(self, completion_tokens: int, key: Hashable | None = None) -> None:
         """Count a regenerated row and its total completion tokens."""
@@ -314,17 +322,24 @@ class StatusTracker:
         if rate <= 0:
             return ({"expected_s": None, "low_s": None, "high_s": None,
                      "unknown": "nothing written in the last minute"}, per_turn)
-        streams = max(1, len(self._rows_in_flight))
+        chain = self._chain_s()
 
         def left_s(tokens_per_turn: float) -> float:
-            everything = max(0.0, turns["to_come"] * tokens_per_turn - in_flight_tokens) / rate
-            # The longest chain, one turn after another at one stream's share of the rate.
-            chain = max(0.0, turns["longest_row"] * tokens_per_turn - in_flight_tokens / streams) * streams / rate
-            return max(everything, chain)
+            return max(max(0.0, turns["to_come"] * tokens_per_turn - in_flight_tokens) / rate, chain)
 
         expected = left_s(per_turn["mean"])
         return {"expected_s": expected, "low_s": min(expected, left_s(per_turn["p10"])),
                 "high_s": max(expected, left_s(per_turn["p90"]))}, per_turn
+
+    def _chain_s(self) -> float:
+        """Seconds the longest chain of turns takes: for each row in flight, its turns to come one after another,
+        each as long as the recent answered turns took, less the time its current turn has run already."""
+        if not self._turn_seconds:
+            return 0.0
+        per_turn = statistics.fmean(self._turn_seconds)
+        now = self.clock()
+        return max([turns * per_turn - min(per_turn, now - self._turn_started.get(key, now))
+                    for key, turns in self._rows_in_flight.items() if turns] or [0.0])
 
     def _eta_by_rows(self, rate: float, in_flight_tokens: int) -> Eta:
         per_row = _lengths(self._row_lengths)
