@@ -101,8 +101,8 @@ def eta_cells(eta: Mapping[str, Any], turns: TurnCounts | None) -> tuple[str, st
     if eta.get("expected_s") is None:
         return f"ETA unknown ({unknown or 'nothing to go by yet'})", to_come.removeprefix(" · ")
     low, expected, high = (format_duration(eta.get(key)) for key in ("low_s", "expected_s", "high_s"))
-    spread = f"range {low} – {high}" if low != high else "range: none yet"
-    return f"ETA {expected}", f"{spread}{to_come}"
+    spread = f"range {low} – {high}" if low != high else ""
+    return f"ETA {expected}", f"{spread}{to_come}".removeprefix(" · ")
 
 
 def short_label(label: str, width: int = 34) -> str:

@@ -6,10 +6,12 @@ per-endpoint load and errors, and per category the share of answers cut at the t
 loop (`inference.quality`).
 
 The ETA counts turns, not rows: a row of five user turns is five answers, each waiting for the one before.
-It is the larger of two times: the tokens still to write (turns to come × completion tokens per answered turn,
-less what unfinished answers already wrote) at the current tok/s, and the longest chain of turns one row still
-has to answer, one after another, each taking what the last answered turns took (the tail of a batch is its
-multi-turn rows, and a burst of answers finishing together says nothing about how fast one row goes on). Expected uses the mean turn length; the range uses its 10th and 90th percentiles and
+While rows wait in the queue it is the larger of two times: the tokens still to write (turns to come ×
+completion tokens per answered turn, less what unfinished answers already wrote) at the current tok/s, and the
+longest chain of turns one row in flight still has to answer, one after another, each taking what the recent
+answered turns took (their median). Once every row has started, it is that chain alone: the tail of a batch is
+its multi-turn rows, and neither a burst of answers finishing together nor the tok/s of the one row left says
+more about when the last of its turns ends than how long turns have been taking. Expected uses the mean turn length; the range uses its 10th and 90th percentiles and
 always holds the expected value. Before the first answered turn, or with nothing written in the last minute,
 the ETA is unknown and says why (`eta.unknown`). `datahunt monitor` and `GET /runs/{id}` read the file.
 """
@@ -322,24 +324,32 @@ class StatusTracker:
         if rate <= 0:
             return ({"expected_s": None, "low_s": None, "high_s": None,
                      "unknown": "nothing written in the last minute"}, per_turn)
-        chain = self._chain_s()
+        chain = self._chain_s()  # by the median, the shortest and the longest recent turn
+        if not self._queued_turns and chain is not None:  # every row started: the longest chain is what is left
+            return {"expected_s": chain[0], "low_s": min(chain), "high_s": max(chain)}, per_turn
 
-        def left_s(tokens_per_turn: float) -> float:
-            return max(max(0.0, turns["to_come"] * tokens_per_turn - in_flight_tokens) / rate, chain)
+        def left_s(tokens_per_turn: float, chained: float) -> float:
+            return max(max(0.0, turns["to_come"] * tokens_per_turn - in_flight_tokens) / rate, chained)
 
-        expected = left_s(per_turn["mean"])
-        return {"expected_s": expected, "low_s": min(expected, left_s(per_turn["p10"])),
-                "high_s": max(expected, left_s(per_turn["p90"]))}, per_turn
+        mid, short, long = chain or (0.0, 0.0, 0.0)
+        expected = left_s(per_turn["mean"], mid)
+        return {"expected_s": expected, "low_s": min(expected, left_s(per_turn["p10"], short)),
+                "high_s": max(expected, left_s(per_turn["p90"], long))}, per_turn
 
-    def _chain_s(self) -> float:
-        """Seconds the longest chain of turns takes: for each row in flight, its turns to come one after another,
-        each as long as the recent answered turns took, less the time its current turn has run already."""
+    def _chain_s(self) -> tuple[float, float, float] | None:
+        """Seconds the longest chain of turns takes, timed by the median, the shortest and the longest of the
+        recent answered turns: for each row in flight, its turns to come one after another, less the time its
+        current turn has run already (None before a turn was timed)."""
         if not self._turn_seconds:
-            return 0.0
-        per_turn = statistics.fmean(self._turn_seconds)
+            return None
         now = self.clock()
-        return max([turns * per_turn - min(per_turn, now - self._turn_started.get(key, now))
-                    for key, turns in self._rows_in_flight.items() if turns] or [0.0])
+
+        def longest(per_turn: float) -> float:
+            return max([turns * per_turn - min(per_turn, now - self._turn_started.get(key, now))
+                        for key, turns in self._rows_in_flight.items() if turns] or [0.0])
+
+        recent = list(self._turn_seconds)
+        return longest(statistics.median(recent)), longest(min(recent)), longest(max(recent))
 
     def _eta_by_rows(self, rate: float, in_flight_tokens: int) -> Eta:
         per_row = _lengths(self._row_lengths)
