@@ -14,11 +14,11 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy import Engine
 
-from core.types import FINAL_CAMPAIGN_STATUSES, CampaignStatus, UnknownCategoryError, parse_category
+from core.types import FINAL_CAMPAIGN_STATUSES, CampaignStatus, Category, UnknownCategoryError, parse_category
 from curation.catalog import store
 from graph.campaign import CampaignBusyError
 from server.api.campaign_tasks import CampaignManager
@@ -36,6 +36,10 @@ def get_manager(request: Request) -> CampaignManager:
 
 
 ManagerDep = Annotated[CampaignManager, Depends(get_manager)]
+# Documented as the ten names; read as `parse_category` reads them (case and dashes forgiven, a 422 with the
+# closest name otherwise), as a body or a query's category is.
+CategoryPath = Annotated[str, Path(description="One of the ten categories.",
+                                   json_schema_extra={"enum": [c.value for c in Category]})]
 
 
 def campaign_out(session: Any, campaign_id: str, manager: CampaignManager) -> CampaignOut:
@@ -82,7 +86,7 @@ def get_campaign(campaign_id: str, engine: EngineDep, manager: ManagerDep) -> Ca
     dependencies=[Depends(require_token)],
 )
 async def rerun_subagent(
-    campaign_id: str, category: str, manager: ManagerDep, engine: Annotated[Engine, Depends(get_engine)]
+    campaign_id: str, category: CategoryPath, manager: ManagerDep, engine: Annotated[Engine, Depends(get_engine)]
 ) -> CampaignAccepted:
     """Re-run exactly one category of a campaign in the background; the other categories stay as they are."""
     try:
