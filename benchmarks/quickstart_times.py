@@ -48,7 +48,7 @@ def main() -> None:
     load_after = os.getloadavg()
     rows = [{"step": s.number, "command": s.line, "seconds": round(s.seconds, 1), "exit": s.code} for s in steps]
     result = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_before": load_before,
-              "load_after": load_after, "wall_s": round(time.time() - started, 1), "work": str(work), "steps": rows}
+              "load_after": load_after, "wall_s": round(time.time() - started, 1), "steps": rows}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "quickstart_times.json").write_text(json.dumps(result, indent=1) + "\n")
     lines = ["# docs/quickstart.md, re-measured", "",
