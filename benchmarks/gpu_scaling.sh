@@ -6,6 +6,9 @@
 #                                                                # bench-train | curve
 #   CPU, repo root:   benchmarks/gpu_scaling.sh report           # scaling.json, plot, forecast
 #   CPU, repo root:   benchmarks/gpu_scaling.sh rehearse         # the whole plan at toy sizes, before device time
+#   CPU, repo root:   benchmarks/gpu_scaling.sh prepare-distinct # new prompts of the enlarged mirror (issue #45)
+#                     benchmarks/gpu_scaling.sh carry-check PATHS # what one call carries, against its 64 MiB
+#   GPU:              benchmarks/gpu_scaling.sh regen-distinct   # one answer to each new prompt
 # `gpu-tests` runs the CUDA tests; `probe` times the engine and trainer on a random-weight target of the same
 # shape (needs only .carry/tok). Every GPU stage is resumable (state in $WORK/results.json) and sized to end
 # within 10 minutes on one H200; run it again after a time-out and it continues.
@@ -91,6 +94,18 @@ case "$stage" in
       done
       wc -l "$WORK/written_rows.jsonl" "$WORK/written_regen/regenerated.jsonl"
     fi
+    # The new prompts' answers, as `regen-distinct` returned them (tracked after the session that made them).
+    if [ -z "${FRESH_REGEN:-}" ] && [ -f "$saved/distinct_answers.jsonl.xz" ] && [ ! -f "$WORK/distinct_regen/regenerated.jsonl" ]; then
+      mkdir -p "$WORK/distinct_regen"
+      $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        "$saved/distinct_answers.jsonl.xz" "$WORK/distinct_regen/regenerated.jsonl"
+      wc -l "$WORK/distinct_regen/regenerated.jsonl"
+    fi
+    # SAVED_EVAL=1: the eval prompts' greedy answers from the tree (the tenth session's H200 and the eleventh's H100
+    # made the same ones), so a curve-only session skips the `regen` stage.
+    if [ -n "${SAVED_EVAL:-}" ] && [ -f "$saved/eval_greedy.jsonl.gz" ] && [ ! -f "$WORK/eval_greedy/regenerated.jsonl" ]; then
+      mkdir -p "$WORK/eval_greedy" && zcat "$saved/eval_greedy.jsonl.gz" > "$WORK/eval_greedy/regenerated.jsonl"
+    fi
     # The points measured in earlier sessions (tracked) are not trained again: the curve skips what results.json
     # holds. The regeneration entries stay out: their files live only on the machine that made them.
     raw=benchmarks/results/gpu_scaling/scaling_raw.json
@@ -133,7 +148,22 @@ EOF
     [ -f "$WORK/target/model.safetensors" ] || random_target
     $PY benchmarks/gpu_profile.py --target "$WORK/target" --out "$RESULTS/gpu_profile.json" "$@"
     ;;
-  target|bench-regen|regen|write-prompts|bench-train|curve)
+  prepare-distinct)
+    # The product's path over the enlarged mirror (CURATED=samples.jsonl skips it), then the vetted new prompts.
+    curated=${CURATED:-}
+    if [ -z "$curated" ]; then
+      .venv/bin/datahunt manifest from-mirror "${MIRROR:-../shared/mirror}" -o "$CARRY/distinct/manifest.json"
+      .venv/bin/datahunt curate -m "$CARRY/distinct/manifest.json" -o "$CARRY/distinct/curated" --jsonl \
+        --mirror "${MIRROR:-../shared/mirror}"
+      curated="$CARRY/distinct/curated/samples.jsonl"
+    fi
+    .venv/bin/python benchmarks/gpu_scaling.py prepare-distinct --curated "$curated" --mirror "${MIRROR:-../shared/mirror}" \
+      --out "${DISTINCT_OUT:-benchmarks/results/gpu_scaling}" "$@"
+    ;;
+  carry-check)
+    .venv/bin/python benchmarks/gpu_scaling.py carry-check --carry-paths "$@"
+    ;;
+  target|bench-regen|regen|write-prompts|bench-train|curve|regen-distinct)
     # In the background and waited for, so a time limit's TERM (`timeout 560 benchmarks/gpu_scaling.sh curve`)
     # reaches the Python process too: a foreground child would outlive this shell and keep training.
     $PY benchmarks/gpu_scaling.py "$stage" --work "$WORK" --out "$RESULTS" --data "$WORK/data" "$@" &
@@ -189,6 +219,14 @@ EOF
     mkdir -p "$WORK/returned_out"
     OUT="$WORK/returned_out" RETURN_DRAFT=1 bash "$0" curve "${toy[@]}" --source mixed --scales 40 --base 8 \
       --epochs 1 --batch-tokens 1024 --max-length 320 --draft-vocab 512 --points-only --head-init random --budget-s 600
+    # The distinct-prompt arm (issue #45): new prompts of the curated set, one answer each, a point of each curve.
+    CURATED="$CARRY/curated/samples.jsonl" DISTINCT_OUT="$RESULTS" bash "$0" prepare-distinct --max-prompt-tokens 256 \
+      --old-answers "$WORK/regen/regenerated.jsonl" --written-prompts "$WORK/written_rows.jsonl"
+    bash "$0" regen-distinct "${toy[@]}" --slots 8 --rows 12 --distinct-prompts "$RESULTS/distinct_prompts.jsonl.xz"
+    for source in distinct distinct-mix; do
+      bash "$0" curve "${toy[@]}" --source "$source" --scales 40 --base 8 --epochs 1 --batch-tokens 1024 \
+        --max-length 320 --draft-vocab 512 --points-only --head-init random --budget-s 600
+    done
     .venv/bin/python benchmarks/gpu_scaling.py report --raw "$RESULTS/scaling_raw.json" --out "$WORK/report"
     ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;

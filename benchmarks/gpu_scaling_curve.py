@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_scaling import Results, _device, _jsonl, _write_jsonl, eval_items, train_config, train_stats
+from gpu_scaling_distinct import DISTINCT_SOURCES, distinct_source
 
 from training.curve.evaluate import score
 from training.curve.plan import (
@@ -32,10 +33,13 @@ def curve(args: argparse.Namespace) -> None:
     results = Results(args)
     started = time.perf_counter()
     work = Path(args.work)
-    prompts, regen = curve_source(args, work)
-    ordered = [p for p in prompts if p["id"] in regen]
-    # Regenerated rows in curve order (the product's): every prompt's first answer, then every second answer, ...
-    answer_ids = answer_order([p["id"] for p in ordered], set(regen))
+    if args.source in DISTINCT_SOURCES:  # new prompts against more answers: their own order
+        ordered, regen, answer_ids = distinct_source(args, work)
+    else:
+        prompts, regen = curve_source(args, work)
+        ordered = [p for p in prompts if p["id"] in regen]
+        # Regenerated rows in curve order (the product's): every prompt's first answer, then every second one, ...
+        answer_ids = answer_order([p["id"] for p in ordered], set(regen))
     if "overfit" not in results.data and not args.overfit_last:
         results.data["overfit"] = overfit_gate(args, work)
         results.save()
@@ -187,7 +191,7 @@ def replay_on(args: argparse.Namespace, export_dir: Path, pairs: list[tuple[str,
     return replay_counts(target, draft, layers, prompts, outputs, k=k, batch=16)
 
 
-SOURCES = {"mirror": "mirror", "written": "target-written", "mixed": "mirror+target-written"}
+SOURCES = {"mirror": "mirror", "written": "target-written", "mixed": "mirror+target-written", **DISTINCT_SOURCES}
 
 
 def curve_source(args: argparse.Namespace, work: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:

@@ -5,8 +5,15 @@ revision, config and split. Tables go through `datasets.load_dataset` (json, csv
 `streaming=True` above STREAMING_BYTES or when the source asks for it). Files `datasets` cannot read as one
 table — a single JSON object per file (SWE-agent `.traj`, ToolBench answers), JSON Lines whose rows
 disagree on their schema, or bytes that are not valid UTF-8 — go through a small record reader that yields
-one record per object or line; a line that is not valid UTF-8 comes out as an INVALID_UTF8 record, which
-the cleaning runner counts as a drop instead of losing the file.
+one record per object or line; a line that is not valid UTF-8 (INVALID_UTF8), or a JSON Lines line after the
+first that is not JSON (INVALID_JSON), comes out as a marker record the cleaning runner counts as a drop instead
+of losing the file (`unreadable`).
+
+Paired line files — corpora such as NL2Bash (`all.nl` descriptions / `all.cm` commands) or CodeXGLUE's
+translation pairs (`train.java-cs.txt.java` / `.cs`) ship as two line-aligned plain-text files, not as JSON — are
+read two by two (`read_paired_lines`): data files none of which has a table suffix (JSON, JSON Lines, CSV,
+Parquet, `.traj`), taken in the order the manifest lists them, the first of each pair the prompt side, into
+records `{source_line, target_line, source_file, target_file}`; both files of a pair must have as many lines.
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ logger = logging.getLogger(__name__)
 STREAMING_BYTES = 512 * 1024 * 1024
 CSV_FIELD_LIMIT = 256 * 1024 * 1024  # bytes in one CSV field; a whole file is read into memory anyway
 INVALID_UTF8 = "__invalid_utf8__"
+INVALID_JSON = "__invalid_json__"
+_MARKERS = {INVALID_UTF8: "invalid_utf8", INVALID_JSON: "invalid_json"}  # marker key -> the drop's reason
+TABLE_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".parquet", ".arrow", ".traj"})
 _BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
@@ -119,6 +129,9 @@ def iter_records(plan: LoadPlan, *, cache_dir: Path, token: str | None = None) -
     """Yield the source's records in file order (row index = position), raising SourceLoadError on failure."""
     if plan.hub_path is not None:
         yield from _iter_hub(plan, cache_dir=cache_dir, token=token)
+        return
+    if plan.files and all(is_line_file(f) for f in plan.files):
+        yield from read_paired_lines(plan.files)
         return
     if _needs_record_reader(plan.files):
         for path in plan.files:
@@ -254,6 +267,7 @@ def read_records(path: Path) -> Iterator[JSONObject]:
         for item in whole:
             yield item if isinstance(item, dict) else {"value": item}
         return
+    seen_json = False
     for line_no, raw in enumerate(data.split(b"\n")):  # "\n" only, like core.jsonl
         if not raw.strip():
             continue
@@ -265,5 +279,49 @@ def read_records(path: Path) -> Iterator[JSONObject]:
         try:
             item = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise SourceLoadError(f"{path.name} line {line_no + 1} is not JSON: {exc}") from None
+            if not seen_json:  # not JSON Lines at all: the file is refused
+                raise SourceLoadError(f"{path.name} line {line_no + 1} is not JSON: {exc}") from None
+            # One broken line of a JSON Lines file (a bad escape, a record split over two lines) is that row's drop.
+            yield {INVALID_JSON: f"{path.name} line {line_no + 1}: {exc}"}
+            continue
+        seen_json = True
         yield item if isinstance(item, dict) else {"value": item}
+
+
+def unreadable(record: JSONObject) -> tuple[str, str] | None:
+    """(drop reason, detail) when `record` is a marker of a line that could not be read, else None."""
+    for key, reason in _MARKERS.items():
+        if key in record:
+            return reason, str(record[key])
+    return None
+
+
+def is_line_file(path: Path) -> bool:
+    """Whether a data file is plain text read line by line (one half of a paired line source): no table suffix."""
+    return _suffix(path).removesuffix(".gz") not in TABLE_SUFFIXES
+
+
+def _text_lines(path: Path) -> list[bytes]:
+    data = _open_bytes(path)
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":  # the newline ending the last line opens no further line
+        lines.pop()
+    return [line.removesuffix(b"\r") for line in lines]
+
+
+def read_paired_lines(files: tuple[Path, ...] | list[Path]) -> Iterator[JSONObject]:
+    """Yield `{source_line, target_line, source_file, target_file}` for each line pair of line-aligned files,
+    taken two by two (source, target); SourceLoadError for an odd count or a pair whose line counts differ."""
+    if not files or len(files) % 2:
+        raise SourceLoadError(f"paired line files come two by two (source, target); got {[f.name for f in files]}")
+    for source, target in zip(files[0::2], files[1::2], strict=True):
+        left, right = _text_lines(source), _text_lines(target)
+        if len(left) != len(right):
+            raise SourceLoadError(f"paired line files differ in length: {source.name} has {len(left)} lines, "
+                                  f"{target.name} {len(right)}")
+        for line_no, (a, b) in enumerate(zip(left, right, strict=True)):
+            try:
+                yield {"source_line": a.decode("utf-8"), "target_line": b.decode("utf-8"),
+                       "source_file": source.name, "target_file": target.name}
+            except UnicodeDecodeError as exc:
+                yield {INVALID_UTF8: f"{source.name}/{target.name} line {line_no + 1}: {exc}"}

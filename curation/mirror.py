@@ -3,7 +3,8 @@
 `MIRROR.json` is a list of entries `{id, config?, files[], format, fields, rows, license, role, sha256}` with
 file paths relative to the mirror folder. `manifest_from_mirror` makes `role: train` entries sources and
 `role: eval` entries decontamination sets; an entry whose first record fits no adapter (e.g. answer keys
-without prompts) is left out with a note. Categories come from CATEGORY_RULES: the first pattern found in
+without prompts) is left out with a note; an entry of line-aligned text files (no JSON) is read as source/target
+line pairs (`curation.loading.read_paired_lines`). Categories come from CATEGORY_RULES: the first pattern found in
 the entry's id, config and file names decides; anything unmatched is `general_chat`.
 """
 
@@ -20,7 +21,7 @@ from typing import NotRequired, TypedDict, cast
 
 from core.types import Category
 from curation.adapters import detect_format
-from curation.loading import SourceLoadError, inside, read_records
+from curation.loading import SourceLoadError, inside, is_line_file, read_paired_lines, read_records
 from curation.manifest import EvalSet, Manifest, ManifestError, Source, TargetModel
 
 MIRROR_INDEX = "MIRROR.json"
@@ -49,6 +50,7 @@ class MirrorEntry(TypedDict):
 # First match wins; matched against "id config files" lower-cased.
 CATEGORY_RULES: tuple[tuple[str, Category], ...] = (
     (r"gsm8k|math", Category.MATH),
+    (r"nl2bash", Category.CODE_EXPLANATION),  # shell one-liners; "TellinaTool" would read as tool use
     (r"commit", Category.COMMIT_MESSAGES),
     (r"codereview|code_review|review", Category.CODE_REVIEW),
     (r"swe-agent|trajector|toolbench/answer|\.traj", Category.AGENTIC_TRAJECTORIES),
@@ -102,7 +104,9 @@ def _config_and_split(entry: MirrorEntry, default_split: str) -> tuple[str | Non
 
 
 def _first_columns(mirror_dir: Path, files: list[str]) -> set[str]:
-    for record in read_records(mirror_dir / files[0]):
+    paths = [mirror_dir / f for f in files]
+    records = read_paired_lines(paths) if all(is_line_file(p) for p in paths) else read_records(paths[0])
+    for record in records:
         return set(record)
     return set()
 

@@ -25,7 +25,7 @@ from curation.cleaning import StepParams
 from curation.conversation import Drop, Row, prompt_text
 from curation.decontam import EvalIndex, find_contaminated
 from curation.dedup import DedupResult, deduplicate
-from curation.loading import INVALID_UTF8, iter_records
+from curation.loading import iter_records, unreadable
 from curation.manifest import Manifest, ManifestError
 from curation.manifest_plan import EvalPlan, ManifestPlan, plan_manifest
 from curation.mirror import MIRROR_INDEX, MirrorEntry, read_mirror_index
@@ -125,7 +125,7 @@ def eval_prompts(planned: EvalPlan, ctx: LoadContext) -> list[tuple[str, str]]:
     items: list[tuple[str, str]] = []
     fmt: str | None = None
     for index, record in enumerate(iter_records(plan, cache_dir=ctx.cache_dir, token=ctx.token)):
-        if INVALID_UTF8 in record:
+        if unreadable(record) is not None:
             continue
         fmt = fmt or resolve_format(record.keys(), eval_set.format, eval_set.field_mapping, eval_set.name)
         messages = adapt(record, fmt, eval_set.field_mapping)

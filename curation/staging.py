@@ -23,7 +23,7 @@ from curation.adapters import adapt, resolve_format
 from curation.atomic_files import read_own, remove_file
 from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
 from curation.conversation import Drop, Message, Row, RowExtra
-from curation.loading import INVALID_UTF8, LoadPlan, SourceLoadError, plan_load
+from curation.loading import LoadPlan, SourceLoadError, plan_load, unreadable
 from curation.local_sources import local_files, prepare_record, source_records
 from curation.manifest import EvalSet, Source
 from curation.manifest_plan import SourcePlan
@@ -241,8 +241,8 @@ def _rows(planned: SourcePlan, ctx: LoadContext, staged: StagedSource, on_drop: 
             break
         staged.rows_in += 1
         row = Row(source.key, index, [], str(source.category), source.target_native, order)
-        if INVALID_UTF8 in raw:
-            _count(staged, on_drop, row, Drop("invalid_utf8", str(raw[INVALID_UTF8])))
+        if (bad := unreadable(raw)) is not None:
+            _count(staged, on_drop, row, Drop(*bad))
             continue
         record, scrubbed = prepare_record(source, raw)
         for kind, n in scrubbed.items():

@@ -16,6 +16,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 from sqlalchemy import Engine
+from sqlmodel import Session
 
 from core.candidates import Deliverable
 from core.types import Category, ReasonCode, RunStatus
@@ -31,19 +32,26 @@ INTERRUPTED = "interrupted: the process stopped before this attempt finished"
 
 
 def open_run(engine: Engine, *, campaign_id: str, category: str) -> int:
-    """Close an attempt a crash left running for this category (as failed), start a new one, return its id."""
+    """Close an attempt a crash left running for this category (as failed), start a new one (or the one a
+    re-run's claim recorded), return its id."""
     with store.open_session(engine) as session:
-        for run in store.list_runs(session, campaign_id=campaign_id, latest_only=True):
-            if run.category == category and run.status == RunStatus.RUNNING and run.id is not None:
-                logger.warning("campaign %s: closing interrupted run %s of %s", campaign_id, run.id, category)
-                store.finish_run(
-                    session, run_id=run.id, status=RunStatus.FAILED.value, planner=None, queries=[],
-                    results_per_backend={}, candidates_found=0, candidates_accepted=0, error=INTERRUPTED,
-                    reasons=[reason(ReasonCode.MISSING_DELIVERABLE, INTERRUPTED, blocking=True)],
-                )
+        close_interrupted(session, campaign_id=campaign_id, category=category)
         run_id = store.start_run(session, campaign_id=campaign_id, category=category).id
     assert run_id is not None
     return run_id
+
+
+def close_interrupted(session: Session, *, campaign_id: str, category: str) -> None:
+    """Mark failed the category's latest attempt if it is still `running`: whoever ran it stopped (a crash, or
+    a takeover), since the caller holds the campaign's lease now."""
+    for run in store.list_runs(session, campaign_id=campaign_id, latest_only=True):
+        if run.category == category and run.status == RunStatus.RUNNING and run.id is not None:
+            logger.warning("campaign %s: closing interrupted run %s of %s", campaign_id, run.id, category)
+            store.finish_run(
+                session, run_id=run.id, status=RunStatus.FAILED.value, planner=None, queries=[],
+                results_per_backend={}, candidates_found=0, candidates_accepted=0, error=INTERRUPTED,
+                reasons=[reason(ReasonCode.MISSING_DELIVERABLE, INTERRUPTED, blocking=True)],
+            )
 
 
 async def call_subagent(context: CampaignContext, category: Category) -> tuple[Deliverable | None, str | None]:

@@ -8,8 +8,11 @@ checkpoint left off (a finished graph's checkpoints are deleted: its results are
 `prune_checkpoints` clears what older catalogs kept); a single category re-runs on a thread of its own
 (`<id>:rerun:<category>:<n>`) through the same graph, adding a new attempt without touching the other
 categories. Each holds the campaign's lease
-in the catalog (`graph.lease`), so one process at a time works on a campaign: a second gets
-CampaignBusyError, and a dead one's campaign is taken over when its lease expires. Subagent and backends are
+in the catalog (`graph.lease`; taken here, or already by the service's claim in `graph.claims`), so one process
+at a time works on a campaign: a second gets CampaignBusyError, and a dead one's campaign is taken over when
+its lease expires. Every catalog write and checkpoint of the run is fenced by the lease's generation, so a run
+taken over stops at its next write (CampaignLeaseLostError) and a resume that finds the campaign finished
+leaves it as it is (CampaignFinishedError). Subagent and backends are
 injectable for tests and benchmarks; by default they are the real agents (`agents.subagent.run_subagent`,
 the backends `graph.search.choose_search` picks).
 """
@@ -18,7 +21,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -39,11 +43,11 @@ from core.types import (
 )
 from curation.catalog import store
 from graph.builder import build_graph
-from graph.checkpoint import open_checkpointer
+from graph.checkpoint import fence_writes, open_checkpointer
 from graph.context import CampaignContext, SubagentRunner
 from graph.errors import GraphError
 from graph.events import CampaignEvent, EventCallback, emit
-from graph.lease import HeldLease, LeaseHeldElsewhere, LeaseLost
+from graph.lease import HeldLease, LeaseHeldElsewhere, LeaseLost, check_fence, refused_by_fence
 from graph.persist import campaign_outcome
 from graph.search import SearchPlan, choose_search
 from graph.state import CampaignState
@@ -105,20 +109,25 @@ def make_context(
 
 async def _drive(
     context: CampaignContext, *, campaign_id: str, thread_id: str, categories: list[str], notes: list[str],
-    resume: bool, max_concurrency: int | None = None, must_be_pending: bool = False,
+    resume: bool, max_concurrency: int | None = None, must_be_pending: bool = False, must_be_unfinished: bool = False,
+    lease: HeldLease | None = None,
 ) -> CampaignState:
-    """Run (or resume) the graph on `thread_id` holding the campaign's lease (CampaignBusyError while another
-    process holds it); mark the campaign failed if the graph itself breaks. With `must_be_pending`, refuse
-    (CampaignAlreadyStartedError) a campaign another process started before this one got the lease."""
-    lease = HeldLease(context.engine, campaign_id, ttl_s=context.lease_ttl_s)
+    """Run (or resume) the graph on `thread_id` holding the campaign's lease (`lease`, taken already by the
+    caller, or taken here: CampaignBusyError while another process holds it), every catalog write fenced by it;
+    mark the campaign failed if the graph itself breaks. With `must_be_pending`, refuse
+    (CampaignAlreadyStartedError) a campaign another process started before this one got the lease; with
+    `must_be_unfinished` (a resume), one that finished meanwhile (CampaignFinishedError), leaving it as it is."""
+    lease = lease or HeldLease(context.engine, campaign_id, ttl_s=context.lease_ttl_s)
     try:
         async with lease.held():
-            if must_be_pending:
-                with store.open_session(context.engine) as session:
-                    status = store.get_campaign(session, campaign_id=campaign_id).status
-                if status != CampaignStatus.PENDING:
-                    raise CampaignAlreadyStartedError(
-                        f"campaign {campaign_id} is {status}, not pending: resume it instead of starting it")
+            context = replace(context, engine=lease.fenced_engine)
+            with store.open_session(context.engine, readonly=True) as session:
+                status = store.get_campaign(session, campaign_id=campaign_id).status
+            if must_be_pending and status != CampaignStatus.PENDING:
+                raise CampaignAlreadyStartedError(
+                    f"campaign {campaign_id} is {status}, not pending: resume it instead of starting it")
+            if must_be_unfinished and status in COMPLETED_CAMPAIGN_STATUSES:
+                raise CampaignFinishedError(f"campaign {campaign_id} already finished ({status}); left as it is")
             return await _drive_held(context, campaign_id=campaign_id, thread_id=thread_id, categories=categories,
                                      notes=notes, resume=resume, max_concurrency=max_concurrency)
     except LeaseHeldElsewhere as exc:
@@ -146,6 +155,7 @@ async def _drive_held(
         config["max_concurrency"] = max_concurrency  # at most this many branches at once (default: all)
     try:
         async with open_checkpointer(engine.url.render_as_string(hide_password=False)) as saver:
+            fence_writes(saver, partial(check_fence, engine))
             graph = build_graph(saver)
             snapshot = await graph.aget_state(config) if resume else None
             checkpointed = snapshot is not None and bool(snapshot.values)
@@ -165,6 +175,8 @@ async def _drive_held(
                 output = cast(CampaignState, await graph.ainvoke(start, config, context=context, durability="sync"))
             await forget_thread(saver, thread_id)
     except Exception as exc:
+        if refused_by_fence(exc):  # another process took the campaign over: it is theirs to finish, not ours to mark
+            raise store.LeaseFencedError(f"campaign {campaign_id}: its lease was taken over") from exc
         if store.is_outage(exc):  # the catalog database went down or filled up; the caller reports it, once
             logger.info("campaign %s: the catalog database failed: %s", campaign_id, store.outage_reason(exc))
         else:
@@ -183,19 +195,24 @@ async def _drive_held(
     return output
 
 
+_OPEN_RUNS = (RunStatus.PENDING, RunStatus.RUNNING)  # claimed for a re-run, or started: not closed yet
+
+
 def _unfinished(engine: Engine, campaign_id: str, categories: list[str]) -> list[str]:
     """Return the categories whose latest run the persist node never closed (all when none was closed)."""
-    with store.open_session(engine) as session:
+    with store.open_session(engine, readonly=True) as session:
         latest = {r.category: r.status for r in store.list_runs(session, campaign_id=campaign_id)}
-    open_ones = [c for c in categories if latest.get(c, RunStatus.RUNNING) == RunStatus.RUNNING]
+    open_ones = [c for c in categories if latest.get(c, RunStatus.RUNNING) in _OPEN_RUNS]
     return open_ones or categories
 
 
 def _persisted(engine: Engine, campaign_id: str, categories: list[str]) -> bool:
     """Whether the persist node already closed a run of every category (runs stay `running` until it does)."""
-    with store.open_session(engine) as session:
+    with store.open_session(engine, readonly=True) as session:
         latest = {r.category: r.status for r in store.list_runs(session, campaign_id=campaign_id)}
-    return all(c in latest and latest[c] != RunStatus.RUNNING for c in categories)
+    return all(c in latest and latest[c] not in _OPEN_RUNS for c in categories)
+
+
 
 
 async def forget_thread(saver: BaseCheckpointSaver[str], thread_id: str) -> None:
@@ -269,15 +286,16 @@ def prepare_campaign(
 
 async def start_campaign(
     campaign: PreparedCampaign, *, engine: Engine, settings: Settings, on_event: EventCallback | None = None,
-    subagent: SubagentRunner | None = None, max_concurrency: int | None = None,
+    subagent: SubagentRunner | None = None, max_concurrency: int | None = None, lease: HeldLease | None = None,
 ) -> str:
-    """Run a prepared campaign from the start and return its id; CampaignAlreadyStartedError when another
-    process started it first. `max_concurrency` caps how many subagents run at once (default: all; 1 runs them
+    """Run a prepared campaign from the start and return its id (holding `lease` when the caller took it
+    already); CampaignAlreadyStartedError when another process started it first. `max_concurrency` caps how many subagents run at once (default: all; 1 runs them
     one after another, as the fan-out benchmark's baseline does). The final status is succeeded, partial (some
     runs failed or came back empty) or failed (all did)."""
     context = make_context(engine, settings, campaign.search, on_event=on_event, subagent=subagent)
     await _drive(context, campaign_id=campaign.id, thread_id=campaign.id, categories=campaign.categories,
-                 notes=campaign.search.notes, resume=False, max_concurrency=max_concurrency, must_be_pending=True)
+                 notes=campaign.search.notes, resume=False, max_concurrency=max_concurrency, must_be_pending=True,
+                 lease=lease)
     return campaign.id
 
 
@@ -310,8 +328,10 @@ async def run_campaign(
 async def resume_campaign(
     *, engine: Engine, settings: Settings, campaign_id: str, on_event: EventCallback | None = None,
     subagent: SubagentRunner | None = None, backends: list[SearchBackend] | None = None,
+    lease: HeldLease | None = None,
 ) -> str:
-    """Continue an unfinished (or graph-failed) campaign from its checkpoint; finished branches do not re-run."""
+    """Continue an unfinished (or graph-failed) campaign from its checkpoint; finished branches do not re-run.
+    A campaign found finished (before or once its lease is held) raises CampaignFinishedError, untouched."""
     with store.open_session(engine) as session:
         campaign = store.get_campaign(session, campaign_id=campaign_id)
         status, offline, categories, thread_id = campaign.status, campaign.offline, campaign.categories, campaign.thread_id
@@ -320,16 +340,17 @@ async def resume_campaign(
     search = choose_search(settings, offline=offline, backends=backends)
     context = make_context(engine, settings, search, on_event=on_event, subagent=subagent)
     await _drive(context, campaign_id=campaign_id, thread_id=thread_id, categories=list(categories),
-                 notes=search.notes, resume=True)
+                 notes=search.notes, resume=True, must_be_unfinished=True, lease=lease)
     return campaign_id
 
 
 async def rerun_category(
     *, engine: Engine, settings: Settings, campaign_id: str, category: Category | str,
     on_event: EventCallback | None = None, subagent: SubagentRunner | None = None,
-    backends: list[SearchBackend] | None = None,
+    backends: list[SearchBackend] | None = None, lease: HeldLease | None = None,
 ) -> int:
-    """Run one category of a campaign again as a new attempt, leaving the others alone; return the new run id."""
+    """Run one category of a campaign again as a new attempt, leaving the others alone; return the new run id.
+    With `lease` (taken by `graph.claims.claim_rerun`, which recorded the attempt) the claimed attempt runs."""
     chosen = parse_category(str(category)).value
     with store.open_session(engine) as session:
         campaign = store.get_campaign(session, campaign_id=campaign_id)
@@ -341,7 +362,7 @@ async def rerun_category(
     context = make_context(engine, settings, search, on_event=on_event, subagent=subagent)
     thread_id = f"{campaign_id}:rerun:{chosen}:{uuid.uuid4().hex[:8]}"
     await _drive(context, campaign_id=campaign_id, thread_id=thread_id, categories=[chosen], notes=search.notes,
-                 resume=False)
+                 resume=False, lease=lease)
     with store.open_session(engine) as session:
         runs = [r for r in store.list_runs(session, campaign_id=campaign_id, latest_only=True) if r.category == chosen]
     assert runs and runs[0].id is not None, "a re-run always leaves a run row"

@@ -5,15 +5,17 @@ A campaign's thread id is its campaign id; every superstep and every finished br
 PostgreSQL the SQLAlchemy URL is turned into a libpq conninfo, keeping `options` (e.g. a `search_path`) so
 the checkpoint tables live in the same schema as the catalog. The state's own types beyond plain JSON (the
 `core.types` enums the state is typed with) are registered with the serializer, so loading them back is allowed
-explicitly rather than warned about.
+explicitly rather than warned about. `fence_writes` checks a campaign's lease before each checkpoint write.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -33,6 +35,25 @@ STATE_TYPES = [("core.types", "Decision"), ("core.types", "RunStatus")]
 def state_serializer() -> JsonPlusSerializer:
     """Return the checkpoint serializer that knows the state's enums."""
     return JsonPlusSerializer(allowed_msgpack_modules=STATE_TYPES)
+
+
+def fence_writes(saver: BaseCheckpointSaver[str], check: Callable[[], None]) -> None:
+    """Have `saver` call `check` (blocking, in a worker thread) before each checkpoint and each task's writes,
+    so a run whose lease was taken over (`check` raises) adds nothing to the thread the new owner resumes.
+    The check and the write are two transactions: the window between them is one write, after which the run
+    stops at its next catalog write or lease renewal."""
+    for name in ("aput", "aput_writes"):
+        original = getattr(saver, name)
+
+        def fenced(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+            @functools.wraps(original)  # keeps the signature LangGraph inspects (`task_path`)
+            async def write(*args: Any, **kwargs: Any) -> Any:
+                await asyncio.to_thread(check)
+                return await original(*args, **kwargs)
+
+            return write
+
+        setattr(saver, name, fenced(original))
 
 
 class UnsupportedDatabaseError(GraphError, ValueError):

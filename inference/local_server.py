@@ -42,6 +42,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def stop_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
+    """End `process` and every process of its group: TERM, then KILL after `grace_s` seconds."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(grace_s)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(grace_s)
+
+
 def find_server_script() -> Path:
     """Return the `llama-cpp-server` script beside this interpreter or on PATH; raise LocalServerError if absent."""
     beside = Path(sys.executable).parent / SERVER_SCRIPT
@@ -128,14 +140,7 @@ class LlamaServer:
             self._log = None
         if self.process is None:
             return
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(15)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(15)
+        stop_group(self.process, grace_s=15)
         self.process = None
 
     def __enter__(self) -> LlamaServer:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from core.json_types import JSONObject, JSONValue
-from curation.adapters import agents, chat, code, traffic
+from curation.adapters import agents, chat, code, plain_text, traffic
 from curation.conversation import Drop, Message
 from curation.errors import CurationError
 
@@ -36,6 +36,9 @@ ADAPTERS: dict[str, Adapter] = {
     "toolbench_answer": agents.toolbench_answer,
     "toolbench_query": agents.toolbench_query,
     "bfcl": agents.bfcl,
+    "hh_transcript": plain_text.hh_transcript,
+    "instruction_only": plain_text.instruction_only,
+    "paired_lines": plain_text.paired_lines,
     "traffic_request": traffic.traffic_request,  # chosen by a manifest `kind: traffic` source, never detected
 }
 
@@ -59,8 +62,11 @@ DETECTION_RULES: tuple[tuple[str, frozenset[str]], ...] = (
     ("prompt_completion", frozenset({"prompt", "completion"})),
     ("prompt_completion", frozenset({"prompt", "response"})),
     ("qa", frozenset({"question", "answer"})),
+    ("hh_transcript", frozenset({"chosen", "rejected"})),  # after sharegpt: a DPO row with conversations is one
+    ("paired_lines", frozenset({"source_line", "target_line"})),
     ("prompt_only", frozenset({"turns"})),
     ("prompt_only", frozenset({"text", "question_id"})),
+    ("instruction_only", frozenset({"instruction"})),  # last: any answer column makes it one of the above
 )
 
 

@@ -105,16 +105,46 @@ def list_campaigns(session: Session, *, limit: int = 50, offset: int = 0) -> lis
 
 
 def start_run(session: Session, *, campaign_id: str, category: str) -> SubagentRun:
-    """Open the next attempt of `category`'s subagent in the campaign, status running; return it."""
+    """Open the next attempt of `category`'s subagent in the campaign, status running; return it. An attempt
+    `claim_run` recorded (pending: a re-run accepted before its turn) is the one started, not a new one."""
     get_campaign(session, campaign_id=campaign_id)
     name = category_name(category)
+    latest = _latest_attempt(session, campaign_id=campaign_id, name=name)
+    if latest is not None and latest.status == RunStatus.PENDING.value:
+        latest.status, latest.started_at = RunStatus.RUNNING.value, utcnow()
+        session.add(latest)
+        record_audit(session, entity="run", entity_id=str(latest.id), action="started",
+                     from_status=RunStatus.PENDING.value, to_status=latest.status,
+                     detail={"campaign_id": campaign_id, "category": name, "attempt": latest.attempt})
+        session.flush()
+        return latest
+    return _new_attempt(session, campaign_id=campaign_id, name=name, status=RunStatus.RUNNING)
+
+
+def claim_run(session: Session, *, campaign_id: str, category: str) -> SubagentRun:
+    """Record the next attempt of `category` as pending (a re-run accepted, waiting for its turn); `start_run`
+    starts it. A pending attempt already recorded is returned as it is."""
+    get_campaign(session, campaign_id=campaign_id)
+    name = category_name(category)
+    latest = _latest_attempt(session, campaign_id=campaign_id, name=name)
+    if latest is not None and latest.status == RunStatus.PENDING.value:
+        return latest
+    return _new_attempt(session, campaign_id=campaign_id, name=name, status=RunStatus.PENDING)
+
+
+def _latest_attempt(session: Session, *, campaign_id: str, name: str) -> SubagentRun | None:
+    return session.exec(select(SubagentRun).where(SubagentRun.campaign_id == campaign_id, SubagentRun.category == name)
+                        .order_by(col(SubagentRun.attempt).desc()).limit(1)).first()
+
+
+def _new_attempt(session: Session, *, campaign_id: str, name: str, status: RunStatus) -> SubagentRun:
     for _ in range(_ATTEMPT_RACES):
         last = session.exec(
             select(func.max(SubagentRun.attempt)).where(SubagentRun.campaign_id == campaign_id, SubagentRun.category == name)
         ).one()
         run = SubagentRun(
-            campaign_id=campaign_id, category=name, attempt=(last or 0) + 1, status=RunStatus.RUNNING.value,
-            started_at=utcnow(),
+            campaign_id=campaign_id, category=name, attempt=(last or 0) + 1, status=status.value,
+            started_at=utcnow() if status == RunStatus.RUNNING else None,
         )
         try:
             with session.begin_nested():  # another process took this attempt number: count again
@@ -127,7 +157,8 @@ def start_run(session: Session, *, campaign_id: str, category: str) -> SubagentR
         raise ConcurrentUpdateError(f"could not number a new {name} run of campaign {campaign_id!r}; retry it")
     assert run.id is not None
     record_audit(
-        session, entity="run", entity_id=str(run.id), action="started", from_status=None, to_status=run.status,
+        session, entity="run", entity_id=str(run.id), action="started" if status == RunStatus.RUNNING else "claimed",
+        from_status=None, to_status=run.status,
         detail={"campaign_id": campaign_id, "category": name, "attempt": run.attempt},
     )
     session.flush()

@@ -4,8 +4,9 @@ SQLite is the default (a file under `DATAHUNT_HOME`), PostgreSQL is chosen by UR
 runs in WAL mode with foreign keys on and a busy timeout, and transactions are begun by us (`BEGIN`, or
 `BEGIN IMMEDIATE` when a writer asks for it) so savepoints and write locks behave as on a server database.
 Migrations ship as package data and Alembic is configured in code, so an installed datahunt can upgrade.
-`run_transaction` runs a unit of work again when PostgreSQL aborted it as a deadlock victim or a serialization
-failure: those transactions were rolled back whole, so running them again is safe. `is_outage` tells the
+`fenced` ties an engine's sessions to a lease generation (see `leases`). `run_transaction` runs a unit of work
+again when PostgreSQL aborted it as a deadlock victim or a serialization failure: those transactions were
+rolled back whole, so running them again is safe. `is_outage` tells the
 database itself failing (down, dropped, full, damaged) apart from a statement it refused, for callers that
 answer the one with a 503 or one line and leave the other a bug.
 """
@@ -31,6 +32,7 @@ from sqlmodel import Session, SQLModel
 
 from curation.catalog import models  # noqa: F401  (importing it registers the catalog's tables)
 from curation.catalog.errors import ConcurrentUpdateError, DatabaseError
+from curation.catalog.leases import Fence, check_fence
 from curation.catalog.storable import guard_session
 
 logger = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ logger = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_BEGIN_OPTION = "datahunt_sqlite_begin"  # execution option: "IMMEDIATE" takes the write lock at BEGIN
+FENCE_OPTION = "datahunt_lease_fence"  # engine option: the `Fence` every session's commit is checked against
 _PG_MIGRATION_LOCK = 0x64617461  # advisory lock key: one migrating process at a time
 # SQLSTATEs of a transaction PostgreSQL rolled back to break a conflict: deadlock_detected, serialization_failure.
 RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
@@ -63,8 +66,9 @@ def _sqlite_on_begin(connection: Connection) -> None:
     connection.exec_driver_sql(f"BEGIN {mode}")
 
 
-def make_engine(url: str) -> Engine:
-    """Return an engine for `url` (the caller's `Settings.resolved_database_url`); creates a SQLite file's folder."""
+def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
+    """Return an engine for `url` (the caller's `Settings.resolved_database_url`); creates a SQLite file's folder.
+    `pre_ping=False` skips PostgreSQL's liveness probe at each checkout (a caller that retries on failure)."""
     raw = url
     try:
         parsed = make_url(raw)
@@ -75,7 +79,7 @@ def make_engine(url: str) -> Engine:
         raise DatabaseError(f"unsupported database {backend!r}: use sqlite:///PATH or postgresql+psycopg://…")
     try:
         if backend == "postgresql":
-            return create_engine(parsed, pool_pre_ping=True)
+            return create_engine(parsed, pool_pre_ping=pre_ping)
         database = parsed.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
             folder = Path(database).expanduser().parent
@@ -147,16 +151,26 @@ def open_session(engine: Engine, *, readonly: bool = False) -> Iterator[Session]
     between; short sessions queue on the busy timeout instead. `readonly=True` skips the lock (plain `BEGIN`).
     Objects stay readable after the commit (`expire_on_commit=False`), so callers can print what they got.
     A flush that would send text the database cannot take (a NUL, a lone surrogate) raises InvalidValueError.
+    On an engine from `fenced`, a writing session's commit is refused (LeaseFencedError, all rolled back) once
+    its lease generation is no longer the lease's.
     """
+    fence: Fence | None = engine.get_execution_options().get(FENCE_OPTION)
     with guard_session(Session(engine, expire_on_commit=False)) as session:
         if engine.dialect.name == "sqlite" and not readonly:
             session.connection(execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"})
         try:
             yield session
+            if fence is not None and not readonly:
+                check_fence(session, fence)
             session.commit()
         except BaseException:
             session.rollback()
             raise
+
+
+def fenced(engine: Engine, fence: Fence) -> Engine:
+    """Return `engine` (the same pool) with every writing `open_session` on it fenced by `fence`."""
+    return engine.execution_options(**{FENCE_OPTION: fence})
 
 
 def is_retryable(exc: BaseException) -> bool:

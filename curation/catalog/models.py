@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Dialect, Text, TypeDecorator, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, Text, TypeDecorator, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from core.candidates import Candidate
@@ -202,12 +202,15 @@ class AuditEvent(SQLModel, table=True):
 class Lease(SQLModel, table=True):
     """Who works on something now (a campaign's run, resume or re-run): one owner until `expires_at`.
 
-    The owner renews it (`heartbeat_at`, `expires_at`) while it works; another replica may take it over only
-    once it has expired, so a dead replica's work is picked up and a live one's is never touched.
+    The owner renews it (`heartbeat_at`, `expires_at`, both the database's clock) while it works; another
+    replica may take it over only once it has expired, so a dead replica's work is picked up and a live one's is
+    never touched. `generation` grows by one with every new owner and fences the holder's writes; a released
+    lease keeps its row (owner empty) so the count never restarts.
     """
 
     name: str = Field(primary_key=True, max_length=160)  # e.g. "campaign:<id>"
-    owner: str = Field(max_length=200)  # host:pid:random of the process holding it
+    owner: str = Field(max_length=200)  # host:pid:random of the process holding it; empty once released
+    generation: int = Field(default=1, sa_type=BigInteger)
     acquired_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     heartbeat_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     expires_at: datetime = Field(sa_type=UTCDateTime, index=True)
@@ -226,3 +229,27 @@ class ReviewSession(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     expires_at: datetime = Field(sa_type=UTCDateTime, index=True)
     revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class MeasuredValueRecord(SQLModel, table=True):
+    """The measured value of a source (a Hub id) or a category, as one value run measured it
+    (`core.measured_value.MeasuredValue`): the mean over the eval sets in columns, every set in `per_set`."""
+
+    __tablename__ = "measured_value"
+    __table_args__ = (UniqueConstraint("kind", "subject", "op", "run", name="uq_measured_value_run"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=16)  # core.measured_value.UnitKind
+    subject: str = Field(index=True, max_length=256)  # the Hub id or the category
+    op: str = Field(max_length=16)  # core.measured_value.ValueOp
+    budget: int
+    rows_swapped: float
+    seeds: int
+    noise_dof: int
+    per_10k: float
+    low: float | None = None
+    high: float | None = None
+    delta: float
+    per_set: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    run: str = Field(max_length=512)
+    measured_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)

@@ -3,8 +3,8 @@
 Graph nodes, API routes and the CLI never write tables themselves; they call these functions, which validate
 statuses against `core.types`, write one `AuditEvent` row for every status change, and raise a `CatalogError`
 subclass for a bad id or a refused review. Campaign and run bookkeeping lives in `campaigns.py`, candidates and
-verdicts in `candidates.py`, human review in `review.py`, review-page logins in `sessions.py`, the database
-plumbing in `database.py`; all are re-exported here so callers import one module.
+verdicts in `candidates.py`, human review in `review.py`, review-page logins in `sessions.py`, measured values in
+`measured.py`, the database plumbing in `database.py`; all are re-exported here so callers import one module.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from curation.catalog.audit import record_audit
 from curation.catalog.campaigns import (
     CAMPAIGN_STATUSES,
     category_name,
+    claim_run,
     create_campaign,
     finish_run,
     get_campaign,
@@ -41,6 +42,7 @@ from curation.catalog.candidates import (
 )
 from curation.catalog.database import (
     compact_database,
+    fenced,
     is_outage,
     is_retryable,
     make_engine,
@@ -60,14 +62,20 @@ from curation.catalog.errors import (
     RunNotFoundError,
 )
 from curation.catalog.leases import (
+    Fence,
+    LeaseFencedError,
     acquire_lease,
     campaign_lease,
+    check_fence,
+    db_now,
     lease_holder,
     new_owner,
     release_lease,
     renew_lease,
+    renew_leases,
 )
 from curation.catalog.licensing import adopt_licenses
+from curation.catalog.measured import entry_values, latest_values, record_values
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
 from curation.catalog.review import find_entry, review_entries, review_entry
 from curation.catalog.sessions import open_review_session, review_session_live, revoke_review_session
@@ -82,7 +90,9 @@ __all__ = [
     "ConcurrentUpdateError",
     "DatabaseError",
     "EntryNotFoundError",
+    "Fence",
     "InvalidValueError",
+    "LeaseFencedError",
     "OverrideRequiredError",
     "RunNotFoundError",
     "acquire_lease",
@@ -93,15 +103,21 @@ __all__ = [
     "approved_entries",
     "campaign_lease",
     "catalog_summary",
+    "check_fence",
+    "claim_run",
     "compact_database",
     "create_campaign",
+    "db_now",
     "entry_history",
+    "entry_values",
+    "fenced",
     "finish_run",
     "get_campaign",
     "get_entry",
     "get_run",
     "is_outage",
     "is_retryable",
+    "latest_values",
     "lease_holder",
     "list_campaigns",
     "list_entries",
@@ -111,8 +127,10 @@ __all__ = [
     "open_review_session",
     "open_session",
     "outage_reason",
+    "record_values",
     "release_lease",
     "renew_lease",
+    "renew_leases",
     "review_entries",
     "review_entry",
     "review_session_live",

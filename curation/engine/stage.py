@@ -28,7 +28,7 @@ from curation.dedup import BANDS, band_keys, shingles, signatures
 from curation.engine.counts import ShardMeta
 from curation.engine.keys import BAND, EXACT, append, hash_words, make_ref
 from curation.engine.plan import EnginePlan, Shard
-from curation.loading import INVALID_UTF8
+from curation.loading import unreadable
 from curation.local_sources import prepare_record, source_records
 from curation.set_aside import DroppedRow
 from curation.shards import atomic_write_json
@@ -174,9 +174,9 @@ def _rows(plan: EnginePlan, shard: Shard, meta: ShardMeta, on_drop: Any) -> Any:
         if mine:
             meta["rows_in"] += 1
         row = Row(source.key, index, [], str(source.category), source.target_native, shard.order)
-        if INVALID_UTF8 in raw:
+        if (bad := unreadable(raw)) is not None:
             if mine:
-                on_drop(row, Drop("invalid_utf8", str(raw[INVALID_UTF8])))
+                on_drop(row, Drop(*bad))
             continue
         if fmt is not None and not mine:
             continue

@@ -9,9 +9,11 @@ It fans the graph's `CampaignEvent`s out to per-campaign subscriber queues (the 
 and on start-up resumes campaigns a previous process left unfinished from their LangGraph checkpoint; a
 campaign whose resume fails is marked `interrupted` so its failed categories can be re-run. On shutdown the
 tasks are cancelled and their campaigns stay `running` in the catalog, which is what the next start resumes.
-Replicas sharing one database coordinate through each campaign's lease (`graph.lease`): a campaign another
-replica holds is neither resumed nor re-run here (a re-run answers 409), and `sweep` resumes, every lease
-period, the unfinished campaigns whose holder stopped renewing, so a dead replica's work is taken over.
+Replicas sharing one database coordinate through each campaign's lease (`graph.lease`), claimed in the
+database before a request is answered (`graph.claims`): a new campaign, a re-run and a takeover each take the
+lease first and keep it renewed while their task waits for a slot, so a campaign another replica holds is
+neither resumed nor re-run here (a re-run answers 409), and `sweep` claims, every lease period, the
+unfinished campaigns whose holder stopped renewing, so a dead replica's work is taken over.
 Each graph runs on an event loop of its own in a daemon thread, so its blocking catalog calls never stall the
 HTTP loop. After each run (a launch, a re-run, a resume) the mirror's licences are adopted, as the CLI
 adopts them after `campaign run` (`server.usecases.licenses`). Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
@@ -32,7 +34,9 @@ from core.settings import Settings
 from core.types import FINAL_CAMPAIGN_STATUSES, CampaignStatus, Category
 from curation.catalog import store
 from graph import campaign as campaign_graph
+from graph import claims
 from graph.events import CampaignEvent
+from graph.lease import HeldLease
 from server.usecases.licenses import adopt_mirror_licenses
 
 logger = logging.getLogger(__name__)
@@ -41,7 +45,6 @@ PARALLEL_POSTGRES = 4
 SHUTDOWN_WAIT_S = 10.0
 FINISH_WAIT_S = 10.0  # how long a re-run waits for a run whose status is final to let go of its lease
 FINISH_POLL_S = 0.05
-START_WAIT_S = 10.0  # how long a re-run's answer waits for its task to take the lease or be refused it
 
 
 def _cancelling() -> bool:
@@ -66,14 +69,10 @@ class CampaignManager:
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._subscribers: dict[str, set[asyncio.Queue[CampaignEvent]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._started: set[str] = set()  # campaigns whose task here has set them running
-        self._refused: dict[str, campaign_graph.CampaignBusyError] = {}  # tasks that found the lease taken
 
     # -- events ---------------------------------------------------------------------------------------
     def publish(self, event: CampaignEvent) -> None:
         """Hand `event` to every subscriber of its campaign (safe to call from any thread)."""
-        if event.kind == "campaign_started":
-            self._started.add(event.campaign_id)  # this process's task is past its start: a final status is its own
         loop = self._loop
         if loop is None:
             return
@@ -110,18 +109,13 @@ class CampaignManager:
         task = self._tasks.get(campaign_id)
         return task is not None and not task.done()
 
-    def _spawn(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str) -> asyncio.Task[Any]:
+    def _spawn(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str, lease: HeldLease) -> None:
+        """Run `coro` (holding `lease`, claimed already) as a task when a slot frees."""
         self._loop = asyncio.get_running_loop()
-        if self.is_active(campaign_id):
-            coro.close()
-            raise campaign_graph.CampaignBusyError(f"campaign {campaign_id} is already running in this server")
-        self._started.discard(campaign_id)
-        self._refused.pop(campaign_id, None)
-        task = asyncio.create_task(self._guarded(campaign_id, coro, what=what), name=f"{what}:{campaign_id}")
+        task = asyncio.create_task(self._guarded(campaign_id, coro, what=what, lease=lease), name=f"{what}:{campaign_id}")
         self._tasks[campaign_id] = task
-        return task
 
-    async def _guarded(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str) -> None:
+    async def _guarded(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str, lease: HeldLease) -> None:
         try:
             async with self._slots:
                 try:
@@ -132,16 +126,19 @@ class CampaignManager:
         except asyncio.CancelledError:
             logger.info("%s of campaign %s cancelled; it is resumed at the next start", what, campaign_id)
             raise
-        except campaign_graph.CampaignBusyError as exc:  # another replica holds the lease: nothing was written
+        except (campaign_graph.CampaignBusyError, campaign_graph.CampaignLeaseLostError) as exc:
             logger.info("%s of campaign %s left to another process: %s", what, campaign_id, exc)
-            self._refused[campaign_id] = exc
         except campaign_graph.CampaignError as exc:  # the graph recorded it on the campaign row already
             logger.warning("%s of campaign %s ended: %s", what, campaign_id, exc)
         except Exception as exc:  # recorded on the campaign row, logged with its traceback
             logger.exception("%s of campaign %s failed", what, campaign_id)
+            await asyncio.to_thread(lease.release)  # `_mark` takes the lease anew: unless another process has it
             await asyncio.to_thread(self._mark, campaign_id, CampaignStatus.FAILED, f"{what} failed: {exc}")
         finally:
             coro.close()  # a task cancelled while queued never started its coroutine
+            # The run released its lease when it ended; one that never started still holds the claim.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(asyncio.to_thread(lease.release))
 
     async def _in_thread(self, coro: Coroutine[Any, Any, Any], *, name: str) -> None:
         # The graph makes blocking catalog calls from its nodes; on its own event loop in its own thread they
@@ -192,38 +189,22 @@ class CampaignManager:
                 await asyncio.wait_for(asyncio.shield(finished), timeout=SHUTDOWN_WAIT_S)
             raise
 
-    async def _busy_unless_finishing(self, campaign_id: str) -> str | None:
-        """Raise CampaignBusyError while this server runs the campaign; return who else holds its lease, if
-        anyone, once a finishing run (final status, lease or task not yet let go) has let go."""
-        deadline = asyncio.get_running_loop().time() + FINISH_WAIT_S
-        while True:
-            task = self._tasks.get(campaign_id)
-            active = task is not None and not task.done()
-            holder = None if active else await asyncio.to_thread(self._held_elsewhere, campaign_id)
-            if not active and holder is None:
-                return None
-            # A task here that has not set the campaign running yet is starting, not finishing: its final status
-            # is the last run's.
-            finishing = (not active or campaign_id in self._started) and await asyncio.to_thread(
-                self._status_is_final, campaign_id)
-            if not finishing or asyncio.get_running_loop().time() >= deadline:
-                if active:
-                    raise campaign_graph.CampaignBusyError(f"campaign {campaign_id} is already running in this server")
-                return holder
-            if active and task is not None:
-                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                    await asyncio.wait_for(asyncio.shield(task), timeout=FINISH_WAIT_S)
-            else:
-                await asyncio.sleep(FINISH_POLL_S)  # another replica releasing its lease
+    async def _wait_if_finishing(self, campaign_id: str) -> None:
+        """Raise CampaignBusyError while a task here works on the campaign; wait (at most `FINISH_WAIT_S`) for one
+        that is only finishing (its final status written, its lease or task not let go yet)."""
+        task = self._tasks.get(campaign_id)
+        if task is None or task.done():
+            return
+        if not await asyncio.to_thread(self._status_is_final, campaign_id):
+            raise campaign_graph.CampaignBusyError(f"campaign {campaign_id} is already running in this server")
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+            await asyncio.wait_for(asyncio.shield(task), timeout=FINISH_WAIT_S)
+        if not task.done():
+            raise campaign_graph.CampaignBusyError(f"campaign {campaign_id} is already running in this server")
 
     def _status_is_final(self, campaign_id: str) -> bool:
-        with store.open_session(self.engine) as session:
+        with store.open_session(self.engine, readonly=True) as session:
             return store.get_campaign(session, campaign_id=campaign_id).status in FINAL_CAMPAIGN_STATUSES
-
-    def _held_elsewhere(self, campaign_id: str) -> str | None:
-        with store.open_session(self.engine) as session:
-            lease = store.lease_holder(session, name=store.campaign_lease(campaign_id))
-        return None if lease is None else f"{lease.owner}, until {lease.expires_at:%H:%M:%S} UTC"
 
     def _adopt_licenses(self) -> None:
         try:
@@ -235,74 +216,64 @@ class CampaignManager:
             logger.warning("%s", adopted.warning)
 
     def _mark(self, campaign_id: str, status: CampaignStatus, error: str) -> None:
-        try:
-            with store.open_session(self.engine) as session:
-                store.set_campaign_status(session, campaign_id=campaign_id, status=status, error=error)
-        except store.CampaignNotFoundError:
-            logger.warning("campaign %s vanished before it could be marked %s", campaign_id, status)
+        claims.mark_unless_completed(engine=self.engine, settings=self.settings, campaign_id=campaign_id,
+                                     status=status, error=error)
 
     async def launch(self, *, categories: list[Category] | None, offline: bool | None) -> str:
-        """Create a `pending` campaign and start it in the background (when a slot frees); return its id."""
+        """Create a `pending` campaign under its lease and start it in the background (when a slot frees);
+        return its id."""
         # Off the event loop: choosing the backends may probe the Hub, creating the row writes the catalog.
-        prepared = await asyncio.to_thread(
-            campaign_graph.prepare_campaign, engine=self.engine, settings=self.settings, categories=categories,
+        prepared, lease = await asyncio.to_thread(
+            claims.claim_new_campaign, engine=self.engine, settings=self.settings, categories=categories,
             offline=offline, backends=self.overrides.get("backends"),
         )
         coro = campaign_graph.start_campaign(
             prepared, engine=self.engine, settings=self.settings, on_event=self.publish,
-            subagent=self.overrides.get("subagent"),
+            subagent=self.overrides.get("subagent"), lease=lease,
         )
-        self._spawn(prepared.id, coro, what="campaign")
+        self._spawn(prepared.id, coro, what="campaign", lease=lease)
         return prepared.id
 
     async def rerun(self, *, campaign_id: str, category: Category) -> None:
-        """Re-run one category of a campaign in the background; raise CampaignBusyError while it runs here or
-        in another process (its lease is held).
+        """Claim a re-run of one category (the campaign's lease taken, the attempt recorded) and run it in the
+        background; raise CampaignBusyError while the campaign runs here or in another process.
 
         The graph writes a campaign's final status before its run lets go (checkpoints deleted, lease released,
         task ended), so a client acting on a final status it just read would be refused for that moment: a
-        campaign whose status is final is only finishing, and the re-run waits for it (at most `FINISH_WAIT_S`).
+        campaign whose status is final is only finishing, and the claim waits for it (at most `FINISH_WAIT_S`).
         """
-        holder = await self._busy_unless_finishing(campaign_id)
-        if holder is not None:
-            raise campaign_graph.CampaignBusyError(f"campaign {campaign_id} is being worked on by another process ({holder})")
+        await self._wait_if_finishing(campaign_id)
+        deadline = asyncio.get_running_loop().time() + FINISH_WAIT_S
+        while True:
+            try:
+                lease = await asyncio.to_thread(claims.claim_rerun, engine=self.engine, settings=self.settings,
+                                                campaign_id=campaign_id, category=category)
+                break
+            except campaign_graph.CampaignBusyError:
+                finishing = await asyncio.to_thread(self._status_is_final, campaign_id)
+                if not finishing or asyncio.get_running_loop().time() >= deadline:
+                    raise
+                await asyncio.sleep(FINISH_POLL_S)  # another replica releasing its lease
         coro = campaign_graph.rerun_category(
             engine=self.engine, settings=self.settings, campaign_id=campaign_id, category=category,
-            on_event=self.publish, **self.overrides,
+            on_event=self.publish, lease=lease, **self.overrides,
         )
-        task = self._spawn(campaign_id, coro, what=f"rerun of {category.value}")
-        await self._until_started(campaign_id, task)
-
-    async def _until_started(self, campaign_id: str, task: asyncio.Task[Any]) -> None:
-        """Wait until the task has taken the campaign's lease and set it running, or raise CampaignBusyError when
-        another replica took the lease first (two re-runs at once: one is refused, none dropped unseen). With
-        no free slot here the task waits its turn and the answer goes out at once."""
-        if self._slots.locked():
-            await asyncio.sleep(0)
-            return
-        deadline = asyncio.get_running_loop().time() + START_WAIT_S
-        while campaign_id not in self._started and not task.done():
-            if asyncio.get_running_loop().time() >= deadline:
-                return
-            await asyncio.sleep(FINISH_POLL_S)
-        refused = self._refused.pop(campaign_id, None)
-        if refused is not None:
-            raise campaign_graph.CampaignBusyError(str(refused))
+        self._spawn(campaign_id, coro, what=f"rerun of {category.value}", lease=lease)
 
     async def resume_unfinished(self) -> list[str]:
-        """Resume every campaign a previous process left pending/running; return their ids."""
+        """Claim and resume every campaign left pending/running that no process holds; return their ids."""
         ids = await asyncio.to_thread(campaign_graph.unfinished_campaigns, engine=self.engine)
         resumed = []
         for campaign_id in ids:
             if self.is_active(campaign_id):
                 continue
-            holder = await asyncio.to_thread(self._held_elsewhere, campaign_id)
-            if holder is not None:
-                logger.info("campaign %s is unfinished but held by %s: left to it", campaign_id, holder)
+            lease = await asyncio.to_thread(claims.claim_unfinished, engine=self.engine, settings=self.settings,
+                                            campaign_id=campaign_id)
+            if lease is None:
+                logger.debug("campaign %s is held elsewhere or finished: left to it", campaign_id)
                 continue
             logger.info("resuming unfinished campaign %s from its checkpoint", campaign_id)
-            coro = self._resume_or_interrupt(campaign_id)
-            self._spawn(campaign_id, coro, what="resume")
+            self._spawn(campaign_id, self._resume_or_interrupt(campaign_id, lease), what="resume", lease=lease)
             resumed.append(campaign_id)
         return resumed
 
@@ -318,18 +289,21 @@ class CampaignManager:
             if taken:
                 logger.warning("took over %d abandoned campaign(s): %s", len(taken), ", ".join(taken))
 
-    async def _resume_or_interrupt(self, campaign_id: str) -> None:
+    async def _resume_or_interrupt(self, campaign_id: str, lease: HeldLease) -> None:
         try:
             await campaign_graph.resume_campaign(
                 engine=self.engine, settings=self.settings, campaign_id=campaign_id, on_event=self.publish,
-                **self.overrides,
+                lease=lease, **self.overrides,
             )
         except asyncio.CancelledError:
             raise
+        except campaign_graph.CampaignFinishedError as exc:  # its owner finished it meanwhile: nothing to do
+            logger.info("resume of campaign %s not needed: %s", campaign_id, exc)
         except (campaign_graph.CampaignBusyError, campaign_graph.CampaignLeaseLostError) as exc:
             logger.info("resume of campaign %s left to another process: %s", campaign_id, exc)
         except Exception as exc:  # the campaign stays re-runnable category by category
             logger.exception("resume of campaign %s failed; marking it interrupted", campaign_id)
+            await asyncio.to_thread(lease.release)  # `_mark` takes the lease anew: unless another process has it
             await asyncio.to_thread(self._mark, campaign_id, CampaignStatus.INTERRUPTED, f"resume failed: {exc}")
 
     async def shutdown(self) -> None:

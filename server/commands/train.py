@@ -38,9 +38,10 @@ class Sampling(TypedDict):
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
+    from inference.errors import InferenceError
     from training.errors import TrainingError
 
-    return (TrainingError, OSError, ValueError)
+    return (TrainingError, InferenceError, OSError, ValueError)
 
 
 def train(
@@ -49,6 +50,8 @@ def train(
     target: Path | None = typer.Option(None, "--target", help="Target model folder (transformers layout)."),
     out: Path | None = typer.Option(None, "--out", help="Run folder: checkpoints/, export/, caches."),
     steps: int | None = typer.Option(None, "--steps", help="Stop after this many optimizer steps."),
+    max_length: int | None = typer.Option(None, "--max-length", help="Tokens per row (longer rows are cut; "
+                                          "default 2048)."),
     epochs: int | None = typer.Option(None, "--epochs", help="Passes over the data (default 1; --steps, when "
                                       "given, stops earlier)."),
     ttt_steps: int | None = typer.Option(None, "--ttt-steps", help="Training-time-test unroll length (default 7)."),
@@ -75,8 +78,19 @@ def train(
     export_engine: str | None = typer.Option(None, "--engine", help="sglang (default) | vllm | both: the serving "
                                              "engine whose aux layer-id layout export/ holds (both: export-vllm/ "
                                              "beside it)."),
+    init_draft: Path | None = typer.Option(None, "--init-draft", help="Warm start from an exported draft folder, "
+                                           "keeping its draft-vocab map (d2t/t2d)."),
+    select_every: int | None = typer.Option(None, "--select-every", min=1, help="Every N steps estimate acceptance "
+                                            "on held-out training rows (replay) and export the best draft, not the "
+                                            "last."),
+    select_rows: int | None = typer.Option(None, "--select-rows", min=1, help="Rows held out for --select-every "
+                                           "(default 64)."),
+    select_k: int | None = typer.Option(None, "--select-k", min=1, help="Chain length of the estimate (default 5)."),
     force_resume: bool = typer.Option(False, "--force-resume", help="Resume even though training settings (lr, "
                                       "batch, data, …) differ from the checkpoint's; the new ones apply from there."),
+    features_server: str | None = typer.Option(
+        None, "--features-server", help="A vLLM server started with `datahunt vllm-command --extract`: the target's "
+        "states are asked of it as training goes (no cache; the target is never loaded here)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run's summary as one JSON line instead."),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang (or vLLM) loads."""
@@ -87,16 +101,23 @@ def train(
     from training.trainer import train as run_training
 
     overrides = {k: v for k, v in {
-        "data": data, "target": target, "out": out, "max_steps": steps, "epochs": epochs, "ttt_steps": ttt_steps,
+        "data": data, "target": target, "out": out, "max_steps": steps, "max_length": max_length, "epochs": epochs, "ttt_steps": ttt_steps,
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
         "attention_kernels": attention_kernels, "export_engine": export_engine, "cache": cache,
-        "force_resume": force_resume or None,
+        "force_resume": force_resume or None, "features_server": features_server, "init_draft": init_draft,
+        "select_every": select_every, "select_rows": select_rows, "select_k": select_k,
     }.items() if v is not None}
     try:
         cfg = _run_config(config, overrides)
-        result = run_training(cfg)
+        if cfg.features_server is not None:
+            from server.usecases.engine_features import training_features
+
+            with training_features(cfg) as fetch:
+                result = run_training(cfg, features=fetch)
+        else:
+            result = run_training(cfg)
     except TrainingStopped:  # a TrainingError too: it must reach failure.py's map, which ends it with 128 + n
         raise
     except _user_errors() as exc:
@@ -154,7 +175,7 @@ def _print_trained(result: TrainResult, cfg: TrainConfig, *, as_json: bool) -> N
                "vocab_coverage": round(result.vocab_coverage, 4), "tokens": result.tokens,
                "tokens_per_s": round(result.tokens_per_s, 1), "wall_s": round(result.wall_s, 1),
                "export": str(result.export_dir), "log": str(cfg.out / "train_log.jsonl"),
-               "loss_curve": str(cfg.out / "loss_curve.png")}
+               "loss_curve": str(cfg.out / "loss_curve.png"), **_selected(result)}
     if as_json:
         typer.echo(json.dumps(summary))
     else:
@@ -182,9 +203,19 @@ def _summary_lines(summary: Mapping[str, Any], log: Path) -> list[str]:
         losses,
         f"draft accuracy per TTT step: {accuracies}",
         f"draft vocabulary covers {summary['vocab_coverage']:.1%} of the target's tokens in the data",
+        *([f"exported the draft of step {summary['exported_step']} (estimated accept length "
+             f"{summary['estimated_accept_length']})"] if "exported_step" in summary else []),
         f"export: {summary['export']}",
         f"log: {summary['log']} · loss curve: {summary['loss_curve']}",
     ]
+
+
+def _selected(result: TrainResult) -> dict[str, object]:
+    """With checkpoint selection: the exported step and its estimated acceptance (empty without)."""
+    if result.selected is None:
+        return {}
+    return {"exported_step": result.selected.step,
+            "estimated_accept_length": round(result.selected.accept_length, 4)}
 
 
 def check_template(

@@ -41,6 +41,9 @@ CASES = [
     ("gorilla-llm/Berkeley-Function-Calling-Leaderboard/BFCL_v4_simple_python.json", "bfcl"),
     ("HuggingFaceH4/mt_bench_prompts/question.jsonl", "prompt_only"),
     ("lmsys/vicuna_bench/vicuna_question_80.jsonl", "prompt_only"),
+    ("Anthropic/hh-rlhf/harmless-base/test.jsonl.gz", "hh_transcript"),
+    ("XueFuzhao/InstructionWild/data_v2/user_1.jsonl", "instruction_only"),
+    ("bigcode/octopack/rawin.jsonl.gz", "instruction_only"),
 ]
 
 
@@ -78,8 +81,9 @@ def test_prompt_completion_through_a_mapping_on_a_real_file() -> None:
 
 
 def test_every_adapter_is_covered_by_a_real_file() -> None:
-    # traffic_request reads a team's own request log, which no public file is: tests/curation/test_local_sources.py
-    assert {fmt for _, fmt in CASES} | {"prompt_completion", "traffic_request"} == set(ADAPTERS)
+    # traffic_request reads a team's own request log, which no public file is: tests/curation/test_local_sources.py;
+    # paired_lines reads two files at once: tests/curation/test_plain_text_sources.py
+    assert {fmt for _, fmt in CASES} | {"prompt_completion", "traffic_request", "paired_lines"} == set(ADAPTERS)
 
 
 def test_alpaca_joins_instruction_and_input() -> None:

@@ -24,7 +24,7 @@ def test_from_mirror_then_curate(tmp_path: Path) -> None:
     manifest_path = tmp_path / "manifest.json"
     result = runner.invoke(app, ["manifest", "from-mirror", str(MIRROR), "--out", str(manifest_path)])
     assert result.exit_code == 0, result.output
-    assert "15 source(s)" in result.output and f"written to {manifest_path.resolve()}" in result.output
+    assert "20 source(s)" in result.output and f"written to {manifest_path.resolve()}" in result.output
     manifest = json.loads(manifest_path.read_text())
     # Keep the run small: a few sources, capped.
     manifest["sources"] = [

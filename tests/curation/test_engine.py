@@ -93,7 +93,8 @@ def test_engine_matches_on_planted_copies_over_many_shards(
     chats = (mirror / "synthetic" / "chats.jsonl").read_text().splitlines()
     with (mirror / "synthetic" / "math.jsonl").open("a") as handle:  # copies across sources too
         handle.write("\n".join(chats[:200]) + "\n")
-    (mirror / "synthetic" / "tail.jsonl").write_text(chats[5] + "\n{not json\n")
+    # Not JSON Lines from its first line: the source fails (a later broken line would be one row's drop).
+    (mirror / "synthetic" / "tail.jsonl").write_text("{not json\n" + chats[5] + "\n")
     # Small shards and partitions so one source is read by several tasks and records cross partitions.
     monkeypatch.setattr(engine_plan, "SHARD_BYTES", 200_000)
     monkeypatch.setattr(engine_plan, "PARTITION_BYTES", 300_000)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from campaign_fakes import FakeIndex, ScriptedSubagent, deliverable_for
@@ -38,6 +39,34 @@ def slow(seconds: float) -> ScriptedSubagent:
 def _pending(engine: Engine, campaign_id: str) -> None:
     with store.open_session(engine) as session:
         store.create_campaign(session, categories=["math"], offline=True, backends=["offline"], campaign_id=campaign_id)
+
+
+# Called off the campaign's event loop: a blocking SQLite call there would wait on the write lock the
+# checkpointer holds across an await on that same loop.
+def _status(engine: Engine) -> str:
+    with store.open_session(engine, readonly=True) as session:
+        return store.get_campaign(session, campaign_id="c").status
+
+
+def _runs(engine: Engine) -> int:
+    with store.open_session(engine, readonly=True) as session:
+        return len(store.list_runs(session, campaign_id="c"))
+
+
+def _steal(engine: Engine) -> None:
+    with store.open_session(engine) as session:
+        session.execute(update(Lease).where(Lease.name == store.campaign_lease("c")).values(
+            owner=OTHER, generation=Lease.generation + 1))
+
+
+def _expire_and_take(engine: Engine) -> None:
+    with store.open_session(engine) as session:
+        lease = session.get(Lease, store.campaign_lease("c"))
+        assert lease is not None
+        session.execute(update(Lease).where(Lease.name == lease.name).values(
+            expires_at=lease.expires_at - timedelta(hours=1)))
+    with store.open_session(engine) as session:
+        assert store.acquire_lease(session, name=store.campaign_lease("c"), owner=OTHER, ttl_s=600) is not None
 
 
 def test_a_campaign_another_process_holds_is_refused_untouched(engine: Engine) -> None:
@@ -95,9 +124,9 @@ def test_a_run_that_loses_its_lease_stops_without_touching_the_campaign(engine: 
     async def scenario() -> None:
         running = asyncio.create_task(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=slow(30),
                                                    backends=[FakeIndex()]))
-        await asyncio.sleep(short_leases / 2)
-        with store.open_session(engine) as session:  # this process stalled; another took the campaign over
-            session.execute(update(Lease).where(Lease.name == store.campaign_lease("c")).values(owner=OTHER))
+        while await asyncio.to_thread(_status, engine) != "running":  # once the run is under way
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(_steal, engine)  # this process stalled; another took the campaign over
         await running
 
     started = time.monotonic()
@@ -115,7 +144,7 @@ def test_the_heartbeat_renews_while_the_loop_and_its_thread_pool_are_busy(engine
     # calls on its loop: neither may keep the lease from being renewed.
     from graph.lease import HeldLease
 
-    ttl = 0.6
+    ttl = 2.0  # generous: the shared test machine stalls threads for a good part of a second
     with store.open_session(engine) as session:
         campaign = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"])
     lease = HeldLease(engine, campaign.id, ttl_s=ttl)
@@ -134,3 +163,37 @@ def test_the_heartbeat_renews_while_the_loop_and_its_thread_pool_are_busy(engine
 
     assert asyncio.run(busy()) == [False] * 4  # renewed every third of its time throughout: never taken over
     assert not lease.lost
+
+
+def test_a_stalled_holder_taken_over_is_fenced_out_of_every_write(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The heartbeat cannot tell this holder anything (as when its process is starved): only the fence stops it.
+    from graph.lease import LeaseKeeper
+
+    monkeypatch.setattr(LeaseKeeper, "_renew", lambda self, *args: None)
+    _pending(engine, "c")
+    released = threading.Event()
+
+    async def deliver(category: Category) -> Deliverable:
+        while not released.is_set():
+            await asyncio.sleep(0.02)
+        return deliverable_for(category)
+
+    async def scenario() -> None:
+        running = asyncio.create_task(run_campaign(engine=engine, settings=get_settings(), campaign_id="c",
+                                                   subagent=ScriptedSubagent({"math": deliver}), backends=[FakeIndex()]))
+        while not await asyncio.to_thread(_runs, engine):  # the search is under way
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(_expire_and_take, engine)  # its lease ran out and another process took it
+        released.set()  # the stalled holder wakes up with its search's results and goes on writing
+        await running
+
+    with pytest.raises(CampaignLeaseLostError, match="another process took over"):
+        asyncio.run(scenario())
+    with store.open_session(engine) as session:
+        assert store.get_campaign(session, campaign_id="c").status == "running"  # not the stale holder's outcome
+        assert [r.status for r in store.list_runs(session, campaign_id="c")] == ["running"]  # nothing persisted
+        assert store.list_entries(session, limit=10)[1] == 0
+        holder = store.lease_holder(session, name=store.campaign_lease("c"))
+        assert holder is not None and (holder.owner, holder.generation) == (OTHER, 2)

@@ -166,3 +166,35 @@ def test_regen_through_vllm_answers_every_row_once_across_a_killed_client(vllm: 
     rows = [json.loads(line) for line in (run / "regenerated.jsonl").read_text().splitlines()]
     assert all(r["conversations"][-1]["content"].strip() for r in rows)
     assert all(r["meta"]["completion_tokens"] > 0 for r in rows)
+
+
+def test_capture_refuses_a_server_without_the_extraction_config(vllm: str, made: dict[str, Path],
+                                                                 tmp_path: Path) -> None:
+    import asyncio
+
+    from inference.hidden_states_client import EngineStatesError, ExtractionServer, HiddenStatesClient
+
+    write_samples(tmp_path / "rows.jsonl", 2, turns=1, prefix="Say hi. ")
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    for row in rows:  # something to supervise
+        row["conversations"].append({"role": "assistant", "content": "Hi."})
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = CliRunner().invoke(app, ["capture", "--engine", "vllm", "--server", vllm, "--data",
+                                    str(tmp_path / "rows.jsonl"), "--target", str(made["target"]), "--out",
+                                    str(tmp_path / "cache")])
+    assert done.exit_code == 1 and "runs speculative method 'eagle3', not 'extract_hidden_states'" in done.output
+    assert "Traceback" not in done.output and not (tmp_path / "cache" / "manifest.json").exists()
+
+    # Without dev mode the method is not shown: the first answer, which carries no states file, says it.
+    model = httpx.get(vllm + "/v1/models", timeout=10).json()["data"][0]["id"]
+    server = ExtractionServer(url=vllm, model=model, root=None, max_model_len=None, version=None, method=None)
+
+    async def ask() -> None:
+        client = HiddenStatesClient(server, concurrency=1)
+        try:
+            await client.fetch([1, 504, 3458])
+        finally:
+            await client.aclose()
+
+    with pytest.raises(EngineStatesError, match="answered without hidden states"):
+        asyncio.run(ask())

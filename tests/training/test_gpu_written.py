@@ -1,4 +1,4 @@
-"""The device plan's target-written source (`benchmarks/gpu_scaling.py write-prompts`): what survives vetting.
+"""The device plan's target-written source (`benchmarks/gpu_scaling_written.py`, stage `write-prompts`): what survives vetting.
 
 The writer's kept prompts go through curation's own steps before anything answers them: exact and near
 duplicates among them, any sharing a word 13-gram with an eval prompt (the eval sets the curve measures on),
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import gpu_scaling  # noqa: E402  (a benchmark script, importable from its folder)
+import gpu_scaling_written  # noqa: E402  (a benchmark script, importable from its folder)
 
 EVAL = ("Write a Python function that returns the longest palindromic substring of a given string, "
         "and explain its time complexity.")
@@ -57,7 +57,7 @@ def test_vetting_drops_duplicates_eval_contamination_and_mirror_overlap(tmp_path
     args = argparse.Namespace(data=str(data), work=str(work))
 
     rows_file = work / "written_rows.jsonl"
-    counts = gpu_scaling.vet_written(args, written, rows_file)
+    counts = gpu_scaling_written.vet_written(args, written, rows_file)
 
     assert counts["written_kept"] == 6
     assert (counts["exact_duplicates"], counts["near_duplicates"]) == (1, 1)
@@ -70,7 +70,7 @@ def test_vetting_drops_duplicates_eval_contamination_and_mirror_overlap(tmp_path
     assert rows[1]["messages"] == [{"role": "user", "content": good_math}]
 
     # What a later session carries back: the vetted prompts, the answers (none yet: an empty file), the drops.
-    gpu_scaling.export_written(work, out)
+    gpu_scaling_written.export_written(work, out)
     with lzma.open(out / "written_prompts.jsonl.xz", "rt", encoding="utf-8") as fh:
         assert [json.loads(line)["id"] for line in fh.read().splitlines()] == [r["id"] for r in rows]
     with lzma.open(out / "written_answers.jsonl.xz", "rt", encoding="utf-8") as fh:
