@@ -86,3 +86,24 @@ def test_filtered_to_one_category_every_row_leads_with_its_verdict(
         assert page.locator("tr.entry td.state .badge.risk").count() == 0  # sized, in a known format
     finally:
         page.close()
+
+
+def test_the_link_serve_prints_signs_the_page_in(chromium: Any, server_url: tuple[str, Engine]) -> None:  # noqa: F811
+    """`datahunt serve` without a token prints `…/#token=…`: opened from it, the buttons work, and the token
+    leaves the address bar (the fragment never reaches the server)."""
+    from playwright.sync_api import expect
+
+    url, _ = server_url
+    page = chromium.new_page(viewport={"width": 1024, "height": HEIGHT})
+    try:
+        page.goto(f"{url}/#token={TOKEN}")
+        expect(page.locator("#auth-state")).to_have_text("token set for this tab")
+        assert "token" not in page.url
+        page.fill("#reviewer", "alice")
+        page.click("#save-auth")
+        row = page.locator(f'tr.entry[data-hub-id="{hub_id(3)}"]')
+        row.locator("button.approve").click()
+        expect(row.locator(".entry-status")).to_have_text("approved")
+        expect(row.locator(".feedback")).to_contain_text("approved by alice")
+    finally:
+        page.close()
