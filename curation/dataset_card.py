@@ -1,23 +1,34 @@
 """The dataset card of a published set: YAML metadata the Hub reads, and a body that states provenance.
 
 The metadata carries the license derived from the sources (one Hub license id when they agree, else
-`other`), task categories, source datasets, the `configs`/`data_files` that tell `datasets` where the
-shards are, a size category, and a `datahunt` block (version, kind of set, target model, sampling settings).
-The body says where every row came from, what cleaning, deduplication and decontamination removed, and,
-for a regenerated set, which model wrote the answers and how.
+`other` with the `license_name` and `license_link` the Hub's card spec asks for `other`: the link is the
+folder's `LICENSE.md`, which `render_license` writes, one licence per source), task categories, source
+datasets, the `configs`/`data_files` that tell `datasets` where the shards are, a size category, and a
+`datahunt` block (version, kind of set, the target by name and hash, sampling settings). The body says where
+every row came from (each source's revision, or the commit a local mirror pinned it at), what cleaning,
+deduplication and decontamination removed, and, for a regenerated set, which model wrote the answers and how.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from pathlib import Path
+from typing import Any, NotRequired, TypedDict
 
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from core.licenses import hub_license, license_risk
 from curation.licenses import risky_sources
 
-__all__ = ["CardFacts", "CardSource", "card_license", "hub_license", "render_card", "size_category"]
+__all__ = ["CardFacts", "CardSource", "TargetIdentity", "card_license", "hub_license", "mirror_pins", "render_card",
+           "render_license", "size_category", "target_identity"]
+
+LICENSE_FILE = "LICENSE.md"  # what `license_link` names when the sources' licences differ
+MIXED_LICENSE_NAME = "per-source-licenses"  # `license_name`: each row keeps its source's licence
+TARGET_RECORD = "datahunt_target.json"  # written beside a prepared target's weights (`inference.target_folder`)
 
 
 class CardSource(TypedDict):
@@ -29,6 +40,7 @@ class CardSource(TypedDict):
     license: str | None
     category: str | None
     rows: int
+    pin: NotRequired[str]  # where a local mirror took the files from, at which commit (no Hub revision)
 
 
 class RegenCounts(TypedDict, total=False):
@@ -39,6 +51,57 @@ class RegenCounts(TypedDict, total=False):
     failed: int
     cut: int  # answers cut at the token limit
     repetitive: int  # answers repeating an 8-word phrase
+
+
+class TargetIdentity(TypedDict, total=False):
+    """What the target model is, as a card names it: its name, the hash of its weights file, and where the
+    weights came from (a GGUF file and the package that shipped it, or the checkpoint itself)."""
+
+    name: str
+    sha256: str
+    weights: str  # the file hashed: the GGUF it was prepared from, or the checkpoint's safetensors
+    package: str  # the package that shipped the GGUF, with its version
+
+
+def target_identity(model: str | None) -> TargetIdentity | None:
+    """Return the target's identity from what a run names it by: a prepared folder's record (the GGUF's name,
+    sha256 and package), else a checkpoint folder's config and safetensors hash, else the Hub id as given."""
+    if not model:
+        return None
+    folder = Path(model)
+    record_file = folder / TARGET_RECORD
+    if record_file.is_file():
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+        gguf = str(record.get("file") or "")
+        identity = TargetIdentity(name=gguf.split(".", 1)[0] or folder.name, sha256=str(record.get("sha256", "")),
+                                  weights=gguf)
+        if record.get("package"):
+            identity["package"] = f"{record['package']} {record.get('package_version') or ''}".strip()
+        return identity
+    if not folder.is_dir():
+        return TargetIdentity(name=model)  # a Hub id: the name is the identity
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8")) if (folder / "config.json").is_file() else {}
+    name = str(config.get("_name_or_path") or folder.name)
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        return TargetIdentity(name=name)
+    digest = hashlib.sha256()
+    for path in weights:
+        with path.open("rb") as fh:
+            while block := fh.read(8 << 20):
+                digest.update(block)
+    return TargetIdentity(name=name, sha256=digest.hexdigest(), weights=", ".join(p.name for p in weights))
+
+
+def mirror_pins(entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Return `{hub_id: pin}` from mirror index entries that record where their files came from: the source
+    and its commit (`github:owner/repo:file @ 761dc5b…`), the first entry of a dataset mirrored in several."""
+    pins: dict[str, str] = {}
+    for entry in entries:
+        hub_id, source, commit = entry.get("id"), entry.get("source"), entry.get("source_commit")
+        if hub_id and source and commit and hub_id not in pins:
+            pins[str(hub_id)] = f"{source} @ {commit}"
+    return pins
 
 
 @dataclass
@@ -52,6 +115,7 @@ class CardFacts:
     sources: list[CardSource]
     version: str
     target_model: str | None = None
+    target: TargetIdentity | None = None
     sampling: dict[str, Any] | None = None
     reasoning: str | None = None
     report: dict[str, Any] = field(default_factory=dict)
@@ -82,6 +146,7 @@ class _DatahuntBlock(TypedDict, total=False):
     version: str
     kind: str
     target_model: str
+    target: TargetIdentity
     sampling: dict[str, Any]
     reasoning: str
     decontamination: dict[str, int]  # eval sets, and how many were checked, unavailable, failed
@@ -90,7 +155,9 @@ class _DatahuntBlock(TypedDict, total=False):
 def _metadata(facts: CardFacts) -> DatasetCardData:
     datahunt = _DatahuntBlock(version=facts.version, kind=facts.kind)
     if facts.target_model:
-        datahunt["target_model"] = facts.target_model
+        datahunt["target_model"] = facts.target.get("name", facts.target_model) if facts.target else facts.target_model
+    if facts.target:
+        datahunt["target"] = facts.target
     if facts.sampling:
         datahunt["sampling"] = facts.sampling
     if facts.reasoning:
@@ -100,7 +167,9 @@ def _metadata(facts: CardFacts) -> DatasetCardData:
         datahunt["decontamination"] = {"eval_sets": cover.get("eval_sets", 0), "checked": len(cover.get("checked", [])),
                                        "unavailable": len(cover.get("unavailable", [])), "failed": len(cover.get("failed", []))}
     license_id = card_license(facts.sources)
-    extra: dict[str, Any] = {"license_name": "several, see the card"} if license_id == "other" else {}
+    # The Hub's card spec for `other`: an id-like `license_name` and a `license_link` to a file of the repository.
+    extra: dict[str, Any] = ({"license_name": MIXED_LICENSE_NAME, "license_link": LICENSE_FILE}
+                             if license_id == "other" else {})
     return DatasetCardData(
         license=license_id,
         task_categories=["text-generation"],
@@ -121,7 +190,8 @@ def _license_lines(facts: CardFacts) -> list[str]:
     """The card's licence paragraph: the set's licence, and every source whose licence is a risk, by name."""
     license_id = card_license(facts.sources)
     text = f"License: `{license_id}`." + (
-        " The sources carry different licenses; each row inherits its source's." if license_id == "other" else "")
+        f" The sources carry different licenses; each row inherits its source's ([{LICENSE_FILE}]({LICENSE_FILE}) "
+        "lists them)." if license_id == "other" else "")
     risky = risky_sources(facts.sources)
     words = {"non_commercial": "non-commercial", "restricted": "restricted", "unknown": "not known"}
     if not risky:
@@ -138,7 +208,8 @@ def _source_lines(facts: CardFacts) -> list[str]:
         flag = _RISK_FLAGS.get(license_risk(s.get("license")), "")
         lines.append(
             f"| [{s['hub_id']}](https://huggingface.co/datasets/{s['hub_id']}) | {s.get('config') or '–'} | "
-            f"{s.get('revision') or 'not pinned'} | {s.get('category') or '–'} | {s.get('license') or 'unknown'}{flag} "
+            f"{s.get('revision') or s.get('pin') or 'not pinned'} | {s.get('category') or '–'} | "
+            f"{s.get('license') or 'unknown'}{flag} "
             f"| {s.get('rows', '–')} |"
         )
     return lines
@@ -178,13 +249,39 @@ def _regen_lines(facts: CardFacts) -> list[str]:
         "",
         "## Regeneration",
         "",
-        f"Every user turn was answered again by `{facts.target_model or 'the target model'}` "
+        f"Every user turn was answered again by {_target_words(facts)} "
         f"(sampling {sampling or 'not recorded'}; reasoning {facts.reasoning or 'keep'}), each turn given the "
         "model's own earlier answers, so the draft model learns the target's distribution.",
         f"Rows regenerated: {r.get('regenerated', 0)}; copied unchanged (already the target's): "
         f"{r.get('passthrough', 0)}; failed and left out: {r.get('failed', 0)}; answers cut at the token limit: "
         f"{r.get('cut', 0)}; answers repeating an 8-word phrase: {r.get('repetitive', 0)}.",
     ]
+
+
+def _target_words(facts: CardFacts) -> str:
+    """The target as the card's body names it: its name, then the hash of its weights and where they came from."""
+    target = facts.target or {}
+    name = target.get("name") or facts.target_model
+    if not name:
+        return "the target model"
+    said = [f"sha256 `{target['sha256']}` of {target.get('weights') or 'its weights'}"] if target.get("sha256") else []
+    if target.get("package"):
+        said.append(f"shipped by the `{target['package']}` package")
+    return f"`{name}`" + (f" ({', '.join(said)})" if said else "")
+
+
+def render_license(facts: CardFacts) -> str | None:
+    """Return the `LICENSE.md` a set of several licences links to (None when one licence covers every row):
+    each source with its licence and where it was taken from."""
+    if card_license(facts.sources) != "other":
+        return None
+    lines = [f"# Licenses of {facts.repo_id.split('/')[-1]}", "",
+             "This set has no single license: every row keeps the license of the dataset it came from (its source "
+             "dataset is recorded in each row).", "", "| source | license | taken from |", "|---|---|---|"]
+    for s in facts.sources:
+        lines.append(f"| {s['hub_id']} | {s.get('license') or 'not stated'} | "
+                     f"{s.get('revision') or s.get('pin') or 'not pinned'} |")
+    return "\n".join(lines) + "\n"
 
 
 def render_card(facts: CardFacts) -> str:

@@ -28,7 +28,15 @@ from pydantic import ValidationError
 from core.jsonl import read_jsonl
 from core.samples import Message, RegeneratedSample
 from curation.atomic_files import read_own, staged_file
-from curation.dataset_card import CardFacts, CardSource, RegenCounts, render_card
+from curation.dataset_card import (
+    LICENSE_FILE,
+    CardFacts,
+    CardSource,
+    RegenCounts,
+    render_card,
+    render_license,
+    target_identity,
+)
 from curation.errors import CurationError
 from curation.licenses import risky_sources
 from curation.shards import SHARD_ROWS, atomic_write_bytes
@@ -172,6 +180,7 @@ def _curated(src: Path) -> tuple[pa.Table, CardFacts]:
         repo_id="", kind="curated", rows=table.num_rows, categories=dict(Counter(table.column("category").to_pylist())),
         sources=_sources(manifest, datasets), version="", report=report,
         target_model=(manifest.get("target") or {}).get("model"),
+        target=target_identity((manifest.get("target") or {}).get("model")),
     )
     return table, facts
 
@@ -214,7 +223,8 @@ def _regenerated(src: Path) -> tuple[pa.Table, CardFacts]:
         repo_id="", kind="regenerated", rows=len(rows), categories=dict(Counter(r["category"] or "unknown" for r in rows)),
         sources=_sources(manifest, datasets), version="",
         report=_json(curated_dir / "report.json") if curated_dir else {},
-        target_model=run.get("model"), sampling=run.get("sampling"), reasoning=run.get("reasoning"),
+        target_model=run.get("model"), target=target_identity(run.get("model")),
+        sampling=run.get("sampling"), reasoning=run.get("reasoning"),
         regen=RegenCounts(regenerated=sum(r["regenerated"] for r in rows), passthrough=sum(not r["regenerated"] for r in rows),
                           failed=failed, cut=sum(q.get("cut_at_limit", 0) for q in quality),
                           repetitive=sum(q.get("repetitive", 0) for q in quality)),
@@ -234,11 +244,12 @@ def set_kind(src: Path) -> str:
 
 def build_folder(
     src: Path, out: Path, *, repo_id: str, version: str, licenses: Mapping[str, str] | None = None,
-    accept_license_risk: bool = False,
+    accept_license_risk: bool = False, pins: Mapping[str, str] | None = None,
 ) -> PublishedFolder:
     """Write the Hub repository folder for the set in `src` into `out`; return what was written.
 
-    Sources the manifest gives no licence take the one `licenses` (the mirror index's) states. When any source
+    Sources the manifest gives no licence take the one `licenses` (the mirror index's) states, and those with no
+    revision the commit `pins` (the mirror index's) records for their files. When any source
     is non-commercial, restricted or unknown, nothing is written and LicenseRiskError names them, unless
     `accept_license_risk`; the card names them either way.
 
@@ -251,6 +262,9 @@ def build_folder(
         raise PublishError(f"{src} holds no rows to publish")
     _check_out(src, out)
     _fill_licenses(facts.sources, licenses or {})
+    for source in facts.sources:
+        if not source.get("revision") and (pins or {}).get(source["hub_id"]):
+            source["pin"] = (pins or {})[source["hub_id"]]
     warnings = check_licenses(facts.sources, accepted=accept_license_risk)
     facts.repo_id, facts.version = repo_id, version
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -258,7 +272,11 @@ def build_folder(
     try:
         shards = _write_shards(table, staging / "data", staging)
         atomic_write_bytes(staging / "README.md", render_card(facts).encode("utf-8"), root=staging)
-        files = sorted([*(p.relative_to(staging).as_posix() for p in shards), "README.md"])
+        licence = render_license(facts)  # the card's `license_link` when the sources' licences differ
+        if licence is not None:
+            atomic_write_bytes(staging / LICENSE_FILE, licence.encode("utf-8"), root=staging)
+        files = sorted([*(p.relative_to(staging).as_posix() for p in shards), "README.md",
+                        *([LICENSE_FILE] if licence is not None else [])])
         atomic_write_bytes(staging / PUBLISH_RECORD, (json.dumps({"files": files}) + "\n").encode(), root=staging)
         _swap_in(staging, out)
     except BaseException:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -18,7 +20,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
 from inference.quality import UNKNOWN_CATEGORY, QualityShares
-from inference.status import Eta, RunStatus, TokenRate, read_status
+from inference.status import Eta, RunStatus, TokenRate, TurnCounts, read_status
 
 
 def format_duration(seconds: float | None) -> str:
@@ -66,7 +68,7 @@ def render(status: RunStatus) -> RenderableType:
     for endpoint in status.get("endpoints", []):
         mark = "[green]up[/]" if endpoint["healthy"] else "[red]down[/]"
         progress.add_task(
-            endpoint["url"][-34:], total=max(endpoint["limit"], 1), completed=endpoint["in_flight"],
+            short_label(endpoint["url"]), total=max(endpoint["limit"], 1), completed=endpoint["in_flight"],
             note=f"{mark} in flight {endpoint['in_flight']}/{endpoint['limit']} · ok {endpoint['ok']} · err {endpoint['errors']}",
         )
     eta: Eta | dict[str, float] = status.get("eta") or {}
@@ -75,16 +77,14 @@ def render(status: RunStatus) -> RenderableType:
     state = status.get("state", "?")
     if process_gone(status):
         state = "[red]stopped (process gone: run the same regen command to resume)[/]"
+    tokens = status["tokens"]
+    written = tokens["completion"] + tokens.get("in_flight", 0)  # what the tok/s beside it counts
     table.add_row(
         f"[bold]{status.get('run_id', '')}[/] {state}",
-        f"{status['tokens']['completion']:,} tokens",
+        f"{written:,} tokens",
         f"{tok_s.get('last_minute', 0):,.1f} tok/s (last min) · {tok_s.get('overall', 0):,.1f} overall",
     )
-    table.add_row(
-        f"elapsed {format_duration(status.get('elapsed_s'))}",
-        f"ETA {format_duration(eta.get('expected_s'))}",
-        f"range {format_duration(eta.get('low_s'))} – {format_duration(eta.get('high_s'))}",
-    )
+    table.add_row(f"elapsed {format_duration(status.get('elapsed_s'))}", *eta_cells(eta, status.get("turns")))
     parts: list[RenderableType] = [table, progress]
     quality = status.get("quality") or {}
     if quality:
@@ -92,6 +92,22 @@ def render(status: RunStatus) -> RenderableType:
     if status.get("error"):
         parts.append(f"[red]{status['error']}[/]")
     return Group(*parts)
+
+
+def eta_cells(eta: Mapping[str, Any], turns: TurnCounts | None) -> tuple[str, str]:
+    """The ETA and its range as the monitor prints them, or why there is none yet; the turns still to come."""
+    to_come = f" · {turns['to_come']} turns to come" if turns else ""
+    unknown = eta.get("unknown")
+    if eta.get("expected_s") is None:
+        return f"ETA unknown ({unknown or 'nothing to go by yet'})", to_come.removeprefix(" · ")
+    low, expected, high = (format_duration(eta.get(key)) for key in ("low_s", "expected_s", "high_s"))
+    spread = f"range {low} – {high}" if low != high else ""
+    return f"ETA {expected}", f"{spread}{to_come}".removeprefix(" · ")
+
+
+def short_label(label: str, width: int = 34) -> str:
+    """`label` cut to `width` at its end, never its start (`in-process static-cache engine (smol…`)."""
+    return label if len(label) <= width else label[: width - 1] + "…"
 
 
 def quality_table(quality: dict[str, QualityShares]) -> Table:

@@ -171,11 +171,12 @@ class _Run:
         conversations = list(history)
         turns: list[TurnMeta] = []
         sampling = self.config.sampling.for_sample(row.sample)
+        self.tracker.row_started(id(row), len(users))
         for index, question in enumerate(users):
             history.append({"role": "user", "content": question})
             conversations.append({"role": "user", "content": question})
             result, server, attempts = await self.call(history, index, sampling)
-            self.tracker.add_turn(result.prompt_tokens, result.completion_tokens)
+            self.tracker.add_turn(result.prompt_tokens, result.completion_tokens, key=id(row))
             text = result.training_text(self.config.reasoning)
             if not text.strip():
                 raise RowFailed(
@@ -236,10 +237,10 @@ class _Run:
                     "source": row.source,
                 }
                 self.journal.write_failed(failure)
-                self.tracker.row_failed()
+                self.tracker.row_failed(key=id(row))
                 continue
             self.journal.write_done(record)
-            self.tracker.row_done(record["meta"]["completion_tokens"])
+            self.tracker.row_done(record["meta"]["completion_tokens"], key=id(row))
             self.tracker.count_quality(record)
 
     async def write_status_forever(self) -> None:
@@ -382,10 +383,19 @@ def _queue_pending(pending: list[InputRow], journal: Journal, tracker: StatusTra
     for row in pending:
         if row.needs_regeneration:
             queue.put_nowait(row)
+            tracker.queue_rows([_user_turn_count(row)])
         else:
             journal.write_done(passthrough_record(row))
             tracker.row_passed_through()
     return queue
+
+
+def _user_turn_count(row: InputRow) -> int:
+    """How many user turns `row` asks (1 for a row regeneration will refuse: it fails at its first)."""
+    try:
+        return len(user_turns(row.messages)[1])
+    except PromptError:
+        return 1
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from fastapi.staticfiles import StaticFiles
@@ -35,6 +36,7 @@ from graph.checkpoint import open_checkpointer
 from server.api import campaigns, catalog, dataset_page, manifest, pages, runs, session
 from server.api.body_limit import BodyLimitMiddleware
 from server.api.campaign_tasks import CampaignManager
+from server.api.enum_hints import validation_error_with_hints
 from server.api.offline_docs import add_offline_docs
 from server.api.openapi_doc import honest_openapi
 from server.api.strict_json import StrictJsonMiddleware
@@ -114,6 +116,7 @@ def create_app(
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: refusals get the headers too
     app.add_exception_handler(store.CatalogError, _catalog_error)
     app.add_exception_handler(sa_exc.DatabaseError, _database_error)
+    app.add_exception_handler(RequestValidationError, validation_error_with_hints)
     app.include_router(campaigns.router)
     app.include_router(catalog.router)
     app.include_router(manifest.router)

@@ -37,6 +37,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Plain help, wrapped to the terminal: rich's option panels cut long help and names at 80 columns and
+    # labelled every flag `<bool>`.
+    rich_markup_mode=None,
 )
 
 # Command modules, in the order the stages run. Each module defines `register(app: typer.Typer) -> None`.

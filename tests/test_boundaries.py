@@ -228,3 +228,38 @@ def test_allowed_arrows_and_relative_imports_inside_a_package_pass(tmp_path: Pat
     path.write_text("from .loss import ttt_loss\nfrom core.types import Category\n"
                     "from inference.decoding.static_llama import StaticLlama\n")
     assert violations(path, tmp_path) == []
+
+
+def command_modules(root: Path = ROOT) -> set[str]:
+    """The modules of `server/commands/` that register commands (they define `register(app)`)."""
+    found = set()
+    for path in sorted((root / "server" / "commands").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(node, ast.FunctionDef) and node.name == "register" for node in tree.body):
+            found.add(module_name(path, root))
+    return found
+
+
+def command_cross_imports(root: Path = ROOT) -> list[str]:
+    """`A imports B` for every command module A that imports another command module B: what two commands share
+    belongs in `server/usecases/` (work both doors do) or a helper module beside them, not in a command."""
+    commands = command_modules(root)
+    return [f"{module_name(path, root)} imports {imported}"
+            for path in sorted((root / "server" / "commands").glob("*.py"))
+            if module_name(path, root) in commands
+            for imported in imports_of(path, root)
+            if imported in commands and imported != module_name(path, root)]
+
+
+def test_no_command_module_imports_another() -> None:
+    assert len(command_modules()) >= 10
+    assert command_cross_imports() == []
+
+
+def test_a_planted_command_cross_import_is_caught(tmp_path: Path) -> None:
+    folder = tmp_path / "server" / "commands"
+    folder.mkdir(parents=True)
+    (folder / "one.py").write_text('"""One."""\ndef register(app):\n    from server.commands.two import helper\n')
+    (folder / "two.py").write_text('"""Two."""\ndef register(app):\n    pass\n\ndef helper():\n    pass\n')
+    (folder / "notes.py").write_text('"""A helper module, not a command."""\n')
+    assert command_cross_imports(tmp_path) == ["server.commands.one imports server.commands.two"]

@@ -139,7 +139,8 @@ class Progress:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(5.6, 3.4))
-        ax.plot([r["step"] for r in self.records], [r["loss"] for r in self.records], "-", lw=1.2)
+        # Markers on every logged step: a short run's few points, or its one, still show.
+        ax.plot([r["step"] for r in self.records], [r["loss"] for r in self.records], "-o", lw=1.2, ms=3.5)
         ax.set_xlabel("optimizer step")
         ax.set_ylabel("weighted TTT loss")
         ax.grid(alpha=0.3)
@@ -159,3 +160,14 @@ class Progress:
 def peak_memory_gib() -> float | None:
     """Peak GPU memory allocated in this process, GiB (None without CUDA)."""
     return round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
+
+
+def first_logged_loss(path: Path) -> float | None:
+    """The loss of the first record of a run's log (`train_log.jsonl`), or None when it has none readable."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            record = json.loads(fh.readline() or "null")
+    except (OSError, ValueError):
+        return None
+    loss = record.get("loss") if isinstance(record, dict) else None
+    return float(loss) if isinstance(loss, int | float) else None

@@ -191,6 +191,7 @@ def run_steps(cfg: TrainConfig, loop: TrainLoop, step: int, rank: int, world: in
     (`TrainingStopped`)."""
     result = None
     epoch = step // max(1, loop.per_epoch)
+    first, every = step + 1, log_interval(cfg.log_every, loop.total_steps)
     with stop_on_signals() as stop:
         while step < loop.total_steps:
             # A run resumed mid-epoch continues that epoch's batch order where the checkpoint left it.
@@ -202,7 +203,7 @@ def run_steps(cfg: TrainConfig, loop: TrainLoop, step: int, rank: int, world: in
                 result = train_step(cfg, loop, ids, attn, mask, device)
                 step += 1
                 loop.progress.count(attn)
-                if step % cfg.log_every == 0 or step == loop.total_steps:
+                if step == first or step % every == 0 or step == loop.total_steps:
                     loop.progress.log(step, result, float(loop.scheduler.get_last_lr()[0]))
                 if loop.selection is not None:
                     loop.selection.after_step(step, loop.draft)
@@ -214,6 +215,13 @@ def run_steps(cfg: TrainConfig, loop: TrainLoop, step: int, rank: int, world: in
                     break
             epoch += 1
     return step, result
+
+
+def log_interval(log_every: int, total_steps: int) -> int:
+    """Steps between progress lines: `log_every`, unless that is longer than the whole run (20 steps with the
+    default 50 printed nothing until the end): then a tenth of the run. The first step of each call is logged
+    as well, so progress shows from the start."""
+    return log_every if log_every <= total_steps else max(1, total_steps // 10)
 
 
 def train_step(cfg: TrainConfig, loop: TrainLoop, ids: Tensor, attn: Tensor, mask: Tensor, device: torch.device

@@ -15,7 +15,8 @@ lease first and keep it renewed while their task waits for a slot, so a campaign
 neither resumed nor re-run here (a re-run answers 409), and `sweep` claims, every lease period, the
 unfinished campaigns whose holder stopped renewing, so a dead replica's work is taken over.
 Each graph runs on an event loop of its own in a daemon thread, so its blocking catalog calls never stall the
-HTTP loop. Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
+HTTP loop. After each run (a launch, a re-run, a resume) the mirror's licences are adopted, as the CLI
+adopts them after `campaign run` (`server.usecases.licenses`). Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from graph import campaign as campaign_graph
 from graph import claims
 from graph.events import CampaignEvent
 from graph.lease import HeldLease
+from server.usecases.licenses import adopt_mirror_licenses
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,12 @@ PARALLEL_POSTGRES = 4
 SHUTDOWN_WAIT_S = 10.0
 FINISH_WAIT_S = 10.0  # how long a re-run waits for a run whose status is final to let go of its lease
 FINISH_POLL_S = 0.05
+
+
+def _cancelling() -> bool:
+    """True when the current task is being cancelled (a shutdown: nothing more is written then)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class CampaignManager:
@@ -110,7 +118,11 @@ class CampaignManager:
     async def _guarded(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str, lease: HeldLease) -> None:
         try:
             async with self._slots:
-                await self._in_thread(coro, name=f"{what}:{campaign_id}")
+                try:
+                    await self._in_thread(coro, name=f"{what}:{campaign_id}")
+                finally:  # what the run stored, even a failed one's, gets the mirror's licences as the CLI's does
+                    if not _cancelling():
+                        await asyncio.to_thread(self._adopt_licenses)
         except asyncio.CancelledError:
             logger.info("%s of campaign %s cancelled; it is resumed at the next start", what, campaign_id)
             raise
@@ -193,6 +205,15 @@ class CampaignManager:
     def _status_is_final(self, campaign_id: str) -> bool:
         with store.open_session(self.engine, readonly=True) as session:
             return store.get_campaign(session, campaign_id=campaign_id).status in FINAL_CAMPAIGN_STATUSES
+
+    def _adopt_licenses(self) -> None:
+        try:
+            adopted = adopt_mirror_licenses(engine=self.engine, settings=self.settings)
+        except Exception:  # the catalog briefly away: the next review or export adopts them
+            logger.warning("mirror licences not adopted after a campaign", exc_info=True)
+            return
+        if adopted.warning:
+            logger.warning("%s", adopted.warning)
 
     def _mark(self, campaign_id: str, status: CampaignStatus, error: str) -> None:
         claims.mark_unless_completed(engine=self.engine, settings=self.settings, campaign_id=campaign_id,

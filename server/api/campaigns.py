@@ -14,11 +14,11 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy import Engine
 
-from core.types import FINAL_CAMPAIGN_STATUSES, CampaignStatus, UnknownCategoryError, parse_category
+from core.types import FINAL_CAMPAIGN_STATUSES, CampaignStatus, Category, UnknownCategoryError, parse_category
 from curation.catalog import store
 from graph.campaign import CampaignBusyError
 from server.api.campaign_tasks import CampaignManager
@@ -36,6 +36,10 @@ def get_manager(request: Request) -> CampaignManager:
 
 
 ManagerDep = Annotated[CampaignManager, Depends(get_manager)]
+# Documented as the ten names; read as `parse_category` reads them (case and dashes forgiven, a 422 with the
+# closest name otherwise), as a body or a query's category is.
+CategoryPath = Annotated[str, Path(description="One of the ten categories.",
+                                   json_schema_extra={"enum": [c.value for c in Category]})]
 
 
 def campaign_out(session: Any, campaign_id: str, manager: CampaignManager) -> CampaignOut:
@@ -82,13 +86,13 @@ def get_campaign(campaign_id: str, engine: EngineDep, manager: ManagerDep) -> Ca
     dependencies=[Depends(require_token)],
 )
 async def rerun_subagent(
-    campaign_id: str, category: str, manager: ManagerDep, engine: Annotated[Engine, Depends(get_engine)]
+    campaign_id: str, category: CategoryPath, manager: ManagerDep, engine: Annotated[Engine, Depends(get_engine)]
 ) -> CampaignAccepted:
     """Re-run exactly one category of a campaign in the background; the other categories stay as they are."""
     try:
         cat = parse_category(category)
-    except UnknownCategoryError as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    except UnknownCategoryError as exc:  # a value that can never name a category: 422, as in a body or query
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     campaign_categories = await asyncio.to_thread(_categories_of, engine, campaign_id)
     if cat.value not in campaign_categories:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"campaign {campaign_id} has no category {cat.value!r}")

@@ -2,7 +2,8 @@
 
 Hub ids keep their slash in paths (`/catalog/owner/name/approve`): owner and name are two path parameters,
 documented with the Hub's pattern, and every id is validated with `core.types.parse_hub_id` (422 naming a
-malformed one). Reviews go through `store.review_entry`, which audits every call and is safe under concurrent
+malformed one). Reviews go through `server.usecases.catalog` (the mirror's licences adopted first, as the CLI does), then
+`store.review_entry`, which audits every call and is safe under concurrent
 calls; approving what the verifier rejected answers 409 unless the body says `override: true`.
 `POST /catalog/approve` and `/catalog/reject` decide many entries at once (the review page's bulk buttons),
 all or none, one audit row per entry; `GET /catalog/counts` gives the counts per review status the page shows.
@@ -10,6 +11,7 @@ all or none, one audit row per entry; `GET /catalog/counts` gives the counts per
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
@@ -17,6 +19,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from core.measured_value import MeasuredValue
+from core.settings import Settings
 from core.types import HUB_PART_SCHEMA_PATTERN, Category, EntryStatus, MalformedHubIdError, parse_hub_id
 from curation.catalog import store
 from server.api.deps import EngineDep, SettingsDep, require_read_token, require_token
@@ -34,7 +37,9 @@ from server.api.schemas import (
     StatusCounts,
     VerdictOut,
 )
+from server.usecases.catalog import Reviewed, review, review_many
 
+logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/catalog", tags=["catalog"])
 NO_NUL = r"^[^\x00]*$"  # documents the store's refusal (a 422 naming the field): it cannot search a NUL
 # Checked by `valid_hub_id` (a 422 that names the value); the pattern documents the same rules.
@@ -96,7 +101,7 @@ def catalog_counts(engine: EngineDep) -> StatusCounts:
         return counts_out(store.status_counts(session))
 
 
-def _bulk_review(engine: Engine, body: BulkReviewRequest, *, approve: bool) -> BulkReviewed:
+def _bulk_review(engine: Engine, settings: Settings, body: BulkReviewRequest, *, approve: bool) -> BulkReviewed:
     hub_ids = []
     for hub_id in body.hub_ids:
         if valid_hub_id(hub_id) != hub_id:
@@ -105,47 +110,53 @@ def _bulk_review(engine: Engine, body: BulkReviewRequest, *, approve: bool) -> B
         hub_ids.append(hub_id)
 
     def work(session: Session) -> BulkReviewed:
-        entries = store.review_entries(session, hub_ids=hub_ids, approve=approve, reviewer=body.reviewer.strip(),
-                                       note=body.note, override=body.override)
-        return BulkReviewed(entries=[EntryOut.model_validate(e) for e in entries],
+        reviewed = review_many(session=session, settings=settings, hub_ids=hub_ids, approve=approve,
+                               reviewer=body.reviewer.strip(), note=body.note, override=body.override)
+        _log_warning(reviewed)
+        return BulkReviewed(entries=[EntryOut.model_validate(e) for e in reviewed.entries],
                             counts=counts_out(store.status_counts(session)))
 
     return store.run_transaction(engine, work, what="bulk review")
 
 
 @router.post("/approve", dependencies=[Depends(require_token)])
-def approve_entries(body: BulkReviewRequest, engine: EngineDep) -> BulkReviewed:
+def approve_entries(body: BulkReviewRequest, engine: EngineDep, settings: SettingsDep) -> BulkReviewed:
     """Approve many entries at once: all of them, one audit row each, or none (404 naming unknown ids, 409
     naming those the verifier rejected unless `override: true`)."""
-    return _bulk_review(engine, body, approve=True)
+    return _bulk_review(engine, settings, body, approve=True)
 
 
 @router.post("/reject", dependencies=[Depends(require_token)])
-def reject_entries(body: BulkReviewRequest, engine: EngineDep) -> BulkReviewed:
+def reject_entries(body: BulkReviewRequest, engine: EngineDep, settings: SettingsDep) -> BulkReviewed:
     """Reject many entries at once: all of them, one audit row each, or none (404 naming unknown ids)."""
-    return _bulk_review(engine, body, approve=False)
+    return _bulk_review(engine, settings, body, approve=False)
 
 
-def _review(engine: Engine, hub_id: str, body: ReviewRequest, *, approve: bool) -> EntryOut:
+def _log_warning(reviewed: Reviewed) -> None:
+    if reviewed.warning:
+        logger.warning("%s", reviewed.warning)
+
+
+def _review(engine: Engine, settings: Settings, hub_id: str, body: ReviewRequest, *, approve: bool) -> EntryOut:
     valid = valid_hub_id(hub_id)
     with store.open_session(engine) as session:
-        entry = store.review_entry(
-            session, hub_id=valid, approve=approve, reviewer=body.reviewer.strip(), note=body.note,
-            override=body.override,
-        )
-    return EntryOut.model_validate(entry)
+        reviewed = review(session=session, settings=settings, hub_id=valid, approve=approve,
+                          reviewer=body.reviewer.strip(), note=body.note, override=body.override)
+        _log_warning(reviewed)
+        return EntryOut.model_validate(reviewed.entries[0])
 
 
 @router.post("/{owner}/{name}/approve", dependencies=[Depends(require_token)])
-def approve_entry(owner: Owner, name: Name, body: ReviewRequest, engine: EngineDep) -> EntryOut:
-    """Approve an entry for the manifest (`override: true` needed when the verifier rejected it)."""
-    return _review(engine, f"{owner}/{name}", body, approve=True)
+def approve_entry(owner: Owner, name: Name, body: ReviewRequest, engine: EngineDep, settings: SettingsDep) -> EntryOut:
+    """Approve an entry for the manifest (`override: true` needed when the verifier rejected it); the mirror's
+    licences are adopted first, as `datahunt catalog approve` does."""
+    return _review(engine, settings, f"{owner}/{name}", body, approve=True)
 
 
 @router.post("/{owner}/{name}/reject", dependencies=[Depends(require_token)])
-def reject_entry(owner: Owner, name: Name, body: ReviewRequest, engine: EngineDep) -> EntryOut:
+def reject_entry(owner: Owner, name: Name, body: ReviewRequest, engine: EngineDep, settings: SettingsDep) -> EntryOut:
     """Reject an entry; it stays in the catalog with the reviewer's note."""
-    return _review(engine, f"{owner}/{name}", body, approve=False)
+    return _review(engine, settings, f"{owner}/{name}", body, approve=False)
 
 
 @router.get("/{owner}/{name}", dependencies=[Depends(require_read_token)])

@@ -1,49 +1,31 @@
 """Manifest routes: show the manifest of the approved set, or export it as a file inside the data directory.
 
-Both build it with `server.manifest_builder`, as `datahunt manifest export` does. The export answers with the
-path written and the manifest itself; a path outside the data directory is a 422.
+Both call `server.usecases.manifest`, as `datahunt manifest export` does, so the two doors write the same file.
+The export answers with the path written and the manifest itself; a path outside the data directory is a 422.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, status
 from pydantic import StringConstraints
-from sqlalchemy import Engine
 
-from curation.catalog import store
-from curation.manifest import Manifest, TargetModel
+from curation.manifest import Manifest
 from server.api.deps import EngineDep, SettingsDep, require_read_token, require_token
 from server.api.schemas import SHARE_PATTERN, ManifestExported, ManifestOptions
-from server.manifest_builder import (
-    ExportPathConflictError,
-    ExportPathError,
-    build_manifest,
-    make_budget,
-    parse_shares,
-    resolve_export_path,
-    write_manifest,
-)
+from server.manifest_builder import ExportPathConflictError, ExportPathError, parse_shares
+from server.usecases.manifest import approved_manifest, export_approved_manifest
 
+logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/manifest", tags=["manifest"])
-
-
-def _manifest(engine: Engine, options: ManifestOptions) -> Manifest:
-    try:
-        budget = make_budget(options.budget_total, options.shares, options.seed)
-    except ValueError as exc:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    target = TargetModel(model=options.target_model, tokenizer=options.tokenizer) if options.target_model else None
-    with store.open_session(engine) as session:
-        approved = store.approved_entries(session)
-        benchmarks = store.benchmark_entries(session)
-    return build_manifest(approved, budget=budget, target=target, eval_entries=benchmarks)
 
 
 @router.get("", dependencies=[Depends(require_read_token)])
 def get_manifest(
     engine: EngineDep,
+    settings: SettingsDep,
     target_model: Annotated[str | None, Query(max_length=256)] = None,
     tokenizer: Annotated[str | None, Query(max_length=256)] = None,
     budget_total: Annotated[int | None, Query(gt=0, le=10**12)] = None,
@@ -54,25 +36,30 @@ def get_manifest(
 ) -> Manifest:
     """Return the manifest of the currently approved set (nothing is written)."""
     try:
-        shares = parse_shares(share)
+        built = approved_manifest(engine=engine, settings=settings, target_model=target_model, tokenizer=tokenizer,
+                                 budget_total=budget_total, shares=parse_shares(share))
     except ValueError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    options = ManifestOptions(target_model=target_model, tokenizer=tokenizer, budget_total=budget_total, shares=shares)
-    return _manifest(engine, options)
+    if built.warning:
+        logger.warning("%s", built.warning)
+    return built.manifest
 
 
 @router.post("/export", dependencies=[Depends(require_token)])
 def export_manifest(
     engine: EngineDep, settings: SettingsDep, options: Annotated[ManifestOptions | None, Body()] = None
 ) -> ManifestExported:
-    """Write the approved set's manifest under the data directory and return the path and the manifest."""
+    """Write the approved set's manifest under the data directory and return the path and the manifest (the
+    mirror's licences adopted onto the entries first, as `datahunt manifest export` does)."""
     options = options or ManifestOptions()
     try:
-        path = resolve_export_path(settings.resolved_data_dir, options.path)
-        manifest = _manifest(engine, options)
-        write_manifest(manifest, path, data_dir=settings.resolved_data_dir)
+        exported = export_approved_manifest(engine=engine, settings=settings, path=options.path,
+                                   target_model=options.target_model, tokenizer=options.tokenizer,
+                                   budget_total=options.budget_total, shares=options.shares, seed=options.seed)
     except ExportPathConflictError as exc:  # well-formed, but what is in the data directory refuses it
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
-    except ExportPathError as exc:
+    except (ExportPathError, ValueError) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    return ManifestExported(path=str(path), manifest=manifest)
+    if exported.warning:
+        logger.warning("%s", exported.warning)
+    return ManifestExported(path=str(exported.path), manifest=exported.manifest)

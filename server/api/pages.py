@@ -4,7 +4,9 @@ Server-rendered with Jinja2; filters, pages (`page`, `size`) and the campaign pi
 page works without JavaScript, and a small script (`static/review.js`) sends approve/reject (one row, or the
 rows ticked, in one bulk call)/re-run/export calls with the API token, which the page asks for once and keeps
 in the tab's sessionStorage, and keeps the counts per review status current after each decision. Each row
-shows every distinct verifier reason once, under the categories that gave it (`server.api.verdict_view`). Each dataset has its own page
+shows its description, the verdict and reasons of the category viewed first (the filter's, else its best),
+every distinct verifier reason once under the categories that gave it (`server.api.verdict_view`), its risks
+(licence, size, format) as badges and its search hits as "found by N queries, best rank R". Each dataset has its own page
 (`server.api.dataset_page`); a badge marks the datasets a local mirror holds. When reads require the token, a visitor without a
 session gets the login page instead (401), whose script (`static/login.js`) posts the token to `/session` once.
 """
@@ -25,7 +27,14 @@ from curation.catalog.models import CatalogEntry
 from server.api.campaigns import ManagerDep, campaign_out
 from server.api.deps import EngineDep, SettingsDep, read_authorised
 from server.api.preview import mirrored_ids
-from server.api.verdict_view import ReasonGroup, reason_groups, split_current
+from server.api.verdict_view import (
+    EvidenceSummary,
+    ReasonGroup,
+    category_verdict,
+    evidence_summary,
+    reason_groups,
+    split_current,
+)
 from server.manifest_builder import best_category
 
 router = APIRouter(include_in_schema=False)
@@ -34,7 +43,6 @@ templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "
 PAGE_SIZE = 50
 PAGE_SIZES = (25, 50, 100, 200)  # offered by the page; any size from 1 to MAX_PAGE_SIZE is served
 MAX_PAGE_SIZE = 500
-EVIDENCE_SHOWN = 3
 CAMPAIGNS_LISTED = 20  # in the campaign picker, newest first
 
 
@@ -46,15 +54,18 @@ def size_text(metadata: dict[str, Any]) -> str:
 
 
 class ReviewRow(TypedDict):
-    """One entry's row on the review page: the entry, its group, size text, a few search hits, its reasons."""
+    """One entry's row on the review page: the entry, its group, size text, its search hits summed up, the
+    verdict and reasons of the category viewed first, and the risks a reviewer weighs as badges."""
 
     entry: CatalogEntry
     group: str
     size: str
-    evidence: list[Any]  # the first EVIDENCE_SHOWN search hits as stored
-    evidence_more: int
+    evidence: EvidenceSummary
     needs_override: bool
+    viewed: str  # the category whose verdict the row leads with: the filter's, else the entry's best
+    verdict: str  # the verifier's verdict for `viewed`: accept or reject
     reason_groups: list[ReasonGroup]
+    risks: list[str]  # badges of size and format risks (the licence has its own)
     measured: list[MeasuredBadge]  # measured_badge.html: its source's and categories' measured values
 
 
@@ -77,20 +88,41 @@ def measured_badge(value: MeasuredValue) -> MeasuredBadge:
             "tone": ("up" if shown.per_10k > 0 else "down") if shown.clear else "unclear"}
 
 
-def _row(session: Any, entry: CatalogEntry) -> ReviewRow:
+def risk_badges(entry: CatalogEntry, size: str) -> list[str]:
+    """The size and format risks of a row as short badges (the licence has its own badge): a size too small or
+    unknown, a format unknown or without text."""
+    codes = {str(r.get("code")) for r in entry.reasons}
+    risks: list[str] = []
+    if "too_small" in codes:
+        risks.append("too small")
+    elif size == "?":
+        risks.append("size unknown")
+    if "no_text_fields" in codes:
+        risks.append("no text fields")
+    elif not entry.format_guess or entry.format_guess == "unknown":
+        risks.append("format unknown")
+    return risks
+
+
+def _row(session: Any, entry: CatalogEntry, category: Category | None) -> ReviewRow:
     history = store.entry_history(session, hub_id=entry.hub_id)
     # The search hits of each category's latest find: what a later campaign found again is not listed twice.
     current, _ = split_current([{"category": c.category, "evidence": c.evidence} for c in history["candidates"]])
     evidence = [item for candidate in current for item in candidate["evidence"]]
-    category = best_category(entry)
+    best = best_category(entry)
+    kept, _ = entry.ranked_categories()  # most relevant first, those found off-topic left out
+    viewed = category.value if category else kept[0] if kept else best.value if best else ""
+    size = size_text(entry.dataset_metadata)
     return {
         "entry": entry,
-        "group": category.value if category else "uncategorised",
-        "size": size_text(entry.dataset_metadata),
-        "evidence": evidence[:EVIDENCE_SHOWN],
-        "evidence_more": max(0, len(evidence) - EVIDENCE_SHOWN),
+        "group": best.value if best else "uncategorised",
+        "size": size,
+        "evidence": evidence_summary(evidence),
         "needs_override": entry.verifier_decision == "reject",
-        "reason_groups": reason_groups(entry.reasons, entry.categories),
+        "viewed": viewed,
+        "verdict": category_verdict(entry.reasons, viewed) if viewed else entry.verifier_decision or "",
+        "reason_groups": reason_groups(entry.reasons, entry.categories, viewed=viewed or None),
+        "risks": risk_badges(entry, size),
         "measured": [measured_badge(v) for v in store.entry_values(
             session, hub_ids=[entry.hub_id], categories={entry.hub_id: list(entry.categories)})[entry.hub_id]],
     }
@@ -144,7 +176,7 @@ def review_page(
                 offset=(page - 1) * size,
             )
             for entry in entries:
-                row = _row(session, entry)
+                row = _row(session, entry, category)
                 groups.setdefault(category.value if category else row["group"], []).append(row)
         recent = store.list_campaigns(session, limit=CAMPAIGNS_LISTED)
         chosen = campaign_id or (recent[0].id if recent else None)

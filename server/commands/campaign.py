@@ -2,8 +2,10 @@
 
 `run` shows a live table of the subagents (status, queries, candidates, elapsed) while the campaign runs and
 ends with the per-category summary (candidates, accepted, flagged, rejected); `--json` prints one
-machine-readable result instead. Bad input (an unknown category or campaign) gives a one-line error and exit
-code 1; Ctrl-C marks the campaign interrupted, resumable with `campaign resume`.
+machine-readable result instead. `run`, `resume` and `rerun` exit 0 only when every category succeeded: a
+`partial` or `failed` campaign ends with one `error:` line naming the categories that did not succeed and the
+`campaign rerun` command for each, and exit 1. Bad input (an unknown category) exits 2, an unknown campaign 1;
+Ctrl-C marks the campaign interrupted, resumable with `campaign resume`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from core.types import RunStatus
+from core.types import Category, RunStatus
 from server.commands.failure import EXIT_USAGE, fail
 
 campaign_app = typer.Typer(help="Discovery campaigns: search the ten categories, verify, fill the catalog.",
@@ -97,23 +99,25 @@ def catalog_failures(board: ProgressBoard | None = None) -> Iterator[None]:
 def open_catalog() -> Any:
     """Return a database engine (SQLAlchemy's) on the configured catalog, migrated to the latest schema."""
     from core.settings import get_settings
-    from curation.catalog import store
+    from server.usecases.catalog import open_catalog as open_migrated
 
     with catalog_failures():
-        engine = store.make_engine(get_settings().resolved_database_url)
-        try:
-            store.upgrade_database(engine)
-        except BaseException:
-            engine.dispose()
-            raise
-    return engine
+        return open_migrated(settings=get_settings())
 
 
 @contextmanager
-def opened_catalog() -> Iterator[Any]:
+def opened_catalog(*, readonly: bool = False) -> Iterator[Any]:
     """Yield `open_catalog()`'s engine and dispose of it when the command is done, however it ends: its pooled
     connections are closed then, not left open for the garbage collector (a command may run inside a longer
-    process, such as a test run)."""
+    process, such as a test run). A read (`readonly`) of a SQLite catalog that does not exist reads an empty one
+    instead of creating it."""
+    from core.settings import get_settings
+    from server.usecases.catalog import reading_catalog
+
+    if readonly:
+        with catalog_failures(), reading_catalog(settings=get_settings()) as engine:
+            yield engine
+        return
     engine = open_catalog()
     try:
         yield engine
@@ -246,14 +250,14 @@ def mark_interrupted(engine: Any, campaign_id: str) -> bool:
 
 
 def adopt_mirror_licenses(engine: Any) -> None:
-    """Copy the configured mirror's licences onto the catalog entries that have none (see `store.adopt_licenses`)."""
-    from curation.catalog import store
-    from server.commands.catalog import mirror_license_index
+    """Copy the configured mirror's licences onto the catalog entries that have none, as the API does after a
+    campaign (`server.usecases.licenses`)."""
+    from core.settings import get_settings
+    from server.usecases.licenses import adopt_mirror_licenses as adopt
 
-    licenses = mirror_license_index()
-    if licenses:
-        with store.open_session(engine) as session:
-            store.adopt_licenses(session, licenses, source="mirror index")
+    adopted = adopt(engine=engine, settings=get_settings())
+    if adopted.warning:
+        typer.echo(f"warning: {adopted.warning}", err=True)
 
 
 def report(board: ProgressBoard, *, as_json: bool) -> None:
@@ -296,9 +300,30 @@ def run_command(
         engine=engine, settings=settings, categories=chosen, offline=True if offline else None, campaign_id=campaign_id,
         on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)
-    if not as_json:
-        Console().print("next: review with `datahunt serve` (or `datahunt catalog list`, `catalog approve ID`), then "
-                        "`datahunt manifest export`", highlight=False, soft_wrap=True)
+    end_with_outcome(board, as_json=as_json)
+
+
+def end_with_outcome(board: ProgressBoard, *, as_json: bool) -> None:
+    """End a campaign command by its outcome: exit 0 with a `next:` line when every category succeeded; else one
+    `error:` line naming the categories that did not and the command that re-runs each, and exit 1."""
+    status = board.summary.get("status")
+    by_category: dict[str, RunCounts] = board.summary.get("by_category", {})
+    if status == "succeeded":
+        if not as_json:
+            Console().print("next: review with `datahunt serve` (or `datahunt catalog list`, `catalog approve ID`), "
+                            "then `datahunt manifest export`", highlight=False, soft_wrap=True)
+        return
+    campaign_id = board.campaign_id or "ID"
+    order = [c.value for c in Category]
+    bad = sorted((c for c, row in by_category.items() if row.get("status") != "succeeded"),
+                 key=lambda c: order.index(c) if c in order else len(order))
+    if not bad:
+        fail(f"campaign {campaign_id} ended {status}: see `datahunt campaign status {campaign_id}`, then "
+             f"`datahunt campaign resume {campaign_id}`")
+    named = ", ".join(f"{c} ({by_category[c].get('status')})" for c in bad)
+    reruns = "; ".join(f"`datahunt campaign rerun {campaign_id} {c}`" for c in bad)
+    kept = " (what the other categories found is in the catalog)" if status == "partial" else ""
+    fail(f"campaign {campaign_id} ended {status}: {named} did not succeed{kept}; re-run with {reruns}")
 
 
 @campaign_app.command("resume")
@@ -312,6 +337,7 @@ def resume_command(
     board = drive(lambda engine, settings, on_event: resume_campaign(
         engine=engine, settings=settings, campaign_id=campaign_id, on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)
+    end_with_outcome(board, as_json=as_json)
 
 
 @campaign_app.command("rerun")
@@ -331,6 +357,7 @@ def rerun_command(
     board = drive(lambda engine, settings, on_event: rerun_category(
         engine=engine, settings=settings, campaign_id=campaign_id, category=chosen, on_event=on_event), as_json=as_json)
     report(board, as_json=as_json)
+    end_with_outcome(board, as_json=as_json)
 
 
 @campaign_app.command("status")
@@ -341,7 +368,7 @@ def status_command(
     """Show a campaign's status and, per category, its latest run: status, attempt, counts, error."""
     from curation.catalog import store
 
-    with opened_catalog() as engine, catalog_failures():
+    with opened_catalog(readonly=True) as engine, catalog_failures():
         try:
             with store.open_session(engine) as session:
                 campaign = store.get_campaign(session, campaign_id=campaign_id).model_dump(mode="json")
@@ -381,12 +408,13 @@ def list_command(
     """List recent campaigns, newest first."""
     from curation.catalog import store
 
-    with opened_catalog() as engine, catalog_failures(), store.open_session(engine) as session:
+    with opened_catalog(readonly=True) as engine, catalog_failures(), store.open_session(engine) as session:
         campaigns = [c.model_dump(mode="json") for c in store.list_campaigns(session, limit=limit)]
     if not campaigns:
-        from server.commands.catalog import say_empty_catalog
+        from core.settings import get_settings
+        from server.usecases.catalog import empty_catalog_note
 
-        say_empty_catalog()
+        typer.echo(f"note: {empty_catalog_note(settings=get_settings())}", err=True)
     if as_json:
         typer.echo(json.dumps(campaigns, indent=2))
         return
@@ -409,8 +437,9 @@ def list_command(
 def prune_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of lines.")] = False,
 ) -> None:
-    """Delete the checkpoints of finished campaigns and re-runs (a catalog made before they were deleted at the
-    end of each keeps them), then compact a SQLite catalog; unfinished or busy campaigns keep theirs."""
+    """Delete the checkpoints that finished campaigns and re-runs left behind (catalogs made before checkpoints
+    were deleted at each campaign's end still hold them), then compact a SQLite catalog; unfinished or busy
+    campaigns keep theirs."""
     from core.settings import get_settings
     from curation.catalog import store
     from graph.campaign import prune_checkpoints

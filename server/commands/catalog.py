@@ -69,14 +69,20 @@ def _cli_errors() -> Iterator[None]:
 
 @contextmanager
 def _session(*, readonly: bool = False) -> Iterator[Any]:
-    """Yield a session on the configured catalog, migrated to the newest schema."""
+    """Yield a session on the configured catalog, migrated to the newest schema; a read (`readonly`) of a SQLite
+    catalog that does not exist reads an empty one instead of creating it where the command happened to run."""
     from core.settings import get_settings
     from curation.catalog import store
+    from server.usecases.catalog import open_catalog, reading_catalog
 
-    engine = store.make_engine(get_settings().resolved_database_url)
+    settings = get_settings()
+    if readonly:
+        with reading_catalog(settings=settings) as engine, store.open_session(engine, readonly=True) as session:
+            yield session
+        return
+    engine = open_catalog(settings=settings)
     try:
-        store.upgrade_database(engine)
-        with store.open_session(engine, readonly=readonly) as session:
+        with store.open_session(engine) as session:
             yield session
     finally:
         engine.dispose()
@@ -325,7 +331,8 @@ def _print_history(console: Console, history: dict[str, Any]) -> None:
 
 
 def _review(hub_id: str, *, approve: bool, note: str | None, reviewer: str | None, override: bool, as_json: bool) -> None:
-    from curation.catalog import store
+    from core.settings import get_settings
+    from server.usecases.catalog import review
 
     with _cli_errors():
         valid = _hub_id(hub_id)
@@ -333,8 +340,11 @@ def _review(hub_id: str, *, approve: bool, note: str | None, reviewer: str | Non
         if not who:
             raise CliError("the reviewer name is empty", EXIT_USAGE)
         with _session() as session:
-            store.adopt_licenses(session, mirror_license_index(), source="mirror index")
-            entry = store.review_entry(session, hub_id=valid, approve=approve, reviewer=who, note=note, override=override)
+            reviewed = review(session=session, settings=get_settings(), hub_id=valid, approve=approve, reviewer=who,
+                              note=note, override=override)
+        if reviewed.warning:
+            typer.echo(f"warning: {reviewed.warning}", err=True)
+        [entry] = reviewed.entries
         if approve:
             _warn_license(entry)
         if as_json:
@@ -342,21 +352,8 @@ def _review(hub_id: str, *, approve: bool, note: str | None, reviewer: str | Non
             return
         Console().print(f"{entry.hub_id}: [{STATUS_STYLE[entry.status]}]{entry.status}[/] by {entry.reviewer} "
                         f"(version {entry.version})", highlight=False)
-
-
-def mirror_license_index() -> dict[str, str]:
-    """The licences the configured mirror's index states (none without a mirror, or with an unreadable one)."""
-    from core.settings import get_settings
-    from curation.licenses import mirror_licenses
-    from curation.manifest import ManifestError
-    from curation.mirror import read_mirror_index
-
-    mirror = get_settings().mirror
-    try:
-        return mirror_licenses(read_mirror_index(mirror)) if mirror else {}
-    except ManifestError as exc:
-        typer.echo(f"warning: mirror licences not read: {exc}", err=True)
-        return {}
+        typer.echo("next: review the others (`datahunt catalog list --status pending_review`), then "
+                   "`datahunt manifest export --out FILE`")
 
 
 def _warn_license(entry: Any) -> None:
@@ -372,9 +369,9 @@ def _warn_license(entry: Any) -> None:
 def say_empty_catalog() -> None:
     """Say on stderr which catalog was opened and found empty, and how to point at another one."""
     from core.settings import get_settings
+    from server.usecases.catalog import empty_catalog_note
 
-    typer.echo(f"note: the catalog {get_settings().catalog_label} is empty; another one is chosen with "
-               "DATAHUNT_HOME or DATAHUNT_DATABASE_URL, or for good with `datahunt config set home DIR`", err=True)
+    typer.echo(f"note: {empty_catalog_note(settings=get_settings())}", err=True)
 
 
 def _default_reviewer() -> str:
@@ -449,6 +446,8 @@ def summary_command(
             "category (unverified: accepted with only offline unknowns open; eval: benchmarks, offered for "
             "decontamination; both inside accepted / rejected).",
             highlight=False, soft_wrap=True)
+        console.print("next: datahunt catalog list --category CATEGORY (or the review page: `datahunt serve`), then "
+                      "`datahunt catalog approve OWNER/NAME`", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

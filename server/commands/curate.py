@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
-from server.commands.value import measured_values
+from server.commands.measured_values import measured_values
 from server.hub_probe import hub_problem
 
 if TYPE_CHECKING:
@@ -238,11 +238,31 @@ def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> Non
             table.add_row(r.kind, r.name, where, str(r.files), _size(r.size_bytes), r.detail)
         console = Console()
         console.print(table)
-        total = sum(r.size_bytes or 0 for r in found if r.ok)
-        console.print(f"{sum(r.ok for r in found)} of {len(found)} resolve, {_size(total)} in all")
-    missing = [r.name for r in found if not r.ok]
-    if missing:
-        fail(f"{len(missing)} resolve nowhere: {', '.join(missing)}", EXIT_FAILED)
+        for line in _check_lines(found, named=len(loaded.eval_sets)):
+            console.print(line, highlight=False, soft_wrap=True)
+    missing = [r.name for r in found if r.kind == "source" and not r.ok]
+    if missing:  # a source that resolves nowhere fails the run; an eval set is coverage, stated above
+        fail(f"{len(missing)} of {sum(r.kind == 'source' for r in found)} sources resolve nowhere: "
+             f"{', '.join(missing)}", EXIT_FAILED)
+    typer.echo(f"next: datahunt curate --manifest {manifest} --out {out}")
+
+
+def _check_lines(found: list[Any], *, named: int) -> list[str]:
+    """The check's summary: the sources that resolve and their size, then the decontamination coverage, counted
+    as `curate` counts it (the manifest's eval sets and those the mirror adds)."""
+    sources = [r for r in found if r.kind == "source"]
+    evals = [r for r in found if r.kind == "eval"]
+    total = sum(r.size_bytes or 0 for r in sources if r.ok)
+    lines = [f"sources: {sum(r.ok for r in sources)} of {len(sources)} resolve, {_size(total)} in all"]
+    available = [r for r in evals if r.ok]
+    added = f" ({named} from the manifest, {len(evals) - named} the mirror adds)" if len(evals) != named else ""
+    line = f"decontamination: {len(available)} of {len(evals)} eval sets available{added}"
+    unavailable = [r.name for r in evals if not r.ok]
+    if unavailable:
+        shown = ", ".join(unavailable[:8]) + (f", … (+{len(unavailable) - 8} more; --json lists all)"
+                                              if len(unavailable) > 8 else "")
+        line += f"; {len(unavailable)} not available here, curate goes on without them: {shown}"
+    return [*lines, line]
 
 
 def find_manifest(path: Path) -> Path:

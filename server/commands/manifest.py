@@ -16,8 +16,7 @@ import typer
 from server.commands.failure import EXIT_USAGE, fail
 
 if TYPE_CHECKING:
-    from core.settings import Settings
-    from curation.manifest import Budget, Manifest, TargetModel
+    from curation.manifest import Manifest
 
 manifest_app = typer.Typer(help="Manifests: the approved set, pinned, ready for curation.", no_args_is_help=True)
 
@@ -41,55 +40,53 @@ def export(
 
     from core.settings import get_settings
     from curation.errors import CurationError
-    from curation.licenses import mirror_licenses
-    from curation.manifest import TargetModel
-    from curation.mirror import read_mirror_index
-    from server.manifest_builder import (
-        ExportPathError,
-        make_budget,
-        parse_shares,
-        resolve_export_path,
-        write_manifest,
-    )
+    from server.commands.failure import EXIT_FAILED
+    from server.manifest_builder import ExportPathError, parse_shares
+    from server.usecases.catalog import empty_catalog_note, open_catalog
+    from server.usecases.manifest import export_approved_manifest
 
     settings = get_settings()
     try:
-        budget = make_budget(budget_total, parse_shares(share), seed)
-        path = resolve_export_path(settings.resolved_data_dir, out)
-        licenses = mirror_licenses(read_mirror_index(settings.mirror)) if settings.mirror else {}
-        model = TargetModel(model=target, tokenizer=tokenizer) if target else None
-        manifest = _from_catalog(settings, budget, model, licenses)
-        write_manifest(manifest, path, data_dir=settings.resolved_data_dir)
+        shares = parse_shares(share)
+        engine = open_catalog(settings=settings)
+    except (CurationError, ValueError) as exc:
+        fail(str(exc), EXIT_USAGE)
+    except SQLAlchemyError as exc:
+        fail(f"cannot use the catalog database: {type(exc).__name__}: {str(exc).splitlines()[0]}", EXIT_FAILED)
+    try:
+        exported = export_approved_manifest(engine=engine, settings=settings, path=out, target_model=target,
+                                   tokenizer=tokenizer, budget_total=budget_total, shares=shares, seed=seed)
     except (ExportPathError, CurationError, ValueError, OSError) as exc:
         fail(str(exc), EXIT_USAGE)
     except SQLAlchemyError as exc:
-        fail(f"catalog database unavailable: {type(exc).__name__}: {str(exc).splitlines()[0]}", EXIT_USAGE)
-    if as_json:
-        typer.echo(json.dumps({"path": str(path), "manifest": manifest.model_dump(mode="json")}, indent=2))
-    else:
-        _say_exported(manifest, path, out, settings.resolved_data_dir)
-
-
-def _from_catalog(settings: Settings, budget: Budget, target: TargetModel | None,
-                  licenses: dict[str, str]) -> Manifest:
-    """The manifest of the catalog's approved entries (the database migrated first, the mirror's licenses
-    adopted); says so on stderr when the catalog is empty."""
-    from curation.catalog import store
-    from server.commands.catalog import say_empty_catalog
-    from server.manifest_builder import build_manifest
-
-    engine = store.make_engine(settings.resolved_database_url)
-    try:
-        store.upgrade_database(engine)
-        with store.open_session(engine) as session:
-            store.adopt_licenses(session, licenses, source="mirror index")
-            approved = store.approved_entries(session)
-            if not approved and not store.list_entries(session, limit=1)[1]:
-                say_empty_catalog()
-            return build_manifest(approved, budget=budget, target=target,
-                                  eval_entries=store.benchmark_entries(session), licenses=licenses)
+        fail(f"cannot use the catalog database: {type(exc).__name__}: {str(exc).splitlines()[0]}", EXIT_FAILED)
     finally:
         engine.dispose()
+    if exported.warning:
+        typer.echo(f"warning: {exported.warning}", err=True)
+    if exported.empty_catalog:
+        typer.echo(f"note: {empty_catalog_note(settings=settings)}", err=True)
+    if as_json:
+        typer.echo(json.dumps({"path": str(exported.path), "manifest": exported.manifest.model_dump(mode="json")},
+                              indent=2))
+    else:
+        _say_exported(exported.manifest, exported.path, out, settings.resolved_data_dir)
+        _say_eval_sets(exported.manifest)
+
+
+def _say_eval_sets(manifest: Manifest) -> None:
+    """The eval sets the manifest names, and in all with those the mirror adds at curation: curate's count."""
+    from core.settings import get_settings
+    from curation.errors import CurationError
+    from server.usecases.manifest import eval_set_count
+
+    named = len(manifest.eval_sets)
+    try:
+        in_all = eval_set_count(manifest=manifest, settings=get_settings())
+    except CurationError:  # an unreadable mirror: curate names it
+        in_all = named
+    adds = f"; curate adds the mirror's {in_all - named}: {in_all} in all" if in_all != named else ""
+    typer.echo(f"eval sets (kept out of training, decontaminated against): {named} named{adds}")
 
 
 def _say_exported(manifest: Manifest, path: Path, out: str | None, data_dir: Path) -> None:

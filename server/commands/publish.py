@@ -34,6 +34,16 @@ def _offline_reason() -> str | None:
     return hub_problem()
 
 
+def _mirror_pins() -> dict[str, str]:
+    """Where the configured mirror's index says each dataset's files were taken from, at which commit."""
+    from core.settings import get_settings
+    from curation.dataset_card import mirror_pins
+    from curation.mirror import read_mirror_index
+
+    mirror = get_settings().mirror
+    return mirror_pins(read_mirror_index(mirror)) if mirror else {}
+
+
 def _mirror_licenses() -> dict[str, str]:
     """The licences the configured mirror's index states (none without a mirror)."""
     from core.settings import get_settings
@@ -71,7 +81,7 @@ def publish(
     folder = (out or src.resolve().parent / f"{src.resolve().name}-hub").resolve()
     try:
         written = build_folder(src, folder, repo_id=repo_id, version=_version(), licenses=_mirror_licenses(),
-                               accept_license_risk=accept_license_risk)
+                               accept_license_risk=accept_license_risk, pins=_mirror_pins())
     except (CurationError, OSError, ValueError, KeyError) as exc:
         fail(f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc), EXIT_USAGE)
         return
@@ -96,6 +106,8 @@ def publish(
         typer.echo(f"uploaded to {url} ({'public' if public else 'private'})")
     else:
         typer.echo(f"not uploaded: {offline}; run the same command again when the Hub is reachable")
+    typer.echo(f"next: read {folder / 'README.md'} (the card: sources, licences, decontamination), then share the "
+               "folder or upload it")
 
 
 def register(app: typer.Typer) -> None:

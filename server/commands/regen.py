@@ -209,11 +209,17 @@ def monitor(
                 fail(f"{run_dir} has no status.json: not a regeneration run (or not started yet)")
             typer.echo(json.dumps(status, indent=1))
             return
-        watch(run_dir, once=once)
+        status = watch(run_dir, once=once)
     except (FileNotFoundError, UnreadableStatusError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
+    if status.get("state") == "running":
+        typer.echo(f"next: `datahunt monitor {run_dir}` to follow it live; once it finishes, "
+                   f"`datahunt train --data {run_dir} --target TARGET --out DRAFT`")
+    else:
+        typer.echo(f"next: datahunt train --data {run_dir} --target TARGET --out DRAFT (a stopped run resumes with "
+                   "the same regen command)")
 
 
 def plan(

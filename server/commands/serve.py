@@ -1,11 +1,14 @@
 """`datahunt serve`: run the review service (API and review page) on uvicorn.
 
 The app is built by `server.app.create_app`; on start it upgrades the catalog schema and resumes campaigns a
-previous server left unfinished (`--no-resume` leaves them to another replica).
+previous server left unfinished (`--no-resume` leaves them to another replica). Without DATAHUNT_API_TOKEN it
+makes a token for the run and prints the page's address with it (`#token=…`, a fragment the browser never
+sends): the page's buttons work from the first click.
 """
 
 from __future__ import annotations
 
+import secrets
 import socket
 import threading
 import time
@@ -13,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 import typer
+from pydantic import SecretStr
 
 from server.commands.failure import EXIT_FAILED, fail
 
@@ -28,28 +32,53 @@ def serve(
 
     from core.settings import get_settings
     from server.app import create_app
-    from server.commands.campaign import open_catalog
+    from server.usecases.catalog import open_catalog
 
     settings = get_settings()
     # Open and migrate the catalog before uvicorn starts: a database that is down or unwritable is one line and
     # exit 1 here (as for `campaign`), where inside the app's start-up it would be a traceback.
-    open_catalog().dispose()
+    try:
+        open_catalog(settings=settings).dispose()
+    except Exception as exc:
+        fail(_catalog_failure(exc), EXIT_FAILED)
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (pick another --port)", EXIT_FAILED)
-    if settings.api_token is None:
-        typer.echo("note: DATAHUNT_API_TOKEN is not set, so approvals, exports and campaign launches are refused")
+    made_token = settings.api_token is None
+    if made_token:  # without one every button on the page would be refused: this run makes its own
+        settings = settings.model_copy(update={"api_token": SecretStr(secrets.token_urlsafe(18))})
     bound = f"[{host}]" if ":" in host else host
     if host in ("0.0.0.0", "::"):
         typer.echo(f"note: answering only to the hosts {settings.allowed_hosts} (DATAHUNT_ALLOWED_HOSTS): add the name"
               " or address your team opens the page with")
     elif bound.lower() not in settings.allowed_host_list:  # the address it listens on always works
         settings = settings.model_copy(update={"allowed_hosts": f"{settings.allowed_hosts},{bound}"})
-    typer.echo(f"datahunt review page: http://{host}:{port}/  (API docs: http://{host}:{port}/docs)")
+    page = f"http://{bound}:{port}/"
+    if made_token:
+        token = settings.api_token.get_secret_value() if settings.api_token else ""
+        typer.echo(f"datahunt review page: {page}#token={token}  (API docs: {page}docs)")
+        typer.echo(f"note: DATAHUNT_API_TOKEN is not set, so this run made a token: the link above signs the page in "
+                   f"(or paste {token} into its API token box; API calls send `Authorization: Bearer {token}`); set "
+                   "DATAHUNT_API_TOKEN to choose one that lasts")
+    else:
+        typer.echo(f"datahunt review page: {page}  (API docs: {page}docs; buttons ask for DATAHUNT_API_TOKEN)")
+    typer.echo("next: approve what should train the draft, then `Export manifest` on the page (or `datahunt catalog "
+               "approve ID`, `datahunt manifest export`); Ctrl-C stops the server")
     config = uvicorn.Config(create_app(settings, resume_unfinished=resume, sweep_abandoned=True), log_level=log_level)
     with sock:
         uvicorn.Server(config).run(sockets=[sock])
+
+
+def _catalog_failure(exc: Exception) -> str:
+    """The one line for a catalog that cannot be opened (its error, or the database's outage); re-raise a bug."""
+    from curation.catalog import store
+
+    if isinstance(exc, store.CatalogError):
+        return str(exc)
+    if store.is_outage(exc):
+        return f"cannot use the catalog database: {store.outage_reason(exc)}"
+    raise exc
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

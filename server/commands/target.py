@@ -47,6 +47,7 @@ def prepare(
     typer.echo(f"wrote {out.resolve()}: {record.architecture}, {record.layers} layers, hidden {record.hidden_size}, "
                f"vocab {record.vocab_size}, {record.dtype}, chat template: {record.chat_template}, "
                f"sha256 {record.sha256[:16]}… ({record.seconds:.0f} s)")
+    typer.echo(f"next: datahunt manifest export --target {out} (the data's target), and `datahunt regen --model {out}`")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,14 +10,15 @@ error and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
 
-from core.jsonl import JsonlError, read_jsonl
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 if TYPE_CHECKING:
@@ -51,14 +52,17 @@ def train(
     steps: int | None = typer.Option(None, "--steps", help="Stop after this many optimizer steps."),
     max_length: int | None = typer.Option(None, "--max-length", help="Tokens per row (longer rows are cut; "
                                           "default 2048)."),
-    epochs: int | None = typer.Option(None, "--epochs"),
+    epochs: int | None = typer.Option(None, "--epochs", help="Passes over the data (default 1; --steps, when "
+                                      "given, stops earlier)."),
     ttt_steps: int | None = typer.Option(None, "--ttt-steps", help="Training-time-test unroll length (default 7)."),
     draft_vocab_size: int | None = typer.Option(None, "--draft-vocab-size", help="Default 32000."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Rows per batch (without --batch-tokens)."),
     batch_tokens: int | None = typer.Option(None, "--batch-tokens", help="Token budget per batch: length-sorted rows "
                                             "packed up to it (the fast path on a GPU, e.g. 16384)."),
-    log_every: int | None = typer.Option(None, "--log-every", help="Steps between progress lines (default 50)."),
-    lr: float | None = typer.Option(None, "--lr"),
+    log_every: int | None = typer.Option(None, "--log-every", help="Steps between progress lines (default 50; a "
+                                         "tenth of a shorter run; the first step always)."),
+    lr: float | None = typer.Option(None, "--lr", help="Peak learning rate of AdamW (default 1e-4; warm-up, then "
+                                    "cosine decay)."),
     head_init: str | None = typer.Option(None, "--head-init", help="random (default, SpecForge's start) | target "
                                          "(lm_head rows and final norm from the target)."),
     mode: str | None = typer.Option(None, "--mode", help="online (target runs each batch) or offline (cached)."),
@@ -87,6 +91,7 @@ def train(
     features_server: str | None = typer.Option(
         None, "--features-server", help="A vLLM server started with `datahunt vllm-command --extract`: the target's "
         "states are asked of it as training goes (no cache; the target is never loaded here)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run's summary as one JSON line instead."),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang (or vLLM) loads."""
     import logging
@@ -117,7 +122,7 @@ def train(
         raise
     except _user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
-    _print_trained(result, cfg)
+    _print_trained(result, cfg, as_json=as_json)
 
 
 def _run_config(config: Path | None, overrides: Mapping[str, object]) -> TrainConfig:
@@ -157,22 +162,52 @@ def export_checkpoint(
                            "engines": done.engines}))
 
 
-def _print_trained(result: TrainResult, cfg: TrainConfig) -> None:
-    """The run's summary as one JSON line on stdout; warnings, and the next commands, on stderr."""
+def _print_trained(result: TrainResult, cfg: TrainConfig, *, as_json: bool) -> None:
+    """The run's summary on one screen (or as one JSON line with `as_json`) on stdout; warnings, and the next
+    commands, on stderr."""
     for key, (before, after) in result.changed.items():
         typer.echo(f"warning: resumed with {key} {before} → {after} (--force-resume)", err=True)
     if result.already_finished:
         typer.echo(f"already finished at step {result.steps}; export is {result.export_dir} (pass a larger --steps "
                    "to train on)", err=True)
-    typer.echo(json.dumps({"steps": result.steps, "loss": round(result.loss, 4) if result.loss == result.loss else None,
-                           "step_accuracies": [round(a, 3) for a in result.step_accuracies],
-                           "vocab_coverage": round(result.vocab_coverage, 4), "tokens": result.tokens,
-                           "tokens_per_s": round(result.tokens_per_s, 1), "wall_s": round(result.wall_s, 1),
-                           "export": str(result.export_dir), "log": str(cfg.out / "train_log.jsonl"),
-                           "loss_curve": str(cfg.out / "loss_curve.png"), **_selected(result)}))
+    loss = round(result.loss, 4) if result.loss == result.loss else None
+    summary = {"steps": result.steps, "loss": loss, "step_accuracies": [round(a, 3) for a in result.step_accuracies],
+               "vocab_coverage": round(result.vocab_coverage, 4), "tokens": result.tokens,
+               "tokens_per_s": round(result.tokens_per_s, 1), "wall_s": round(result.wall_s, 1),
+               "export": str(result.export_dir), "log": str(cfg.out / "train_log.jsonl"),
+               "loss_curve": str(cfg.out / "loss_curve.png"), **_selected(result)}
+    if as_json:
+        typer.echo(json.dumps(summary))
+    else:
+        for line in _summary_lines(summary, cfg.out / "train_log.jsonl"):
+            typer.echo(line)
     serve = "vllm-command" if cfg.export_engine == "vllm" else "sglang-command"
     typer.echo(f"next: datahunt eval-accept --draft {result.export_dir} --target {cfg.target} --prompts HELDOUT.jsonl; "
                f"datahunt {serve} --target {cfg.target} --draft {result.export_dir}", err=True)
+
+
+def _summary_lines(summary: Mapping[str, Any], log: Path) -> list[str]:
+    """The summary as a person reads it: steps and speed, the loss from the first logged step to the last, the
+    draft's accuracy per TTT step, the vocabulary it covers, and where the files are."""
+    from training.progress import first_logged_loss
+
+    first = first_logged_loss(log)
+    loss = summary["loss"]
+    losses = f"loss {first:.4f} → {loss:.4f} (first logged step → last)" if first is not None and loss is not None \
+        else f"loss {loss if loss is not None else '?'}"
+    accuracies = " ".join(f"{a:.2f}" for a in summary["step_accuracies"]) or "?"
+    minutes, seconds = divmod(int(summary["wall_s"]), 60)
+    return [
+        f"trained {summary['steps']} steps in {minutes}m {seconds:02d}s: {summary['tokens']:,} tokens, "
+        f"{summary['tokens_per_s']:,.1f} tokens/s",
+        losses,
+        f"draft accuracy per TTT step: {accuracies}",
+        f"draft vocabulary covers {summary['vocab_coverage']:.1%} of the target's tokens in the data",
+        *([f"exported the draft of step {summary['exported_step']} (estimated accept length "
+             f"{summary['estimated_accept_length']})"] if "exported_step" in summary else []),
+        f"export: {summary['export']}",
+        f"log: {summary['log']} · loss curve: {summary['loss_curve']}",
+    ]
 
 
 def _selected(result: TrainResult) -> dict[str, object]:
@@ -265,20 +300,20 @@ def check_server(
         raise typer.Exit(EXIT_FAILED)  # the failed checks are printed above
 
 
-def _read_prompt_rows(path: Path) -> list[PromptRow]:
-    if not path.is_file():
-        fail(f"prompts file {path} does not exist", EXIT_USAGE)
+def _read_prompt_rows(path: Path, limit: int | None) -> list[PromptRow]:
+    """Every prompt row of `path`, checked before any model loads: a bad file or row is one line, exit 2."""
+    from training.data import DataError
+    from training.eval_prompts import read_prompts
+
     try:
-        rows = read_jsonl(path, objects=True)
-    except JsonlError as exc:
+        return read_prompts(path, limit=limit)
+    except DataError as exc:
         fail(str(exc), EXIT_USAGE)
-    if not rows:
-        fail(f"{path}: no prompts", EXIT_USAGE)
-    return rows
 
 
 def eval_accept(
-    prompts: Path = typer.Option(..., "--prompts", help="JSONL: conversations/messages rows, or {'text': ...}."),
+    prompts: Path = typer.Option(..., "--prompts", help="JSONL of prompts: EAGLE-bench/MT-bench 'turns', SpecForge "
+                                 "'conversations', OpenAI 'messages', or {'text': ...} taken literally."),
     draft: Path | None = typer.Option(None, "--draft", help="Exported draft folder."),
     target: Path | None = typer.Option(None, "--target", help="Target folder (model + tokenizer; with --server "
                                        "only its config.json and tokenizer are read)."),
@@ -313,7 +348,7 @@ def eval_accept(
     """
     if server and len(steps) > 1:
         fail("--server measures the chain length the server runs: pass one --steps", EXIT_USAGE)
-    rows = _read_prompt_rows(prompts)[:limit]
+    rows = _read_prompt_rows(prompts, limit)
     if server:
         _eval_server(rows, server, baseline, draft, target, target_config, max_new, send_text)
         return
@@ -322,6 +357,8 @@ def eval_accept(
     sampling = Sampling(max_new=max_new, temperature=temperature, seed=seed, schedule=schedule)
     reports = _eval_local(rows, draft, target, device, steps, batch, sampling)
     _print_reports(reports, steps, batch)
+    typer.echo(f"next: datahunt sglang-command --target {target} --draft {draft} (or vllm-command): serve it and "
+               f"measure there with eval-accept --server URL", err=True)
 
 
 def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, steps: list[int],
@@ -501,13 +538,20 @@ def sglang_command(
                            context_length=context_length, port=port, target_config=target_config)
     except _user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
+    import importlib.util
+
     for note in plan.notes:
         typer.echo(f"# {note}")
-    typer.echo(plan.shell())
+    here = importlib.util.find_spec("sglang") is not None
+    if not here:
+        typer.echo(f"# sglang is not installed in this Python ({sys.executable}): run the line in the environment that "
+                   "has it, on a GPU machine (pip install 'sglang[all]'); its `python` is that environment's")
+    typer.echo(plan.shell() if here else shlex.join(["python", *plan.argv[1:]]))
+    typer.echo(f"next: once it serves, `datahunt check-server http://127.0.0.1:{port} --draft {draft}`, then "
+               f"`datahunt eval-accept --server http://127.0.0.1:{port} --draft {draft} --prompts HELDOUT.jsonl`",
+               err=True)
     if launch:
-        import importlib.util
-
-        if importlib.util.find_spec("sglang") is None:
+        if not here:
             fail("sglang is not installed: pip install 'sglang[all]' (the optional extra), or run the line above", EXIT_USAGE)
         raise typer.Exit(subprocess.call(plan.argv))
 

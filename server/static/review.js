@@ -1,5 +1,6 @@
 // datahunt review page: approve/reject (one row, or the ticked rows in one bulk call), re-run, start campaign and
-// export through the JSON API; the counts per review status follow each decision without a reload.
+// export through the JSON API; the counts per review status follow each decision without a reload. Every answer
+// is said next to the control that asked (its `.feedback`, announced to screen readers), and logged in #flash.
 // The API token and reviewer name are asked once and kept in this tab's sessionStorage only.
 "use strict";
 
@@ -9,10 +10,18 @@ const ROOT = (document.querySelector('meta[name="datahunt-root"]') || { content:
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
 
-function flash(text, kind) {
+// Say `text` in the feedback line nearest `near` (the row, bar or section whose button was pressed) and log it at
+// the top; an error is announced at once (role=alert), an answer politely.
+function flash(text, kind, near) {
   const box = $("#flash");
   box.textContent = text;
   box.className = kind || "ok";
+  const line = near && (near.matches(".feedback") ? near : $(".feedback", near));
+  if (!line) return;
+  line.textContent = text;
+  line.className = `feedback ${kind || "ok"}`;
+  line.setAttribute("role", kind === "error" ? "alert" : "status");
+  if (line.getBoundingClientRect().bottom > window.innerHeight) line.scrollIntoView({ block: "nearest" });
 }
 
 function showAuth() {
@@ -67,7 +76,7 @@ async function review(button, approve) {
   const row = button.closest(".entry"); // a row of the catalog table, or a dataset's own page
   const hubId = button.dataset.hubId;
   const auth = ensureAuth();
-  if (!auth) return flash("an API token and your name are needed for this", "error");
+  if (!auth) return flash("an API token and your name are needed for this", "error", row);
   const overrideBox = $(".override-box", row);
   const body = { reviewer: auth.reviewer, note: $(".note", row).value || null, override: !!(overrideBox && overrideBox.checked) };
   try {
@@ -76,15 +85,15 @@ async function review(button, approve) {
     // An approved set whose licence is non-commercial, restricted or unknown: say so now, not at publish time.
     const risk = $(".license-risk", row);
     const warning = approve && risk ? `; warning: license ${risk.textContent.trim()}, publish will ask for --accept-license-risk` : "";
-    flash(`${hubId}: ${entry.status} by ${entry.reviewer}${warning}`, "ok");
+    flash(`${hubId}: ${entry.status} by ${entry.reviewer}${warning}`, "ok", row);
   } catch (err) {
-    return flash(`${hubId}: ${err.message}`, "error");
+    return flash(`${hubId}: ${err.message}`, "error", row);
   }
   if ($("#counts")) {
     try {
       showCounts(await call("GET", "catalog/counts"));
     } catch (err) {
-      flash(`counts: ${err.message}`, "error");
+      flash(`counts: ${err.message}`, "error", row);
     }
   }
 }
@@ -119,7 +128,7 @@ function showPicked() {
 async function reviewPicked(approve) {
   const hubIds = picked();
   const auth = ensureAuth();
-  if (!auth) return flash("an API token and your name are needed for this", "error");
+  if (!auth) return flash("an API token and your name are needed for this", "error", $("#bulk"));
   const body = { hub_ids: hubIds, reviewer: auth.reviewer, note: $("#bulk-note").value || null,
                  override: $("#bulk-override").checked };
   try {
@@ -131,9 +140,9 @@ async function reviewPicked(approve) {
     showCounts(result.counts);
     $$("input.pick:checked").forEach((box) => { box.checked = false; });
     showPicked();
-    flash(`${result.entries.length} entries ${approve ? "approved" : "rejected"} by ${auth.reviewer}`, "ok");
+    flash(`${result.entries.length} entries ${approve ? "approved" : "rejected"} by ${auth.reviewer}`, "ok", $("#bulk"));
   } catch (err) {
-    flash(`${approve ? "approve" : "reject"} ${hubIds.length} selected: ${err.message}`, "error");
+    flash(`${approve ? "approve" : "reject"} ${hubIds.length} selected: ${err.message}`, "error", $("#bulk"));
   }
 }
 
@@ -153,6 +162,7 @@ function offerMore() {
 }
 
 const FINAL = ["succeeded", "partial", "failed", "interrupted"];
+const FINAL_RUN = ["succeeded", "empty", "failed"];
 let stream = null;
 
 function setStatus(span, status) {
@@ -160,7 +170,20 @@ function setStatus(span, status) {
   span.className = `status status-${status}`;
 }
 
-// Follow a campaign over Server-Sent Events: run rows and the campaign status update in place.
+// One subagent's row as the API answers a run (`RunOut`): status, attempt, counts, error, and its Re-run button
+// enabled once the run is over.
+function showRun(row, run) {
+  setStatus($(".status", row), run.status);
+  $(".attempt", row).textContent = String(run.attempt);
+  $(".queries", row).textContent = String((run.queries || []).length);
+  $(".found", row).textContent = String(run.candidates_found);
+  $(".accepted", row).textContent = String(run.candidates_accepted);
+  $(".error", row).textContent = run.error || "";
+  $("button.rerun", row).disabled = !FINAL_RUN.includes(run.status);
+}
+
+// Follow a campaign over Server-Sent Events: run rows and the campaign status update in place, and a finished
+// re-run's row shows its new attempt and counts with its button enabled again.
 function follow(campaignId) {
   if (stream) stream.close();
   stream = new EventSource(new URL(`campaigns/${campaignId}/events`, ROOT));
@@ -176,11 +199,20 @@ function follow(campaignId) {
     // Snapshots and polls carry every run: a run that finished before this stream subscribed shows up here.
     (data.runs || []).forEach((run) => {
       const row = $(`table.runs tr[data-category="${run.category}"]`);
-      if (!row) return;
-      setStatus($(".status", row), run.status);
-      $(".error", row).textContent = run.error || "";
+      if (row) showRun(row, run);
     });
-    if (event.type === "end") { stream.close(); stream = null; }
+    if (event.type === "end") {
+      stream.close();
+      stream = null;
+      $$("table.runs tr[data-category]").forEach((row) => {
+        const button = $("button.rerun", row);
+        if (button.dataset.running && FINAL_RUN.includes($(".status", row).textContent.trim())) {
+          delete button.dataset.running;
+          flash(`${row.dataset.category}: re-run finished (${$(".status", row).textContent.trim()}, attempt `
+                + `${$(".attempt", row).textContent}, ${$(".found", row).textContent} found)`, "ok", row);
+        }
+      });
+    }
   };
   stream.addEventListener("run_started", onRun);
   stream.addEventListener("run_finished", onRun);
@@ -189,13 +221,16 @@ function follow(campaignId) {
 
 async function rerun(button) {
   const { campaign, category } = button.dataset;
+  const row = button.closest("tr");
   try {
-    await call("POST", `campaigns/${campaign}/subagents/${category}/rerun`);
     button.disabled = true;
-    flash(`re-running ${category}`, "ok");
+    await call("POST", `campaigns/${campaign}/subagents/${category}/rerun`);
+    button.dataset.running = "1";
+    flash(`re-running ${category}`, "ok", row);
     follow(campaign);
   } catch (err) {
-    flash(`re-run of ${category}: ${err.message}`, "error");
+    button.disabled = false;
+    flash(`re-run of ${category}: ${err.message}`, "error", row);
   }
 }
 
@@ -206,12 +241,19 @@ async function logout() {
   window.location.reload();
 }
 
-async function startCampaign() {
+// Starts a campaign over the categories ticked, then shows it: the page of that campaign follows it live.
+async function startCampaign(event) {
+  event.preventDefault();
+  const form = $("#new-campaign");
+  const categories = $$('input[name="category"]:checked', form).map((box) => box.value);
+  if (!categories.length) return flash("tick at least one category (under “over the categories ticked”)", "error", form);
   try {
-    const started = await call("POST", "campaigns", {});
-    flash(`campaign ${started.id} started (${started.status}); reload to follow it`, "ok");
+    const all = categories.length === $$('input[name="category"]', form).length;
+    const started = await call("POST", "campaigns", all ? {} : { categories });
+    flash(`campaign ${started.id} started (${started.status}); showing it`, "ok", form);
+    window.location.assign(`${new URL("./", ROOT).pathname}?campaign=${encodeURIComponent(started.id)}`);
   } catch (err) {
-    flash(`campaign: ${err.message}`, "error");
+    flash(`campaign: ${err.message}`, "error", form);
   }
 }
 
@@ -221,13 +263,23 @@ async function exportManifest() {
     const result = await call("POST", "manifest/export", target ? { target_model: target } : {});
     $("#export-path").textContent = `written to ${result.path} (${result.manifest.sources.length} sources)`;
     $("#manifest-output").textContent = JSON.stringify(result.manifest, null, 2);
-    flash("manifest exported", "ok");
+    flash("manifest exported", "ok", $("#export"));
   } catch (err) {
-    flash(`export: ${err.message}`, "error");
+    flash(`export: ${err.message}`, "error", $("#export"));
   }
 }
 
+// `datahunt serve` without DATAHUNT_API_TOKEN prints the page's address with the token it made in the fragment
+// (`#token=…`, never sent to the server): keep it for this tab and take it out of the address bar.
+function takeTokenFromLink() {
+  const token = new URLSearchParams(window.location.hash.slice(1)).get("token");
+  if (!token) return;
+  store.setItem("datahunt.token", token);
+  window.history.replaceState(null, "", window.location.pathname + window.location.search);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  takeTokenFromLink();
   showAuth();
   // Save (or Enter) submits the form; it is handled here and never sent, so the token never enters a URL.
   $("#auth").addEventListener("submit", (event) => { event.preventDefault(); saveAuth(); });
@@ -247,7 +299,7 @@ document.addEventListener("DOMContentLoaded", () => {
     offerMore();
   }
   // The dataset page has no campaign or export section.
-  if ($("#start-campaign")) $("#start-campaign").addEventListener("click", startCampaign);
+  if ($("#new-campaign")) $("#new-campaign").addEventListener("submit", startCampaign);
   if ($("#logout")) $("#logout").addEventListener("click", logout);
   if ($("#export-manifest")) $("#export-manifest").addEventListener("click", exportManifest);
   const current = $("#campaign-status");

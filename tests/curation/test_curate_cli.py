@@ -193,11 +193,34 @@ def test_check_says_where_each_source_resolves_with_sizes(tmp_path: Path, record
                                           "size_bytes": 419088 + 2306545 + 450555}
     assert "/api/datasets/openai/gsm8k" in recorded_hub
     assert found["nobody/absent"]["where"] == "missing" and "RepositoryNotFoundError" in found["nobody/absent"]["detail"]
-    assert "error: 1 resolve nowhere: nobody/absent" in result.stderr
+    assert "error: 1 of 3 sources resolve nowhere: nobody/absent" in result.stderr
     assert not (tmp_path / "out").exists()
     table = runner.invoke(app, ["curate", "--manifest", str(path), "--out", str(tmp_path / "out"), "--check"])
     assert "3.0 MiB" in table.stdout and "79.0 KiB" in table.stdout
-    assert "2 of 3 resolve, 3.1 MiB in all" in table.stdout
+    assert "sources: 2 of 3 resolve, 3.1 MiB in all" in table.stdout
+
+
+def test_check_fails_on_missing_sources_only_and_states_the_eval_coverage(tmp_path: Path) -> None:
+    """Offline, eval sets the mirror does not hold are a coverage to state, as `curate` states it, not an error;
+    the count is curate's: the manifest's eval sets and those the mirror adds."""
+    path = tmp_path / "m.json"
+    evals = [{"name": "openai/gsm8k", "hub_id": "openai/gsm8k", "split": "test"},
+             {"name": "nobody/absent-bench", "hub_id": "nobody/absent-bench", "split": "test"}]
+    path.write_text(json.dumps({"schema_version": 1, "sources": [{"hub_id": "tatsu-lab/alpaca",
+                                                                  "category": "general_chat"}],
+                                "eval_sets": evals, "mirror": str(MIRROR)}))
+    result = runner.invoke(app, ["curate", "--manifest", str(path), "--out", str(tmp_path / "out"), "--check"],
+                           env={"DATAHUNT_OFFLINE": "1", "COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.stdout.splitlines() if x.startswith("decontamination:"))
+    done = runner.invoke(app, ["curate", "--manifest", str(path), "--out", str(tmp_path / "out")],
+                         env={"DATAHUNT_OFFLINE": "1"})
+    assert done.exit_code == 0, done.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    counted = report["decontamination"]["eval_sets"]
+    assert f"of {counted} eval sets available (2 from the manifest, {counted - 2} the mirror adds)" in line
+    assert "not available here, curate goes on without them: nobody/absent-bench" in line
+    assert f"next: datahunt curate --manifest {path}" in result.stdout and "error" not in result.stderr
 
 
 @pytest.mark.slow

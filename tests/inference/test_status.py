@@ -20,18 +20,19 @@ def test_eta_range_follows_the_observed_completion_lengths() -> None:
     status = tracker.snapshot([{"url": "http://a", "healthy": True, "in_flight": 1, "limit": 4, "ok": 10,
                                 "errors": 0, "ejections": 0, "tokens": 1810, "last_error": None}])
     assert status["rows"] == {**status["rows"], "total": 110, "done": 15, "failed": 6, "pending": 89}
-    assert status["tokens"] == {"prompt": 200, "completion": 1810}
+    assert status["tokens"] == {"prompt": 200, "completion": 1810, "in_flight": 0}
     per_row = status["completion_tokens_per_row"]
     assert per_row["p10"] == 100 and per_row["p90"] == 100 and per_row["mean"] == 181
     eta = status["eta"]
-    assert eta["low_s"] <= eta["expected_s"] and eta["expected_s"] > eta["high_s"]  # the mean carries the 1000
+    # The mean carries the 1000 above the 90th percentile: the range still holds the estimate it prints.
+    assert eta["low_s"] <= eta["expected_s"] == eta["high_s"]
     rate = status["tok_s"]["last_minute"]
     assert rate > 0 and abs(eta["expected_s"] - 89 * 181 / rate) < 1e-6 * eta["expected_s"] + 1e-3
 
 
 def test_status_without_finished_rows_has_no_eta_yet() -> None:
     status = StatusTracker(total=3).snapshot()
-    assert status["eta"] == {"expected_s": None, "low_s": None, "high_s": None}
+    assert status["eta"] == {"expected_s": None, "low_s": None, "high_s": None, "unknown": "no row answered yet"}
     assert status["rows"]["pending"] == 3
 
 

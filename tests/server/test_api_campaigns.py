@@ -129,7 +129,7 @@ def test_launch_stream_and_rerun_one_failed_category(engine: Engine, tmp_path: P
         assert client.get("/catalog", params={"category": "tool_use"}).json()["total"] == 2
 
 
-def test_unknown_campaign_or_category_is_404(engine: Engine, tmp_path: Path) -> None:
+def test_unknown_campaign_is_404_and_unknown_category_422(engine: Engine, tmp_path: Path) -> None:
     with TestClient(make_app(engine, tmp_path, FakeSubagent())) as client:
         assert client.get("/campaigns/nope").status_code == 404
         assert client.get("/campaigns/nope/events").status_code == 404
@@ -137,11 +137,17 @@ def test_unknown_campaign_or_category_is_404(engine: Engine, tmp_path: Path) -> 
         campaign_id = client.post("/campaigns", json={"categories": ["math"]}, headers=AUTH).json()["id"]
         wait_final(client, campaign_id)
         unknown = client.post(f"/campaigns/{campaign_id}/subagents/cooking/rerun", headers=AUTH)
-        assert unknown.status_code == 404 and "unknown category 'cooking'" in unknown.json()["detail"]
+        assert unknown.status_code == 422 and "unknown category 'cooking'" in unknown.json()["detail"]
+        close = client.post(f"/campaigns/{campaign_id}/subagents/maths/rerun", headers=AUTH)
+        assert close.status_code == 422 and "(did you mean `math`?)" in close.json()["detail"]
         absent = client.post(f"/campaigns/{campaign_id}/subagents/reasoning/rerun", headers=AUTH)
         assert absent.status_code == 404 and "has no category 'reasoning'" in absent.json()["detail"]
         bad = client.post("/campaigns", json={"categories": ["cooking"]}, headers=AUTH)
         assert bad.status_code == 422
+        near = client.post("/campaigns", json={"categories": ["maths"]}, headers=AUTH).json()["detail"][0]
+        assert near["msg"].endswith("(did you mean `math`?)") and near["loc"] == ["body", "categories", 0]
+        query = client.get("/catalog", params={"category": "tool-uses"}).json()["detail"][0]
+        assert query["msg"].endswith("(did you mean `tool_use`?)")
         assert client.post("/campaigns", json={"categorie": ["math"]}, headers=AUTH).status_code == 422
         empty = client.post("/campaigns", json={"categories": []}, headers=AUTH)  # not "all ten" by accident
         assert empty.status_code == 422 and empty.json()["detail"][0]["loc"] == ["body", "categories"]

@@ -114,7 +114,7 @@ def test_online_creates_a_private_repo_and_uploads_shards_and_card(
     commit = next(body for method, path, body in recorded_hub if path.endswith("/commit/main"))
     files = {r["value"]["path"]: r["value"]["content"] for r in map(json.loads, commit.decode().splitlines())
              if r["key"] == "file"}
-    assert set(files) == {"README.md", "data/train-00000-of-00001.parquet"}
+    assert set(files) == {"README.md", "LICENSE.md", "data/train-00000-of-00001.parquet"}  # the licence the card links
     assert base64.b64decode(files["README.md"]).startswith(b"---\nlicense: other\n")
     public = runner.invoke(app, ["publish", str(src), "--repo", "me/eagle-set", "--public", "--accept-license-risk"])
     assert public.exit_code == 0 and "(public)" in public.output

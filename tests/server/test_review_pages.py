@@ -58,13 +58,14 @@ def test_any_finished_subagent_can_be_rerun_and_any_campaign_shown(engine: Engin
     older = seed(engine)
     with store.open_session(engine) as session:
         newer = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"]).id
-        store.start_run(session, campaign_id=newer, category="math")  # still running: no re-run button yet
+        store.start_run(session, campaign_id=newer, category="math")  # still running: its re-run button is disabled
     latest = client.get("/").text
-    assert f'<code id="campaign-id">{newer}</code>' in latest and 'class="rerun"' not in latest
+    assert f'<code id="campaign-id">{newer}</code>' in latest
+    assert latest.count('class="rerun"') == 1 and latest.count("disabled>Re-run") == 1
     assert f'<option value="{older}"' in latest
     picked = client.get("/", params={"campaign": older}).text
     assert f'<code id="campaign-id">{older}</code>' in picked
-    assert picked.count('class="rerun"') == 4  # every subagent succeeded, each can be re-run
+    assert picked.count('class="rerun"') == 4 and "disabled>Re-run" not in picked  # each finished: each re-runs
     assert client.get("/", params={"campaign": "nope"}).status_code == 404
 
 
@@ -148,7 +149,10 @@ def test_each_reason_shows_once_under_the_categories_that_gave_it(engine: Engine
     for category in ("math", "general_chat", "tool_use", "bug_fixing"):  # dataset 1 is on topic for code_review
         assert f'<span class="cats">{category}</span>' in row and f"relevance to {category} is low" in row
     assert "relevance to code_review" not in row
-    assert '<b class="verdict-accept">accept</b>' in row and "· 7 reasons" in row  # 3 shared by all, 4 of one category each
+    assert '<b class="verdict verdict-accept">accept</b> <span class="viewed">for math</span>' in row  # its best
+    assert "· 7 reasons" in row  # 3 shared by all, 4 of one category each
+    # The viewed category's reasons lead; the other categories' off-topic flags come after them.
+    assert row.index("all 5 categories") < row.index("relevance to tool_use is low")
 
 
 def test_pages_have_a_size_and_say_what_they_show(engine: Engine, client: TestClient) -> None:

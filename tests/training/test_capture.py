@@ -201,7 +201,7 @@ def test_two_ddp_ranks_train_from_one_cache(tmp_path: Path, caches: dict[str, An
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--no-python", str(datahunt),
                "train", "--mode", "offline", "--cache", str(caches["qwen2"]["sharded"]), "--target",
                str(targets["qwen2"]), "--out", str(tmp_path), "--batch-size", "2", "--ttt-steps", "2",
-               "--draft-vocab-size", "64", "--device", "cpu"]
+               "--draft-vocab-size", "64", "--device", "cpu", "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     summaries = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

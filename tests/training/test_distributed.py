@@ -16,7 +16,7 @@ def test_two_ranks_split_the_rows_and_export_once(tmp_path: Path, llama_dir: Pat
     datahunt = Path(sys.executable).parent / "datahunt"
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--no-python", str(datahunt),
                "train", "--data", str(regenerated_data["heldout"]), "--target", str(llama_dir), "--out", str(tmp_path),
-               "--batch-size", "2", "--ttt-steps", "2", "--draft-vocab-size", "64", "--device", "cpu"]
+               "--batch-size", "2", "--ttt-steps", "2", "--draft-vocab-size", "64", "--device", "cpu", "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     summaries = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -34,7 +34,7 @@ def test_two_ranks_with_token_budgets_take_the_same_number_of_steps(tmp_path: Pa
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--no-python", str(datahunt),
                "train", "--data", str(regenerated_data["train"]), "--target", str(llama_dir), "--out", str(tmp_path),
                "--batch-tokens", "300", "--epochs", "1", "--ttt-steps", "2", "--draft-vocab-size", "64",
-               "--device", "cpu"]
+               "--device", "cpu", "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     summaries = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

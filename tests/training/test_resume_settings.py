@@ -60,7 +60,7 @@ def test_the_cli_refuses_a_new_lr_in_one_line_and_a_finished_run_says_where_its_
     assert first.exit_code == 0, first.output
     assert "next: datahunt eval-accept --draft" in first.output and "sglang-command" in first.output
 
-    again = runner.invoke(app, args)
+    again = runner.invoke(app, [*args, "--json"])
     assert again.exit_code == 0, again.output
     assert f"already finished at step 2; export is {run / 'export'}" in again.output
     assert "NaN" not in again.output
@@ -93,4 +93,4 @@ def test_a_cpu_run_for_a_bfloat16_target_exports_bfloat16_and_the_launch_line_sa
                                  "aux_layer_ids": [1, 2, 3]}))
     assert json.loads((result.export_dir / "config.json").read_text())["torch_dtype"] == "bfloat16"
     line = CliRunner().invoke(app, ["sglang-command", "--target", str(target), "--draft", str(result.export_dir)])
-    assert line.exit_code == 0 and "--dtype bfloat16" in line.output.splitlines()[-1], line.output
+    assert line.exit_code == 0 and "--dtype bfloat16" in line.stdout.splitlines()[-1], line.output

@@ -214,7 +214,8 @@ def test_train_from_the_cli_selects_and_warm_starts(tmp_path: Path, llama_dir: P
     result = CliRunner().invoke(app, [
         "train", "--data", str(regenerated_data["train"]), "--target", str(llama_dir), "--out", str(tmp_path),
         "--steps", "2", "--ttt-steps", "2", "--draft-vocab-size", "150", "--device", "cpu", "--lr", "1e-9",
-        "--init-draft", str(trained.export_dir), "--select-every", "2", "--select-rows", "8", "--select-k", "3"])
+        "--init-draft", str(trained.export_dir), "--select-every", "2", "--select-rows", "8", "--select-k", "3",
+        "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["exported_step"] in {0, 2} and summary["estimated_accept_length"] > 1.3

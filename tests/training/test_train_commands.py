@@ -188,8 +188,11 @@ def test_sglang_command_derives_the_algorithm_from_the_draft(tiny_draft: Path) -
     result = runner.invoke(app, ["sglang-command", "--target", "org/model", "--draft", str(tiny_draft),
                                  "--steps", "5"])
     assert result.exit_code == 0, result.output
-    line = result.output.strip().splitlines()[-1]
+    line = result.stdout.strip().splitlines()[-1]
     assert "--speculative-algorithm EAGLE3" in line and "--speculative-num-draft-tokens 6" in line
+    # sglang is not installed here: the line names no Python of this environment, and says where to run it.
+    assert line.startswith("python -m sglang.launch_server ") and "sglang is not installed in this Python" in result.stdout
+    assert f"next: once it serves, `datahunt check-server http://127.0.0.1:30000 --draft {tiny_draft}`" in result.stderr
     # A float32 draft and a target known only by Hub id: no --dtype (the engine's own), never float32.
     assert "--context-length 512" in line and "--dtype" not in line
     bad = runner.invoke(app, ["sglang-command", "--target", "m", "--draft", str(tiny_draft), "--context-length",
@@ -217,8 +220,12 @@ def test_train_from_the_cli_exports_a_draft(tmp_path: Path, llama_dir: Path,
                                  "--out", str(tmp_path), "--steps", "2", "--ttt-steps", "2",
                                  "--draft-vocab-size", "64", "--device", "cpu"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["steps"] == 2 and (tmp_path / "export" / "config.json").is_file()
+    lines = result.stdout.strip().splitlines()  # one screen a person reads, not a JSON dict
+    assert lines[0].startswith("trained 2 steps in ") and lines[1].startswith("loss ") and " → " in lines[1]
+    assert lines[2].startswith("draft accuracy per TTT step: ") and len(lines) <= 8
+    assert f"export: {tmp_path / 'export'}" in result.stdout and (tmp_path / "export" / "config.json").is_file()
+    log = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2]  # --log-every 50 is longer than the run: a point per step
 
 
 def test_check_template_prints_the_supervised_spans(llama_dir: Path, regenerated_data: dict[str, Path]) -> None:
@@ -236,12 +243,12 @@ def test_train_by_token_budget_logs_progress_then_eval_accept_reports_a_speedup(
     trained = runner.invoke(app, ["train", "--data", str(regenerated_data["train"]), "--target", str(llama_dir),
                                   "--out", str(out), "--steps", "30", "--batch-tokens", "512", "--log-every", "10",
                                   "--draft-vocab-size", "150", "--ttt-steps", "3", "--lr", "3e-3",
-                                  "--device", "cpu"])
+                                  "--device", "cpu", "--json"])
     assert trained.exit_code == 0, trained.output
     summary = json.loads(trained.stdout.strip().splitlines()[-1])
     assert summary["steps"] == 30 and summary["tokens"] > 0 and summary["tokens_per_s"] > 0
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().split("\n") if line]
-    assert [r["step"] for r in log] == [10, 20, 30] and all(len(r["step_accuracies"]) == 3 for r in log)
+    assert [r["step"] for r in log] == [1, 10, 20, 30] and all(len(r["step_accuracies"]) == 3 for r in log)
     assert (out / "loss_curve.png").stat().st_size > 1000
     prompts = tmp_path / "prompts.jsonl"
     rows = [json.loads(line) for line in regenerated_data["heldout"].read_text().split("\n") if line][:3]
