@@ -37,6 +37,7 @@ class Reasoning(StrEnum):
     SERVED_ON = "served-on"
     SERVED_OFF = "served-off"
     DROP = "drop"
+    DISABLE = "served-off"  # the old name of served-off, an alias of it
 
     @classmethod
     def _missing_(cls, value: object) -> Reasoning | None:

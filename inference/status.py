@@ -102,6 +102,7 @@ class RunStatus(RunInfo, total=False):
     eta: Eta
     endpoints: list[EndpointSnapshot]
     quality: dict[str, QualityShares]
+    stopped: dict[str, int]  # rows of this session stopped where the target's calls left the recording, by reason
 
 
 class RunListing(TypedDict, total=False):
@@ -178,6 +179,7 @@ class StatusTracker:
     _progress: deque[tuple[float, int]] = field(default_factory=deque)  # (time, tokens written incl. in flight)
     _row_lengths: list[int] = field(default_factory=list)
     quality: dict[str, QualityCounts] = field(default_factory=dict)
+    stopped: dict[str, int] = field(default_factory=dict)
 
     def seed_lengths(self, lengths: list[int]) -> None:
         """Start the completion-length distribution from rows finished by earlier runs (a resumed ETA)."""
@@ -202,6 +204,10 @@ class StatusTracker:
         """Count a regenerated row and its total completion tokens."""
         self.done += 1
         self._row_lengths.append(completion_tokens)
+
+    def row_stopped(self, reason: str) -> None:
+        """Count a row kept only up to where the target's tool calls left the recording, by reason."""
+        self.stopped[reason] = self.stopped.get(reason, 0) + 1
 
     def row_failed(self) -> None:
         """Count a row that finally failed."""
@@ -281,6 +287,7 @@ class StatusTracker:
             "eta": eta,
             "endpoints": endpoints or [],
             "quality": {category: q.as_json() for category, q in sorted(self.quality.items())},
+            "stopped": dict(sorted(self.stopped.items())),
         }
 
 

@@ -146,3 +146,26 @@ def test_connection_refused_is_an_endpoint_fault() -> None:
     with pytest.raises(RetryableError) as refused:
         _post(url + "/v1/chat/completions")
     assert refused.value.endpoint_fault is True and "cannot connect" in str(refused.value)
+
+
+TOOL_HISTORY = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "content": '{"temp": 21}', "tool_call_id": "c1"},
+]
+TOOL_SCHEMA = [{"type": "function", "function": {"name": "weather", "description": None, "parameters": None}}]
+
+
+def test_openai_payload_offers_tools_and_sends_calls_structured_in_the_reasoning_mode() -> None:
+    from core.chat_render import ToolRendering
+
+    body = OpenAIChatBackend(model="m", reasoning=Reasoning.SERVED_ON).payload(TOOL_HISTORY, Sampling(), TOOL_SCHEMA)
+    assert body["messages"] == TOOL_HISTORY and body["tools"] == TOOL_SCHEMA
+    assert body["chat_template_kwargs"] == {"enable_thinking": True}
+    assert "chat_template_kwargs" not in OpenAIChatBackend(model="m").payload(TOOL_HISTORY, Sampling())
+    text = OpenAIChatBackend(model="m", tool_rendering=ToolRendering.TEXT).payload(TOOL_HISTORY, Sampling(),
+                                                                                 TOOL_SCHEMA)
+    assert "tools" not in text and [m["role"] for m in text["messages"]] == ["system", "user", "assistant", "user"]
+    assert text["messages"][2]["content"].startswith("<tool_call>\n{\"arguments\": {\"city\": \"Paris\"}")
+    assert text["messages"][3]["content"] == '<tool_response>\n{"temp": 21}\n</tool_response>'
