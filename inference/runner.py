@@ -55,7 +55,7 @@ from inference.records import (
     stratified,
 )
 from inference.status import STATUS_FILE, RunStatus, StatusTracker, register_run, write_json_atomic
-from inference.turns import EmptyAnswer, Stop, walk
+from inference.turns import EmptyAnswer, Stop, total, turn_meta, walk
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class _Run:
         except EmptyAnswer as exc:
             raise RowFailed(str(exc), status_code=None, attempts=exc.attempts, turn=exc.turn,
                             server=exc.server) from None
-        turns = [_turn_meta(result, server, attempts) for result, server, attempts in done.answers]
+        turns = [turn_meta(result, server, attempts) for result, server, attempts in done.answers]
         record: RegeneratedRow = {"id": row.id, "conversations": done.conversation,
                                   "meta": self._row_meta(row, turns, sampling, done.stop)}
         if row.tools:
@@ -218,11 +218,11 @@ class _Run:
         if self.config.samples > 1:
             meta["sample"], meta["prompt_id"] = row.sample, row.prompt_id or row.id
         # Summed over the turns that carry them (SGLang omits them when 0); absent when no turn does.
-        if (verify := _total([t.get("spec_verify_ct") for t in turns])) is not None:
+        if (verify := total([t.get("spec_verify_ct") for t in turns])) is not None:
             meta["spec_verify_ct"] = verify
-        if (correct := _total([t.get("spec_num_correct_drafts") for t in turns])) is not None:
+        if (correct := total([t.get("spec_num_correct_drafts") for t in turns])) is not None:
             meta["spec_num_correct_drafts"] = correct
-        if (proposed := _total([t.get("spec_num_proposed_drafts") for t in turns])) is not None:
+        if (proposed := total([t.get("spec_num_proposed_drafts") for t in turns])) is not None:
             meta["spec_num_proposed_drafts"] = proposed
         return meta
 
@@ -282,35 +282,6 @@ class _Run:
             await asyncio.gather(*workers)
         finally:
             await _cancel(workers)
-
-
-def _turn_meta(result: TurnResult, server: str, attempts: int) -> TurnMeta:
-    meta: TurnMeta = {
-        "finish_reason": result.finish_reason,
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-        "server": server,
-        "latency_s": round(result.latency_s, 4),
-        "attempts": attempts,
-        "model": result.model,
-    }
-    if result.spec_verify_ct is not None:
-        meta["spec_verify_ct"] = result.spec_verify_ct
-    if result.spec_accept_length is not None:
-        meta["spec_accept_length"] = result.spec_accept_length
-    if result.spec_num_correct_drafts is not None:
-        meta["spec_num_correct_drafts"] = result.spec_num_correct_drafts
-    if result.spec_num_proposed_drafts is not None:
-        meta["spec_num_proposed_drafts"] = result.spec_num_proposed_drafts
-    if result.reasoning:
-        meta["reasoning_chars"] = len(result.reasoning)
-    return meta
-
-
-def _total(values: list[int | None]) -> int | None:
-    """Return the sum of the values given, None when every one is None."""
-    given = [v for v in values if v is not None]
-    return sum(given) if given else None
 
 
 def passthrough_record(row: InputRow) -> PassthroughRow:

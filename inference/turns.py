@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.chat_render import Reasoning, has_tool_turns
+from core.regen_records import TurnMeta
 from core.samples import ROLES
 from core.tool_calls import ToolCall, same_calls
 from inference.generation import TurnResult, strip_thinking
@@ -151,3 +152,33 @@ def _divergence(recorded: list[ToolCall] | None, calls: list[ToolCall], index: i
         return Stop(OTHER_CALL, f"answer {index} calls {_names(calls)} where the recording calls "
                     f"{_names(recorded)}", index)
     return None
+
+
+def turn_meta(result: TurnResult, server: str, attempts: int) -> TurnMeta:
+    """Return what a row's meta records of one answered turn (the speculative counters where reported)."""
+    meta: TurnMeta = {
+        "finish_reason": result.finish_reason,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "server": server,
+        "latency_s": round(result.latency_s, 4),
+        "attempts": attempts,
+        "model": result.model,
+    }
+    if result.spec_verify_ct is not None:
+        meta["spec_verify_ct"] = result.spec_verify_ct
+    if result.spec_accept_length is not None:
+        meta["spec_accept_length"] = result.spec_accept_length
+    if result.spec_num_correct_drafts is not None:
+        meta["spec_num_correct_drafts"] = result.spec_num_correct_drafts
+    if result.spec_num_proposed_drafts is not None:
+        meta["spec_num_proposed_drafts"] = result.spec_num_proposed_drafts
+    if result.reasoning:
+        meta["reasoning_chars"] = len(result.reasoning)
+    return meta
+
+
+def total(values: list[int | None]) -> int | None:
+    """Return the sum of the values given, None when every one is None."""
+    given = [v for v in values if v is not None]
+    return sum(given) if given else None
