@@ -169,3 +169,13 @@ def test_openai_payload_offers_tools_and_sends_calls_structured_in_the_reasoning
     assert "tools" not in text and [m["role"] for m in text["messages"]] == ["system", "user", "assistant", "user"]
     assert text["messages"][2]["content"].startswith("<tool_call>\n{\"arguments\": {\"city\": \"Paris\"}")
     assert text["messages"][3]["content"] == '<tool_response>\n{"temp": 21}\n</tool_response>'
+
+
+def test_a_servers_structured_tool_call_is_kept_structured() -> None:
+    """A real vLLM 0.32 (CPU build) answer, its message rewritten to what the hermes parser returns for a call
+    (content null, `tool_calls` set, as `vllm/tool_parsers/hermes_tool_parser.py` builds it): SmolLM2-135M, the
+    only target here, does not call tools on its own, so no unedited answer with a call could be recorded."""
+    result = parse_chat_completion(_recorded("vllm/chat_completion_tool_call.json"), 0.2)
+    assert result.content == "" and result.finish_reason == "tool_calls"
+    assert result.tool_calls == [{"id": "chatcmpl-tool-8f1d2c3b4a5e6f70", "type": "function",
+                                  "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]
