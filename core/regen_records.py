@@ -6,12 +6,16 @@ run's files name the same keys. A row the target answered (`RegeneratedRow`) car
 `TurnMeta` per answered user turn (the speculative counters only where the server reported them;
 `sample`/`prompt_id` only with several answers per prompt); a target-native row written through unchanged
 (`PassthroughRow`) carries a `PassthroughMeta`; a row that finally failed is a `FailedRecord` in
-`errors.jsonl`. Rows written by earlier versions may lack keys added since, so readers of files use `.get`.
+`errors.jsonl`. A row that uses tools carries its `tools`, its assistant turns their structured `tool_calls`,
+and, when the target's calls left the recording, where and why it stopped (`StopMeta`: the prefix before is
+kept). Rows written by earlier versions may lack keys added since, so readers of files use `.get`.
 """
 
 from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
+
+from core.tool_calls import Tool
 
 
 class TurnMeta(TypedDict):
@@ -31,6 +35,14 @@ class TurnMeta(TypedDict):
     reasoning_chars: NotRequired[int]
 
 
+class StopMeta(TypedDict):
+    """Where a row's regeneration stopped before its end: the answer (0-based), the reason code, in words."""
+
+    turn: int
+    reason: str
+    detail: str
+
+
 class RegenMeta(TypedDict):
     """A regenerated row's meta: the last turn's finish and server, totals over the turns, and the settings."""
 
@@ -43,7 +55,9 @@ class RegenMeta(TypedDict):
     api: str
     model: str | None
     sampling: dict[str, float | int | None]  # Sampling.model_dump(): temperature, top_p, max_tokens, seed
-    reasoning: str
+    reasoning: str  # how the target's thinking was served (core.chat_render.Reasoning)
+    tool_rendering: NotRequired[str]  # native | text: how tool calls reached the prompts (core.chat_render)
+    stopped: NotRequired[StopMeta]
     turns: list[TurnMeta]
     category: str | None
     source: Any  # the curated row's source, as curation wrote it
@@ -67,16 +81,18 @@ class RegeneratedRow(TypedDict):
     """A row of `regenerated.jsonl` that the target answered."""
 
     id: str
-    conversations: list[dict[str, str]]
+    conversations: list[dict[str, Any]]
     meta: RegenMeta
+    tools: NotRequired[list[Tool]]
 
 
 class PassthroughRow(TypedDict):
     """A row of `regenerated.jsonl` written through unchanged (target-native)."""
 
     id: str
-    conversations: list[dict[str, str]]
+    conversations: list[dict[str, Any]]
     meta: PassthroughMeta
+    tools: NotRequired[list[Tool]]
 
 
 RegeneratedRecord = RegeneratedRow | PassthroughRow  # any row of `regenerated.jsonl`

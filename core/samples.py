@@ -2,22 +2,29 @@
 
 Curation writes `CuratedSample` rows (Parquet shards, `samples.jsonl`); regeneration reads them and writes
 `RegeneratedSample` rows (`regenerated.jsonl`, SpecForge's ShareGPT shape plus `meta`); training reads
-either. A `Message` is one `{"role", "content"}` turn: a TypedDict, so curation's steps pass turns around as
-plain dicts while the row models validate them (role one of `ROLES`, no other key). `ROLE_ALIASES` is the one
-table of speaker names other datasets use (`human`, `gpt`, `bard`, …) for the three roles, and `read_turn` the
-one reading of a turn in either shape (`{role, content}` or ShareGPT's `{from, value}`) that every stage's
-reader uses.
+either. A `Message` is one `{"role", "content"}` turn, OpenAI-style: an assistant turn may carry structured
+`tool_calls`, a `tool` turn answers one of them by `tool_call_id` (`core.tool_calls`), and a row may carry the
+`tools` it offers; tool calls stay structured until the target's own chat template renders them
+(`core.chat_render`). A Message is a TypedDict, so curation's steps pass turns around as plain dicts while the
+row models validate them (role one of `ROLES`, no unknown key). `ROLE_ALIASES` is the one table of speaker
+names other datasets use (`human`, `gpt`, `bard`, …) for the roles, `read_turn` the one reading of a turn's
+speaker and text in either shape (`{role, content}` or ShareGPT's `{from, value}`), and `read_message` the one
+reading of a whole turn, tool fields included, that every stage's reader uses. Rows written before tool turns
+were structured hold them as text (`<tool_call>` blocks, `<tool_response>` user turns): they read as the text
+they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NotRequired, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, with_config
+from pydantic import BaseModel, ConfigDict, Field, field_validator, with_config
 from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing_extensions on Python 3.11
 
-Role = Literal["system", "user", "assistant"]
+from core.tool_calls import Tool, ToolCall, read_calls, read_tools
+
+Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
 ROLE_ALIASES: dict[str, Role] = {
     "human": "user",
@@ -53,10 +60,37 @@ def read_turn(turn: Mapping[str, Any]) -> tuple[str, Any]:
 
 @with_config(ConfigDict(extra="forbid"))
 class Message(TypedDict):
-    """One turn of a conversation."""
+    """One turn of a conversation: an assistant turn may carry `tool_calls`, a `tool` turn its `tool_call_id`."""
 
     role: Role
     content: str
+    tool_calls: NotRequired[list[ToolCall]]
+    tool_call_id: NotRequired[str]
+
+
+def read_message(turn: Mapping[str, Any], index: int = 0) -> Message:
+    """Return one turn in the contract's shape from any reader's row: role and text as `read_turn` reads them
+    (None text is the empty string), an assistant turn's `tool_calls` (ids `call_<index>_<k>` where a call names
+    none) and a tool turn's `tool_call_id`; keys a columnar file fills with None are left out. The role is not
+    checked here (the caller refuses one outside `ROLES`). Raise `core.tool_calls.ToolFormatError` for calls
+    that cannot be read."""
+    role, content = read_turn(turn)
+    out: dict[str, Any] = {"role": role, "content": "" if content is None else str(content)}
+    calls = turn.get("tool_calls")
+    if role == "assistant" and calls:
+        out["tool_calls"] = read_calls(calls, f"call_{index}")
+    call_id = turn.get("tool_call_id")
+    if role == "tool" and isinstance(call_id, str) and call_id:
+        out["tool_call_id"] = call_id
+    return out  # type: ignore[return-value]  # the keys above are Message's
+
+
+def _drop_nones(turns: object) -> object:
+    """Turns as written, less the optional keys a Parquet column holds as None (a turn without tool calls)."""
+    if not isinstance(turns, list):
+        return turns
+    return [{k: v for k, v in t.items() if v is not None or k in ("role", "content")} if isinstance(t, dict) else t
+            for t in turns]
 
 
 class SampleSource(BaseModel):
@@ -87,6 +121,18 @@ class CuratedSample(BaseModel):
     original_token_count: int = Field(ge=0)
     input_ids: list[int] | None = None
     loss_mask: list[int] | None = None
+    tools: list[Tool] | None = None
+
+    @field_validator("messages", "original_messages", mode="before")
+    @classmethod
+    def _columnar_turns(cls, value: object) -> object:
+        return _drop_nones(value)
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: object) -> object:
+        """The tools as written: a list, or (in the Parquet shards) its JSON text."""
+        return read_tools(value)
 
 
 class RegeneratedSample(BaseModel):
@@ -96,3 +142,4 @@ class RegeneratedSample(BaseModel):
     id: str
     conversations: list[Message]
     meta: dict[str, Any] = Field(default_factory=dict)
+    tools: list[Tool] | None = None

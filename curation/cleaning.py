@@ -1,7 +1,8 @@
 """Cleaning steps in the datatrove manner: each is `(row, params) -> row | Drop(reason)`, applied by one runner.
 
 Steps, in order: `valid_utf8` (text that cannot be encoded, e.g. lone surrogates from bad bytes),
-`nonempty_turns` (an empty or whitespace-only turn), `role_order` (SpecForge's rule: an optional system
+`nonempty_turns` (an empty or whitespace-only turn; an assistant turn that only calls tools, or a tool
+result, may have no text), `role_order` (SpecForge's rule: an optional system
 turn first, then user/assistant alternating from user), `token_length` (whole conversation within
 [min_tokens, max_tokens]), `language` (a script heuristic: among at least 40 letters, under half are Latin
 — cheap, no model, and code passes), `repetition` (a turn of 60+ words whose distinct word 3-grams are
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from curation.conversation import Drop, Row, role_order_problem
+from curation.conversation import Drop, Row, role_order_problem, turn_text
 from curation.tokens import TokenCounter
 
 
@@ -56,22 +57,23 @@ def valid_utf8(row: Row, params: StepParams) -> Row | Drop:
 
 
 def nonempty_turns(row: Row, params: StepParams) -> Row | Drop:
-    """Drop a row with an empty or whitespace-only turn."""
+    """Drop a row with an empty or whitespace-only turn (a tool result, or a turn that calls tools, may be empty)."""
     for i, msg in enumerate(row.messages):
-        if not msg["content"].strip():
+        if not msg["content"].strip() and msg["role"] != "tool" and not msg.get("tool_calls"):
             return Drop("empty_turn", f"turn {i} ({msg['role']}) is empty")
     return row
 
 
 def role_order(row: Row, params: StepParams) -> Row | Drop:
-    """Drop a row whose roles break SpecForge's order."""
+    """Drop a row whose roles break SpecForge's order (tool results allowed after the calls they answer)."""
     problem = role_order_problem(row.messages)
     return Drop("role_order", problem) if problem else row
 
 
 def token_length(row: Row, params: StepParams) -> Row | Drop:
-    """Count tokens (stored on the row) and drop conversations outside the bounds."""
-    per_turn = [params.counter.count(m["content"]) for m in row.messages]
+    """Count tokens (stored on the row; a turn's tool calls count with its text) and drop conversations outside
+    the bounds."""
+    per_turn = [params.counter.count(turn_text(m)) for m in row.messages]
     tokens = sum(per_turn)
     row.extra["token_count"] = tokens
     row.extra["prompt_tokens"] = sum(n for n, m in zip(per_turn, row.messages, strict=True) if m["role"] != "assistant")

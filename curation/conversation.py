@@ -1,15 +1,15 @@
 """The one conversation shape every adapter produces, and the drop record every step may return instead.
 
-A conversation is a list of `core.samples.Message` turns (`{"role", "content"}` dicts; the one contract,
-imported here for the adapters) with roles `system`, `user`, `assistant` only:
-tool calls are rendered into the assistant turn as `<tool_call>{json}</tool_call>` text and tool results
-become user turns wrapped in `<tool_response>…</tool_response>`, so every row satisfies SpecForge's rule
-(optional system first, then user/assistant alternating from user) and any chat template renders it.
+A conversation is a list of `core.samples.Message` turns (the one contract, imported here for the adapters):
+`system`, `user` and `assistant` turns as SpecForge orders them (optional system first, then user/assistant
+alternating from user), plus tool use kept structured as OpenAI writes it: an assistant turn's `tool_calls`
+and the `tool` turns answering them (`tool_call_id`), which the target's own chat template renders later
+(`core.chat_render`). The row's `tools` schema travels beside the turns (`Row.tools`). A tool call or result
+that cannot be read is the row's `Drop`, counted under the reason `core.tool_calls` names.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import TypedDict, cast
@@ -18,6 +18,7 @@ import numpy as np
 
 from core.samples import ROLES, Role
 from core.samples import Message as Message  # the one turn contract, re-exported for the adapters
+from core.tool_calls import Tool, ToolCall, ToolFormatError
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Row:
     target_native: bool = False
     source_order: int = 0
     extra: RowExtra = field(default_factory=RowExtra)
+    tools: list[Tool] | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -61,54 +63,83 @@ def message(role: str, content: object) -> Message:
     return {"role": cast(Role, role), "content": "" if content is None else str(content)}
 
 
-def render_tool_call(name: str, arguments: object) -> str:
-    """Return the text form of one tool call kept inside an assistant turn."""
-    if isinstance(arguments, str):
-        with contextlib.suppress(json.JSONDecodeError):
-            arguments = json.loads(arguments)
-    payload = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, sort_keys=True)
-    return f"<tool_call>\n{payload}\n</tool_call>"
+def assistant_calls(content: object, calls: list[ToolCall]) -> Message:
+    """Return an assistant turn that says `content` (None: nothing) and makes `calls`."""
+    turn = message("assistant", content)
+    if calls:
+        turn["tool_calls"] = calls
+    return turn
 
 
-def render_tool_response(content: object) -> str:
-    """Return the text form of a tool result, carried as a user turn."""
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, sort_keys=True)
-    return f"<tool_response>\n{text}\n</tool_response>"
+def tool_result(content: object, call_id: object = None) -> Message:
+    """Return a `tool` turn carrying a result (JSON values as their JSON text), answering `call_id` if named."""
+    text = content if isinstance(content, str) or content is None else json.dumps(content, ensure_ascii=False,
+                                                                                   sort_keys=True)
+    turn = message("tool", text)
+    if isinstance(call_id, str) and call_id:
+        turn["tool_call_id"] = call_id
+    return turn
+
+
+def tool_drop(exc: ToolFormatError) -> Drop:
+    """Return the drop of a row whose tool use cannot be read, under the reason the error names."""
+    return Drop(exc.reason, exc.detail)
 
 
 def merge_consecutive(messages: list[Message]) -> list[Message]:
-    """Return `messages` with neighbouring turns of the same role joined by a blank line.
+    """Return `messages` with neighbouring turns of the same role joined by a blank line (an assistant turn's
+    calls joined too); tool turns are never joined, each answers its own call.
 
     Used by trajectory adapters, where an agent log records e.g. the task and a demonstration as two user
     turns in a row; chat adapters do not merge, so a broken conversation is dropped by the role check.
     """
     merged: list[Message] = []
     for msg in messages:
-        if merged and merged[-1]["role"] == msg["role"]:
-            merged[-1] = {"role": msg["role"], "content": merged[-1]["content"] + "\n\n" + msg["content"]}
+        last = merged[-1] if merged else None
+        if last is not None and last["role"] == msg["role"] != "tool" and not last.get("tool_calls"):
+            text = "\n\n".join(t for t in (last["content"], msg["content"]) if t)
+            merged[-1] = {**msg, "content": text}  # the later turn's calls, if any, end the joined turn
         else:
             merged.append(dict(msg))  # type: ignore[arg-type]
     return merged
 
 
 def role_order_problem(messages: list[Message]) -> str | None:
-    """Return why the roles break SpecForge's order (system first only, then user/assistant from user), else None."""
+    """Return why the roles break the order, else None: an optional system turn first, then user and assistant
+    alternating from user, where an assistant turn that calls tools may be followed by the `tool` turns
+    answering them, and those by the assistant again (or by the user)."""
     if not messages:
         return "no turns"
     body = messages[1:] if messages[0]["role"] == "system" else messages
     if not body:
         return "only a system turn"
+    previous = None
     for i, msg in enumerate(body):
-        if msg["role"] not in ROLES:
-            return f"unknown role {msg['role']!r}"
-        expected = "user" if i % 2 == 0 else "assistant"
-        if msg["role"] != expected:
-            return f"turn {i} is {msg['role']}, expected {expected}"
+        role = msg["role"]
+        if role not in ROLES or role == "system":
+            return f"unknown role {role!r}" if role not in ROLES else f"turn {i} is a system turn after the first"
+        if role == "tool":
+            calls = previous is not None and (previous["role"] == "tool" or bool(previous.get("tool_calls")))
+            if not calls:
+                return f"turn {i} is a tool result with no tool call before it"
+        else:
+            allowed = {"user": (None, "assistant", "tool"), "assistant": ("user", "tool")}[role]
+            if (previous["role"] if previous is not None else None) not in allowed:
+                expected = "user" if previous is None or previous["role"] == "assistant" else "assistant"
+                return f"turn {i} is {role}, expected {expected}"
+        previous = msg
     return None
 
 
+def turn_text(turn: Message) -> str:
+    """Return what a turn says: its text, and for each tool call it makes the function's name and arguments."""
+    calls = [f"{c['function']['name']} {c['function']['arguments']}" for c in turn.get("tool_calls") or []]
+    return "\n".join([turn["content"], *calls]) if calls else turn["content"]
+
+
 def prompt_text(messages: list[Message]) -> str:
-    """Return the system and user turns joined: what decides a prompt's identity once answers are regenerated."""
+    """Return the system, user and tool-result turns joined: what decides a prompt's identity once answers are
+    regenerated."""
     return "\n".join(m["content"] for m in messages if m["role"] != "assistant")
 
 

@@ -1,6 +1,8 @@
 """Writing the curated set: Parquet shards in the curated-sample schema, optional JSONL, and JSON side files.
 
-The shards' Arrow schema is derived from the row contract (`core.samples.CuratedSample`), field by field.
+The shards' Arrow schema is derived from the row contract (`core.samples.CuratedSample`), field by field; a
+row's `tools` schema (JSON Schema inside, of any shape) is stored as its JSON text, which the contract reads
+back (`shard_row` writes it).
 
 Every file is written to a fresh temporary name and renamed into place (`curation.atomic_files`), so a crash
 never leaves a half shard, never touches shards already complete, and a planted link is never followed. Shards hold SHARD_ROWS rows in output order; nothing written holds
@@ -25,8 +27,13 @@ from curation.atomic_files import remove_file, remove_temporaries, staged_file, 
 
 SHARD_ROWS = 10_000
 
-# Token ids fit int32 and a loss mask holds 0/1: the model says `list[int]`, the shards store them narrower.
-NARROW_FIELDS: dict[str, pa.DataType] = {"input_ids": pa.list_(pa.int32()), "loss_mask": pa.list_(pa.int8())}
+# Fields of free JSON (a tool's parameters are any JSON Schema): stored as their JSON text.
+JSON_TEXT_FIELDS = ("tools",)
+
+# Token ids fit int32 and a loss mask holds 0/1: the model says `list[int]`, the shards store them narrower;
+# the free-JSON fields are text.
+NARROW_FIELDS: dict[str, pa.DataType] = {"input_ids": pa.list_(pa.int32()), "loss_mask": pa.list_(pa.int8()),
+                                         **dict.fromkeys(JSON_TEXT_FIELDS, pa.string())}
 
 
 def arrow_type(annotation: Any) -> pa.DataType:
@@ -60,6 +67,28 @@ def model_schema(model: type[BaseModel], narrow: dict[str, pa.DataType] | None =
 SCHEMA = model_schema(CuratedSample, NARROW_FIELDS)
 
 
+def shard_row(sample: CuratedSample) -> dict[str, Any]:
+    """Return a sample as a shard row: its fields, the free-JSON ones as JSON text (None stays None)."""
+    row = sample.model_dump()
+    for name in JSON_TEXT_FIELDS:
+        if row[name] is not None:
+            row[name] = json.dumps(row[name], ensure_ascii=False, sort_keys=True)
+    return row
+
+
+def sample_from_shard(row: dict[str, Any]) -> dict[str, Any]:
+    """Return a shard row as the sample's own record (`model_dump`'s shape): the free-JSON fields parsed, and the
+    turn keys a column fills with None where a turn has none (`tool_calls`, `tool_call_id`) left out."""
+    out = dict(row)
+    for name in JSON_TEXT_FIELDS:
+        if out.get(name) is not None:
+            out[name] = json.loads(out[name])
+    for name in ("messages", "original_messages"):
+        out[name] = [{k: v for k, v in turn.items() if v is not None or k in ("role", "content")}
+                     for turn in out[name]]
+    return out
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, root: Path | None = None) -> None:
     """Write `data` to `path` whole, never through a link below `root` (default: its own folder); see
     `curation.atomic_files`."""
@@ -87,7 +116,7 @@ def write_shards(samples: Sequence[CuratedSample], data_dir: Path, *, root: Path
     paths: list[Path] = []
     for number, start in enumerate(range(0, max(len(samples), 1), SHARD_ROWS)):
         chunk = samples[start : start + SHARD_ROWS]
-        table = pa.Table.from_pylist([s.model_dump() for s in chunk], schema=SCHEMA)
+        table = pa.Table.from_pylist([shard_row(s) for s in chunk], schema=SCHEMA)
         path = data_dir / f"shard-{number:05d}.parquet"
         with staged_file(path, root=root) as handle:
             pq.write_table(table, handle, compression="zstd", write_statistics=False)

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from core.jsonl import read_jsonl
-from curation.adapters import adapt, resolve_format
+from core.tool_calls import Tool
+from curation.adapters import adapt, adapt_tools, resolve_format
 from curation.atomic_files import read_own, remove_file
 from curation.cleaning import DEFAULT_STEPS, StepParams, StepRunner
 from curation.conversation import Drop, Message, Row, RowExtra
@@ -34,7 +35,7 @@ from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes
 
 logger = logging.getLogger(__name__)
 
-CODE_VERSION = "1"
+CODE_VERSION = "2"  # 2: tool calls kept structured, rows carry their tools
 
 
 @dataclass
@@ -164,6 +165,7 @@ class StagedRow(TypedDict):
     messages: list[Message]
     tokens: int
     prompt_tokens: int
+    tools: list[Tool] | None
 
 
 def _row_from_json(item: StagedRow, source: Source, order: int) -> Row:
@@ -175,6 +177,7 @@ def _row_from_json(item: StagedRow, source: Source, order: int) -> Row:
         target_native=source.target_native,
         source_order=order,
         extra=RowExtra(token_count=item["tokens"], prompt_tokens=item["prompt_tokens"]),
+        tools=item.get("tools"),
     )
 
 
@@ -251,13 +254,13 @@ def _rows(planned: SourcePlan, ctx: LoadContext, staged: StagedSource, on_drop: 
             fmt = resolve_format(record.keys(), source.format, source.field_mapping, source.key)
             staged.format = fmt
         try:
-            result = adapt(record, fmt, source.field_mapping)
+            result, tools = adapt(record, fmt, source.field_mapping), adapt_tools(record, fmt, source.field_mapping)
         except Exception as exc:  # an adapter bug on one odd row is that row's drop, not the source's end
-            result = Drop("adapter_error", f"{type(exc).__name__}: {exc}")
-        if isinstance(result, Drop):
-            _count(staged, on_drop, row, result)
+            result, tools = Drop("adapter_error", f"{type(exc).__name__}: {exc}"), None
+        if isinstance(result, Drop) or isinstance(tools, Drop):
+            _count(staged, on_drop, row, result if isinstance(result, Drop) else tools)  # type: ignore[arg-type]
             continue
-        row.messages = result
+        row.messages, row.tools = result, tools
         yield row
 
 
@@ -270,7 +273,8 @@ def _save(source: Source, ctx: LoadContext, staged: StagedSource, dropped: list[
     name = slug(source)
     root = ctx.work_dir.parent  # the output folder: no link below it is followed
     rows = [
-        StagedRow(row=r.row_index, messages=r.messages, tokens=r.extra["token_count"], prompt_tokens=r.extra["prompt_tokens"])
+        StagedRow(row=r.row_index, messages=r.messages, tokens=r.extra["token_count"],
+                  prompt_tokens=r.extra["prompt_tokens"], tools=r.tools)
         for r in staged.rows
     ]
     # The meta file is the cache's commit record: removed first, written last, so a kill in between leaves

@@ -13,7 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from curation.conversation import Message
+from core.chat_render import has_tool_turns, render_text, tool_support
+from core.tool_calls import Tool
+from curation.conversation import Message, turn_text
 
 logger = logging.getLogger(__name__)
 
@@ -40,17 +42,20 @@ class TokenCounter:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def count_messages(self, messages: list[Message]) -> int:
-        """Return the tokens of all turns' contents (no template overhead)."""
-        return sum(self.count(m["content"]) for m in messages)
+        """Return the tokens of all turns' contents and tool calls (no template overhead)."""
+        return sum(self.count(turn_text(m)) for m in messages)
 
-    def encode(self, messages: list[Message]) -> tuple[list[int], list[int]] | None:
-        """Return (input_ids, loss_mask) rendered with the chat template, or None without a real tokenizer."""
+    def encode(self, messages: list[Message], tools: list[Tool] | None = None) -> tuple[list[int], list[int]] | None:
+        """Return (input_ids, loss_mask) rendered with the chat template (`core.chat_render`, tools included), or
+        None without a real tokenizer, or for a row that uses tools when the template cannot render them."""
         if self.tokenizer is None or not getattr(self.tokenizer, "chat_template", None):
+            return None
+        if has_tool_turns(messages, tools) and tool_support(self.tokenizer) is not None:
             return None
         ids: list[int] = []
         mask: list[int] = []
         for end in range(1, len(messages) + 1):
-            rendered = self.tokenizer.apply_chat_template(messages[:end], tokenize=False)
+            rendered = render_text(self.tokenizer, messages[:end], tools=tools)
             full = self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
             new = full[len(ids) :]
             mask.extend([1 if messages[end - 1]["role"] == "assistant" else 0] * len(new))

@@ -4,8 +4,10 @@ A run drives a backend through a fixed lifecycle: `start(requests)` before the f
 opens its connection pool, an in-process engine sizes its slots), `generate_turn` (and, for raw prompts,
 `generate_ids`) for every turn, `aclose()` once at the end (the pool is closed, a model's threads and caches
 freed). The optional capabilities are declared here with their defaults, so a caller calls them directly:
-`check_fits(max_tokens)` (a local engine refuses a KV cache the device cannot hold) and `in_flight_tokens()`
-(tokens of answers not finished yet, which the status counts in tok/s). A backend says whether it answers
+`check_fits(max_tokens)` (a local engine refuses a KV cache the device cannot hold), `in_flight_tokens()`
+(tokens of answers not finished yet, which the status counts in tok/s) and `tool_support_problem()` (a backend
+that renders prompts itself says when its template cannot render tool calls). `reasoning` and `tool_rendering`
+say how every prompt is rendered (`core.chat_render`); the run sets them on the backend it is given. A backend says whether it answers
 through servers at endpoints (`has_endpoints`): only then does the runner balance, probe and re-probe them;
 an in-process backend names itself (`describe()`) wherever a record names its server.
 
@@ -23,9 +25,11 @@ from typing import Any
 
 import aiohttp
 
+from core.chat_render import ToolRendering
+from core.tool_calls import Tool
 from inference.endpoints import probe
 from inference.errors import InferenceError
-from inference.generation import Sampling, TurnResult, new_session, post_json
+from inference.generation import Reasoning, Sampling, TurnResult, new_session, post_json
 
 PROBE_CONNECTIONS = 4  # pooled connections beyond the requests in flight, for the health re-probes
 
@@ -50,6 +54,8 @@ class GenerationBackend(ABC):
 
     api: str
     has_endpoints: bool = True  # answers through servers the runner balances and probes
+    reasoning: Reasoning = Reasoning.KEEP  # how the target's thinking is served: every prompt asks it so
+    tool_rendering: ToolRendering = ToolRendering.NATIVE  # tool calls through the template's own tokens, or text
 
     def describe(self) -> str:
         """Return what a record names as the server of a turn when there is no endpoint (in-process)."""
@@ -61,9 +67,15 @@ class GenerationBackend(ABC):
         return None  # nothing to prepare by default
 
     @abstractmethod
-    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
-                            endpoint: str | None = None) -> TurnResult:
-        """Return the answer to the last user turn of `history` (from the server at `endpoint`, if any)."""
+    async def generate_turn(self, history: list[dict[str, Any]], sampling: Sampling, *,
+                            endpoint: str | None = None, tools: list[Tool] | None = None) -> TurnResult:
+        """Return the answer to the last turn of `history` (from the server at `endpoint`, if any), offering
+        `tools` (structured calls in `TurnResult.tool_calls` where the server parses them)."""
+
+    def tool_support_problem(self) -> str | None:
+        """Return why the chat template this backend renders with cannot render tool use natively (None: it can,
+        or the server renders and is not asked here)."""
+        return None
 
     def check_fits(self, max_tokens: int) -> None:
         """Raise ValueError, saying what to lower, when answers of `max_tokens` cannot fit; by default all fit."""

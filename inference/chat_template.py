@@ -1,8 +1,9 @@
 """Prompt rendering for SGLang's native `/generate`, with the target tokenizer's own chat template.
 
 The native API applies no template, so the client renders the conversation exactly as the target was
-trained to see it (`transformers`' `apply_chat_template`, generation prompt appended) and sends the text or
-the token ids. The tokenizer is loaded once per run from a local path or Hub id (`--tokenizer`).
+trained to see it (the one renderer, `core.chat_render`: tools, tool calls and the reasoning mode's template
+switch included, generation prompt appended) and sends the text or the token ids. The tokenizer is loaded once
+per run from a local path or Hub id (`--tokenizer`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from core.chat_render import Reasoning, ToolRendering, encode_text, render_text
+from core.tool_calls import Tool
 from inference.errors import InferenceError
 
 logger = logging.getLogger(__name__)
@@ -40,21 +43,13 @@ class ChatRenderer:
             raise TemplateError(f"cannot load tokenizer {name_or_path}: {exc}") from None
         return cls(tokenizer, chat_template=chat_template)
 
-    def render(self, history: list[dict[str, str]], *, enable_thinking: bool | None = None) -> str:
-        """Return the prompt text for `history` with the generation prompt appended."""
-        extra: dict[str, bool] = {}
-        if enable_thinking is not None:
-            extra["enable_thinking"] = enable_thinking
-        text = self.tokenizer.apply_chat_template(
-            history,
-            chat_template=self.chat_template,
-            add_generation_prompt=True,
-            tokenize=False,
-            **extra,
-        )
-        return str(text)
+    def render(self, history: list[dict[str, Any]], *, tools: list[Tool] | None = None,
+               reasoning: Reasoning = Reasoning.KEEP, tool_rendering: ToolRendering = ToolRendering.NATIVE) -> str:
+        """Return the prompt text for `history` (offering `tools`) with the generation prompt appended."""
+        return render_text(self.tokenizer, history, tools=tools, reasoning=reasoning, tool_rendering=tool_rendering,
+                           chat_template=self.chat_template, add_generation_prompt=True)
 
-    def render_ids(self, history: list[dict[str, str]], *, enable_thinking: bool | None = None) -> list[int]:
-        """Return the prompt token ids (the rendered text already holds the special tokens, so none are added)."""
-        text = self.render(history, enable_thinking=enable_thinking)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+    def render_ids(self, history: list[dict[str, Any]], **kwargs: Any) -> list[int]:
+        """Return the prompt token ids (the rendered text already holds the special tokens, so none are added);
+        keywords as `render`'s."""
+        return encode_text(self.tokenizer, self.render(history, **kwargs))

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.chat_render import tool_support
+from core.tool_calls import Tool
 from inference.backend import DEFAULT_TIMEOUTS, RawBackend, Timeouts
 from inference.generation import RowError, Sampling, TurnResult
 
@@ -96,16 +98,21 @@ class LocalEngineBackend(RawBackend):
             if self._thread is None and 0 < requests < self.slots:
                 self.slots = requests
 
-    def render_ids(self, history: list[dict[str, str]]) -> list[int]:
+    def render_ids(self, history: list[dict[str, Any]], tools: list[Tool] | None = None) -> list[int]:
         """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""
         from inference.local_backend import render_prompt
 
-        return render_prompt(self.tokenizer, self.chat_template, history, self.max_prompt_tokens)
+        return render_prompt(self.tokenizer, self.chat_template, history, self.max_prompt_tokens, tools=tools,
+                             reasoning=self.reasoning, tool_rendering=self.tool_rendering)
 
-    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
-                            endpoint: str | None = None) -> TurnResult:
+    def tool_support_problem(self) -> str | None:
+        """Return why the chat template prompts are rendered with cannot render tool use, else None."""
+        return tool_support(self.tokenizer, self.chat_template)
+
+    async def generate_turn(self, history: list[dict[str, Any]], sampling: Sampling, *,
+                            endpoint: str | None = None, tools: list[Tool] | None = None) -> TurnResult:
         """Hand this turn to the engine thread and wait for its answer (there is no endpoint: it is ignored)."""
-        return await self.generate_ids(self.render_ids(history), sampling)
+        return await self.generate_ids(self.render_ids(history, tools), sampling)
 
     async def generate_ids(self, ids: list[int], sampling: Sampling, *, stop: tuple[str, ...] = (),
                            endpoint: str | None = None) -> TurnResult:

@@ -14,23 +14,16 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.chat_render import Reasoning as Reasoning  # the one reasoning mode, re-exported for the backends
+from core.tool_calls import ToolCall
 from inference.errors import InferenceError
 
 THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.DOTALL)
-
-
-class Reasoning(StrEnum):
-    """What to do with a reasoning model's thinking: keep it inline, drop it, or ask the server not to think."""
-
-    KEEP = "keep"
-    DROP = "drop"
-    DISABLE = "disable"
 
 
 class Sampling(BaseModel):
@@ -66,12 +59,14 @@ class TurnResult:
     spec_accept_length: float | None = None
     spec_num_correct_drafts: int | None = None
     spec_num_proposed_drafts: int | None = None
+    tool_calls: list[ToolCall] | None = None  # structured calls (a server's tool-call parser, or ours)
 
     def training_text(self, reasoning: Reasoning) -> str:
-        """Return the assistant text for the training row: thinking inline in `<think>` markers when kept."""
-        if reasoning is Reasoning.KEEP and self.reasoning:
+        """Return the assistant text for the training row: thinking inline in `<think>` markers when it is served
+        (`served-on`) or kept (`keep`); none when it is not served (`served-off`) or dropped (`drop`)."""
+        if reasoning in (Reasoning.KEEP, Reasoning.SERVED_ON) and self.reasoning:
             return f"<think>\n{self.reasoning.strip()}\n</think>\n\n{self.content}"
-        if reasoning is Reasoning.DROP:
+        if reasoning in (Reasoning.DROP, Reasoning.SERVED_OFF):
             return strip_thinking(self.content)
         return self.content
 

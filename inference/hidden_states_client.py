@@ -180,10 +180,13 @@ class HiddenStatesClient:
         return RowStates(states=states, token_ids=token_ids, next_token=_next_token(first),
                          layer_ids=layers_in_path(path))
 
-    async def tokenize_chat(self, messages: list[JSONObject]) -> list[int] | None:
+    async def tokenize_chat(self, messages: list[JSONObject], template_kwargs: dict[str, bool] | None = None
+                            ) -> list[int] | None:
         """The engine's own token ids for a conversation rendered by its chat template (vLLM's `/tokenize` with
-        `messages`), or None when it has no such endpoint."""
-        body = {"model": self.server.model, "messages": messages, "add_generation_prompt": False}
+        `messages` and the template's arguments), or None when it has no such endpoint."""
+        body: JSONObject = {"model": self.server.model, "messages": list(messages), "add_generation_prompt": False}
+        if template_kwargs:
+            body["chat_template_kwargs"] = dict(template_kwargs)
         try:
             response = await self._client.post(f"{self.server.url}/tokenize", json=body)
             answer = response.json() if response.status_code == 200 else None

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.chat_render import Reasoning, ToolRendering, render_ids, tool_support
+from core.tool_calls import Tool
 from inference.backend import RawBackend
 from inference.generation import RowError, Sampling, TurnResult
 
@@ -49,12 +51,13 @@ def save_gguf_tokenizer(gguf_file: Path, out_dir: Path, *, chat_template: str = 
     return tokenizer
 
 
-def render_prompt(tokenizer: Any, chat_template: str | None, history: list[dict[str, str]], limit: int) -> list[int]:
-    """Prompt ids for `history` with the generation prompt, rendered once (the template holds the special tokens);
-    RowError when they exceed `limit`."""
-    text = tokenizer.apply_chat_template(history, chat_template=chat_template, add_generation_prompt=True,
-                                         tokenize=False)
-    ids = list(tokenizer(str(text), add_special_tokens=False)["input_ids"])
+def render_prompt(tokenizer: Any, chat_template: str | None, history: list[dict[str, Any]], limit: int, *,
+                  tools: list[Tool] | None = None, reasoning: Reasoning = Reasoning.KEEP,
+                  tool_rendering: ToolRendering = ToolRendering.NATIVE) -> list[int]:
+    """Prompt ids for `history` with the generation prompt, rendered once by the one renderer (tools, reasoning
+    switch; the template holds the special tokens); RowError when they exceed `limit`."""
+    ids = render_ids(tokenizer, history, tools=tools, reasoning=reasoning, tool_rendering=tool_rendering,
+                     chat_template=chat_template, add_generation_prompt=True)
     if len(ids) > limit:
         raise RowError(f"prompt of {len(ids)} tokens exceeds the local backend's {limit}")
     return ids
@@ -131,14 +134,19 @@ class LocalTransformersBackend(RawBackend):
                                   max_prompt_tokens=kwargs.get("max_prompt_tokens", 2048), name=folder.name,
                                   decode_attention=decode_attention)
 
-    def render_ids(self, history: list[dict[str, str]]) -> list[int]:
+    def render_ids(self, history: list[dict[str, Any]], tools: list[Tool] | None = None) -> list[int]:
         """Prompt ids for `history` with the generation prompt (the template holds the special tokens)."""
-        return render_prompt(self.tokenizer, self.chat_template, history, self.max_prompt_tokens)
+        return render_prompt(self.tokenizer, self.chat_template, history, self.max_prompt_tokens, tools=tools,
+                             reasoning=self.reasoning, tool_rendering=self.tool_rendering)
 
-    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
-                            endpoint: str | None = None) -> TurnResult:
+    def tool_support_problem(self) -> str | None:
+        """Return why the chat template prompts are rendered with cannot render tool use, else None."""
+        return tool_support(self.tokenizer, self.chat_template)
+
+    async def generate_turn(self, history: list[dict[str, Any]], sampling: Sampling, *,
+                            endpoint: str | None = None, tools: list[Tool] | None = None) -> TurnResult:
         """Queue this turn for the next batch and wait for its answer (there is no endpoint: it is ignored)."""
-        return await self.generate_ids(self.render_ids(history), sampling)
+        return await self.generate_ids(self.render_ids(history, tools), sampling)
 
     async def generate_ids(self, ids: list[int], sampling: Sampling, *, stop: tuple[str, ...] = (),
                            endpoint: str | None = None) -> TurnResult:

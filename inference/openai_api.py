@@ -5,7 +5,11 @@ ids, which SGLang, vLLM and llama.cpp's `llama-server` accept, so no server adds
 
 Works with SGLang, vLLM and llama.cpp's `llama-server`. Tokens come from `usage`; a reasoning model's
 thinking from `message.reasoning_content` (SGLang/vLLM with a reasoning parser) or from `<think>` markers
-left in the content. `--reasoning disable` sends `chat_template_kwargs.enable_thinking = false`.
+left in the content. `--reasoning served-off` sends `chat_template_kwargs.enable_thinking = false`,
+`served-on` sends it true. A row's tools go as the request's `tools`, its recorded calls and results as
+OpenAI messages (`tool_calls`, `tool` turns), and a server started with a tool-call parser answers with
+structured `message.tool_calls`, kept as they come. With the text tool rendering (a template without tool
+support) the conversation is sent as datahunt's text turns instead (`core.chat_render.text_turns`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any, NotRequired, TypedDict
 
+from core.chat_render import ToolRendering, template_kwargs, text_turns
+from core.tool_calls import Tool, ToolFormatError, read_calls
 from inference.backend import HttpBackend, require_endpoint
 from inference.generation import Reasoning, RowError, Sampling, TurnResult, split_thinking
 
@@ -24,13 +30,14 @@ class ChatRequest(TypedDict):
     """A `/v1/chat/completions` request body as this backend sends it."""
 
     model: str
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     temperature: float
     top_p: float
     max_tokens: int
     stream: bool
     seed: NotRequired[int]
     chat_template_kwargs: NotRequired[dict[str, bool]]
+    tools: NotRequired[list[Tool]]
 
 
 class CompletionRequest(TypedDict):
@@ -57,16 +64,20 @@ class OpenAIChatBackend(HttpBackend):
 
     api = "openai"
 
-    def __init__(self, *, model: str | None = None, reasoning: Reasoning = Reasoning.KEEP) -> None:
+    def __init__(self, *, model: str | None = None, reasoning: Reasoning = Reasoning.KEEP,
+                 tool_rendering: ToolRendering = ToolRendering.NATIVE) -> None:
         super().__init__()
         self.model = model
         self.reasoning = reasoning
+        self.tool_rendering = tool_rendering
 
-    def payload(self, history: list[dict[str, str]], sampling: Sampling) -> ChatRequest:
-        """Return the request body for `history` at `sampling`."""
+    def payload(self, history: list[dict[str, Any]], sampling: Sampling, tools: list[Tool] | None = None
+                ) -> ChatRequest:
+        """Return the request body for `history` at `sampling`, offering `tools`."""
+        text = self.tool_rendering is ToolRendering.TEXT
         body: ChatRequest = {
             "model": self.model or "default",
-            "messages": history,
+            "messages": list(text_turns(history, tools)) if text else history,
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
             "max_tokens": sampling.max_tokens,
@@ -74,16 +85,18 @@ class OpenAIChatBackend(HttpBackend):
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
-        if self.reasoning is Reasoning.DISABLE:
-            body["chat_template_kwargs"] = {"enable_thinking": False}
+        if kwargs := template_kwargs(self.reasoning):
+            body["chat_template_kwargs"] = kwargs
+        if tools and not text:
+            body["tools"] = tools
         return body
 
-    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
-                            endpoint: str | None = None) -> TurnResult:
-        """Return the answer of the server at `endpoint` to the last user turn of `history`."""
+    async def generate_turn(self, history: list[dict[str, Any]], sampling: Sampling, *,
+                            endpoint: str | None = None, tools: list[Tool] | None = None) -> TurnResult:
+        """Return the answer of the server at `endpoint` to the last turn of `history`, offering `tools`."""
         url = api_base(require_endpoint(self, endpoint)) + CHAT_PATH
         started = time.monotonic()
-        body = await self.post(url, self.payload(history, sampling))
+        body = await self.post(url, self.payload(history, sampling, tools))
         return parse_chat_completion(body, time.monotonic() - started)
 
     async def generate_ids(self, ids: list[int], sampling: Sampling, *, stop: tuple[str, ...] = (),
@@ -127,12 +140,17 @@ def parse_chat_completion(body: dict[str, Any], latency_s: float) -> TurnResult:
         raise RowError(f"malformed chat completion: no choices[0].message in {str(body)[:200]}") from None
     if content is not None and not isinstance(content, str):
         raise RowError("malformed chat completion: message.content is not text")
-    reasoning = message.get("reasoning_content") or None
+    reasoning = message.get("reasoning_content") or message.get("reasoning") or None
     content = content or ""
     if reasoning is None:
         reasoning, content = split_thinking(content)
+    try:
+        calls = read_calls(message["tool_calls"], "call") if message.get("tool_calls") else None
+    except ToolFormatError as exc:
+        raise RowError(f"malformed chat completion: {exc.detail}") from None
     usage = body.get("usage") or {}
     return TurnResult(
+        tool_calls=calls,
         content=content,
         reasoning=reasoning,
         finish_reason=choice.get("finish_reason"),

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from core.jsonl import read_jsonl
+from core.tool_calls import Tool
 from inference.atomic_files import write_file
 from inference.backend import DEFAULT_TIMEOUTS, GenerationBackend, RawBackend, Timeouts
 from inference.errors import InferenceError
@@ -87,8 +88,8 @@ class PrefixBackend(GenerationBackend):
         """Return the raw prompt's ids (the prefix holds the template's special tokens as text: none added)."""
         return list(self.tokenizer(self.prompt_text(topic), add_special_tokens=False)["input_ids"])
 
-    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
-                            endpoint: str | None = None) -> TurnResult:
+    async def generate_turn(self, history: list[dict[str, Any]], sampling: Sampling, *,
+                            endpoint: str | None = None, tools: list[Tool] | None = None) -> TurnResult:
         """Return the target's continuation of the prefix that the request in `history` asks for."""
         directive = Directive.parse(history[-1]["content"])
         if sampling.seed is not None:

@@ -3,8 +3,10 @@
 Curation writes `DIR/data/*.parquet` or `DIR/samples.jsonl`; a plain JSONL file of samples works too. A row's
 id is its input `id`, else a content hash of its messages, so a resumed run recognises finished rows whatever
 order they finished in. A regenerated conversation keeps the optional leading system message and every user
-turn; the dataset's assistant turns are dropped (the target answers each user turn again). Rows whose
-`needs_regeneration` is false are already target-native and pass through unchanged.
+turn; the dataset's assistant turns are dropped (the target answers each user turn again). A row that uses
+tools keeps its recorded calls and results (`core.samples.read_message` reads them) and its `tools`, for the
+per-turn regeneration (`inference.turns`). Rows whose `needs_regeneration` is false are already target-native
+and pass through unchanged.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from core.jsonl import JsonlError, iter_jsonl
-from core.samples import ROLES, read_turn
+from core.samples import ROLES, read_message
+from core.tool_calls import Tool, ToolFormatError, read_tools
 from inference.errors import InferenceError
 
 logger = logging.getLogger(__name__)
@@ -38,13 +41,14 @@ class InputRow:
     """One curated sample as regeneration sees it."""
 
     id: str
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     needs_regeneration: bool = True
     category: str | None = None
     source: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
     sample: int = 0  # which of the prompt's answers this row asks for (0: the first; see expand_samples)
     prompt_id: str | None = None  # the input row's id when this is a further sample of it
+    tools: list[Tool] | None = None  # the tools the row offers the target
 
 
 SAMPLE_SEP = "#s"
@@ -74,10 +78,12 @@ def expand_samples(rows: list[InputRow], samples: int) -> list[InputRow]:
     return out
 
 
-def content_id(messages: list[dict[str, str]]) -> str:
-    """Return a stable id for a row without one: sha256 of the canonical JSON of its messages (24 hex)."""
+def content_id(messages: list[dict[str, Any]]) -> str:
+    """Return a stable id for a row without one: sha256 of the canonical JSON of its messages (24 hex; a turn's
+    tool calls count where it has them)."""
     canon = json.dumps(
-        [{"role": str(m.get("role")), "content": m.get("content")} for m in messages],
+        [{"role": str(m.get("role")), "content": m.get("content"),
+          **({"tool_calls": m["tool_calls"]} if m.get("tool_calls") else {})} for m in messages],
         ensure_ascii=False,
         sort_keys=True,
         separators=(",", ":"),
@@ -85,17 +91,15 @@ def content_id(messages: list[dict[str, str]]) -> str:
     return "h" + hashlib.sha256(canon.encode("utf-8")).hexdigest()[:24]
 
 
-def normalise_messages(messages: list[dict[str, object]]) -> list[dict[str, str]]:
-    """Return the messages as `{role, content}` turns read by the one turn reader (`core.samples.read_turn`:
-    ShareGPT's `from`/`value` and role aliases such as `human`→user, `gpt`→assistant) with text content."""
-    out = []
-    for message in messages:
-        role, content = read_turn(message)
-        out.append({"role": role, "content": "" if content is None else str(content)})
-    return out
+def normalise_messages(messages: list[dict[str, object]]) -> list[dict[str, Any]]:
+    """Return the messages as `{role, content}` turns read by the one turn reader (`core.samples.read_message`:
+    ShareGPT's `from`/`value` and role aliases such as `human`→user, `gpt`→assistant) with text content, an
+    assistant turn's `tool_calls` and a tool turn's `tool_call_id` kept. Raise ToolFormatError for a call
+    that cannot be read."""
+    return [dict(read_message(message, index)) for index, message in enumerate(messages)]
 
 
-def user_turns(messages: list[dict[str, str]]) -> tuple[str | None, list[str]]:
+def user_turns(messages: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
     """Return (system prompt or None, the user turns in order); raise PromptError when nothing can be asked."""
     system: str | None = None
     users: list[str] = []
@@ -118,10 +122,13 @@ def _row_from_dict(raw: dict[str, Any], where: str) -> InputRow:
     messages = raw.get("messages", raw.get("conversations"))
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise InputError(f"{where}: `messages` must be a list of {{role, content}} objects")
-    messages = normalise_messages(messages)
+    try:
+        messages, tools = normalise_messages(messages), read_tools(raw.get("tools"))
+    except ToolFormatError as exc:
+        raise InputError(f"{where}: {exc.detail}") from None
     row_id = raw.get("id")
     row_id = str(row_id) if row_id not in (None, "") else content_id(messages)
-    known = {"id", "messages", "conversations", "needs_regeneration", "category", "source"}
+    known = {"id", "messages", "conversations", "needs_regeneration", "category", "source", "tools"}
     return InputRow(
         id=row_id,
         messages=messages,
@@ -129,6 +136,7 @@ def _row_from_dict(raw: dict[str, Any], where: str) -> InputRow:
         category=raw.get("category"),
         source=raw.get("source"),
         extra={k: v for k, v in raw.items() if k not in known},
+        tools=tools,
     )
 
 

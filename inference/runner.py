@@ -7,7 +7,9 @@ only for a backend that has them; an in-process backend is the run's one slot gr
 each on top of the target's own earlier answers. Connection errors, timeouts, 429 and 5xx are retried with
 capped exponential backoff and full jitter (on whichever endpoint is least loaded); a 4xx, a malformed or
 an empty answer ends the row in `errors.jsonl`. Finished rows go to the journal at once, so killing the
-process at any moment and running the same command again resumes exactly where it stopped.
+process at any moment and running the same command again resumes exactly where it stopped. A row that uses
+tools is regenerated turn by turn against its recording (`inference.turns`): where the target's calls leave the
+recording the row stops, its prefix kept, and the reason is recorded on the row and counted in the status.
 """
 
 from __future__ import annotations
@@ -20,15 +22,19 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from core.chat_render import ToolRendering, has_tool_turns
 from core.regen_records import (
     FailedRecord,
     PassthroughMeta,
     PassthroughRow,
     RegeneratedRow,
     RegenMeta,
+    StopMeta,
     TurnMeta,
 )
+from core.tool_calls import Tool
 from inference.backend import GenerationBackend, Timeouts
 from inference.endpoints import AllEndpointsDown, Endpoint, EndpointPool
 from inference.errors import InferenceError
@@ -38,7 +44,6 @@ from inference.generation import (
     RowError,
     Sampling,
     TurnResult,
-    strip_thinking,
 )
 from inference.journal import Journal
 from inference.records import (
@@ -48,9 +53,9 @@ from inference.records import (
     expand_samples,
     load_rows,
     stratified,
-    user_turns,
 )
 from inference.status import STATUS_FILE, RunStatus, StatusTracker, register_run, write_json_atomic
+from inference.turns import EmptyAnswer, Stop, total, turn_meta, walk
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +72,7 @@ class RunConfig:
     concurrency: int = 32
     sampling: Sampling = field(default_factory=Sampling)
     reasoning: Reasoning = Reasoning.KEEP
+    tool_rendering: ToolRendering = ToolRendering.NATIVE  # how tool calls reach the prompts (recorded per row)
     max_attempts: int = 6
     backoff_base_s: float = 0.5
     backoff_cap_s: float = 30.0
@@ -97,6 +103,10 @@ class RunSummary:
     status: RunStatus
 
 
+class ToolTemplateError(InferenceError, ValueError):
+    """Rows use tools but the template prompts are rendered with cannot render them natively."""
+
+
 class SamplingChangedError(InferenceError, ValueError):
     """Resuming a run with other sampling settings than its finished rows were made with."""
 
@@ -125,16 +135,17 @@ class _Run:
     journal: Journal
     tracker: StatusTracker
 
-    async def call(self, history: list[dict[str, str]], turn: int, sampling: Sampling
+    async def call(self, history: list[dict[str, Any]], turn: int, sampling: Sampling, tools: list[Tool] | None = None
                    ) -> tuple[TurnResult, str, int]:
-        """Answer the last user turn of `history` with `sampling`; return (result, endpoint url, attempts)."""
+        """Answer the last turn of `history` with `sampling` (offering `tools`); return (result, endpoint url,
+        attempts)."""
         soft = hard = 0
         endpoint: Endpoint | None = None
         while True:
             endpoint = await self.pool.acquire()
             try:
                 result = await self.backend.generate_turn(
-                    history, sampling, endpoint=endpoint.url if self.backend.has_endpoints else None)
+                    history, sampling, endpoint=endpoint.url if self.backend.has_endpoints else None, tools=tools)
             except RetryableError as exc:
                 # A dead server (connection refused/dropped) is the pool's problem: it ejects the endpoint and
                 # the row moves on to another; those attempts get a wider budget than the row's own failures.
@@ -163,32 +174,29 @@ class _Run:
 
     async def regenerate(self, row: InputRow) -> RegeneratedRow:
         """Return the regenerated record of `row`; raise RowFailed when a turn finally fails."""
+        sampling = self.config.sampling.for_sample(row.sample)
+
+        async def answer(history: list[dict[str, Any]], index: int) -> tuple[TurnResult, str, int]:
+            result, server, attempts = await self.call(history, index, sampling, row.tools)
+            self.tracker.add_turn(result.prompt_tokens, result.completion_tokens, key=id(row))
+            return result, server, attempts
+
+        self.tracker.row_started(id(row), _user_turn_count(row))
         try:
-            system, users = user_turns(row.messages)
+            done = await walk(row.messages, row.tools, answer, self.config.reasoning)
         except PromptError as exc:
             raise RowFailed(str(exc), status_code=None, attempts=0, turn=0, server=None) from None
-        history: list[dict[str, str]] = [{"role": "system", "content": system}] if system is not None else []
-        conversations = list(history)
-        turns: list[TurnMeta] = []
-        sampling = self.config.sampling.for_sample(row.sample)
-        self.tracker.row_started(id(row), len(users))
-        for index, question in enumerate(users):
-            history.append({"role": "user", "content": question})
-            conversations.append({"role": "user", "content": question})
-            result, server, attempts = await self.call(history, index, sampling)
-            self.tracker.add_turn(result.prompt_tokens, result.completion_tokens, key=id(row))
-            text = result.training_text(self.config.reasoning)
-            if not text.strip():
-                raise RowFailed(
-                    f"empty answer (finish_reason={result.finish_reason})",
-                    status_code=None, attempts=attempts, turn=index, server=server,
-                )
-            history.append({"role": "assistant", "content": strip_thinking(result.content)})
-            conversations.append({"role": "assistant", "content": text})
-            turns.append(_turn_meta(result, server, attempts))
-        return {"id": row.id, "conversations": conversations, "meta": self._row_meta(row, turns, sampling)}
+        except EmptyAnswer as exc:
+            raise RowFailed(str(exc), status_code=None, attempts=exc.attempts, turn=exc.turn,
+                            server=exc.server) from None
+        turns = [turn_meta(result, server, attempts) for result, server, attempts in done.answers]
+        record: RegeneratedRow = {"id": row.id, "conversations": done.conversation,
+                                  "meta": self._row_meta(row, turns, sampling, done.stop)}
+        if row.tools:
+            record["tools"] = row.tools
+        return record
 
-    def _row_meta(self, row: InputRow, turns: list[TurnMeta], sampling: Sampling) -> RegenMeta:
+    def _row_meta(self, row: InputRow, turns: list[TurnMeta], sampling: Sampling, stop: Stop | None) -> RegenMeta:
         meta: RegenMeta = {
             "regenerated": True,
             "finish_reason": turns[-1]["finish_reason"],
@@ -204,14 +212,18 @@ class _Run:
             "category": row.category,
             "source": row.source,
         }
+        if row.tools or any(t.get("tool_calls") or t["role"] == "tool" for t in row.messages):
+            meta["tool_rendering"] = self.config.tool_rendering.value
+        if stop is not None:
+            meta["stopped"] = StopMeta(turn=stop.turn, reason=stop.reason, detail=stop.detail)
         if self.config.samples > 1:
             meta["sample"], meta["prompt_id"] = row.sample, row.prompt_id or row.id
         # Summed over the turns that carry them (SGLang omits them when 0); absent when no turn does.
-        if (verify := _total([t.get("spec_verify_ct") for t in turns])) is not None:
+        if (verify := total([t.get("spec_verify_ct") for t in turns])) is not None:
             meta["spec_verify_ct"] = verify
-        if (correct := _total([t.get("spec_num_correct_drafts") for t in turns])) is not None:
+        if (correct := total([t.get("spec_num_correct_drafts") for t in turns])) is not None:
             meta["spec_num_correct_drafts"] = correct
-        if (proposed := _total([t.get("spec_num_proposed_drafts") for t in turns])) is not None:
+        if (proposed := total([t.get("spec_num_proposed_drafts") for t in turns])) is not None:
             meta["spec_num_proposed_drafts"] = proposed
         return meta
 
@@ -242,6 +254,8 @@ class _Run:
             self.journal.write_done(record)
             self.tracker.row_done(record["meta"]["completion_tokens"], key=id(row))
             self.tracker.count_quality(record)
+            if "stopped" in record["meta"]:
+                self.tracker.row_stopped(record["meta"]["stopped"]["reason"])
 
     async def write_status_forever(self) -> None:
         """Rewrite the status file every `status_interval_s`."""
@@ -271,39 +285,13 @@ class _Run:
             await _cancel(workers)
 
 
-def _turn_meta(result: TurnResult, server: str, attempts: int) -> TurnMeta:
-    meta: TurnMeta = {
-        "finish_reason": result.finish_reason,
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-        "server": server,
-        "latency_s": round(result.latency_s, 4),
-        "attempts": attempts,
-        "model": result.model,
-    }
-    if result.spec_verify_ct is not None:
-        meta["spec_verify_ct"] = result.spec_verify_ct
-    if result.spec_accept_length is not None:
-        meta["spec_accept_length"] = result.spec_accept_length
-    if result.spec_num_correct_drafts is not None:
-        meta["spec_num_correct_drafts"] = result.spec_num_correct_drafts
-    if result.spec_num_proposed_drafts is not None:
-        meta["spec_num_proposed_drafts"] = result.spec_num_proposed_drafts
-    if result.reasoning:
-        meta["reasoning_chars"] = len(result.reasoning)
-    return meta
-
-
-def _total(values: list[int | None]) -> int | None:
-    """Return the sum of the values given, None when every one is None."""
-    given = [v for v in values if v is not None]
-    return sum(given) if given else None
-
-
 def passthrough_record(row: InputRow) -> PassthroughRow:
-    """Return the output record of a target-native row: its messages unchanged."""
+    """Return the output record of a target-native row: its messages (and tools) unchanged."""
     meta: PassthroughMeta = {"regenerated": False, "reason": "needs_regeneration is false", "category": row.category, "source": row.source}
-    return {"id": row.id, "conversations": row.messages, "meta": meta}
+    record: PassthroughRow = {"id": row.id, "conversations": row.messages, "meta": meta}
+    if row.tools:
+        record["tools"] = row.tools
+    return record
 
 
 def _write_run_file(config: RunConfig, backend: GenerationBackend) -> None:
@@ -315,6 +303,7 @@ def _write_run_file(config: RunConfig, backend: GenerationBackend) -> None:
         "model": config.model,
         "sampling": config.sampling.model_dump(),
         "reasoning": config.reasoning.value,
+        "tool_rendering": config.tool_rendering.value,
         "concurrency": config.concurrency,
         "samples": config.samples,
     }
@@ -342,6 +331,18 @@ def select_rows(config: RunConfig) -> tuple[list[InputRow], int]:
     if not rows:
         raise InputError(f"{config.input_path} holds no rows to regenerate")
     return rows, duplicates
+
+
+def check_tool_template(rows: list[InputRow], backend: GenerationBackend, rendering: ToolRendering) -> None:
+    """Raise ToolTemplateError, in one line with the two ways on, when rows use tools and the backend renders
+    them natively through a template that cannot."""
+    using = sum(1 for r in rows if r.needs_regeneration and has_tool_turns(r.messages, r.tools))
+    problem = backend.tool_support_problem() if using and rendering is ToolRendering.NATIVE else None
+    if problem is not None:
+        raise ToolTemplateError(
+            f"the target's chat template does not render tool use ({problem}) and {using} rows use tools: give the "
+            "target a template that does (datahunt target prepare SOURCE --out DIR --chat-template FILE) or "
+            "regenerate with datahunt's text rendering of tool calls (--tool-rendering text)")
 
 
 def endpoint_pool(config: RunConfig, backend: GenerationBackend) -> EndpointPool:
@@ -391,11 +392,11 @@ def _queue_pending(pending: list[InputRow], journal: Journal, tracker: StatusTra
 
 
 def _user_turn_count(row: InputRow) -> int:
-    """How many user turns `row` asks (1 for a row regeneration will refuse: it fails at its first)."""
-    try:
-        return len(user_turns(row.messages)[1])
-    except PromptError:
-        return 1
+    """How many turns regeneration will ask of `row`: each user turn, and each recorded tool call's results (the
+    answer after them); at least 1 (a row regeneration will refuse fails at its first)."""
+    users = sum(1 for m in row.messages if m["role"] == "user")
+    calls = sum(1 for m in row.messages if m["role"] == "assistant" and m.get("tool_calls"))
+    return max(1, users + calls)
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
@@ -434,6 +435,8 @@ async def _drive(run: _Run, queue: asyncio.Queue[InputRow]) -> None:
 async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> RunSummary:
     """Regenerate every unfinished row of `config.input_path` into `config.out_dir`; return the summary."""
     rows, duplicates = select_rows(config)
+    backend.reasoning, backend.tool_rendering = config.reasoning, config.tool_rendering
+    check_tool_template(rows, backend, config.tool_rendering)
     pool = endpoint_pool(config, backend)
     journal, tracker = _open_run(config, backend, rows)
     pending = [row for row in rows if not journal.finished(row.id)]

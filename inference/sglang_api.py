@@ -16,7 +16,9 @@ from __future__ import annotations
 import time
 from typing import Any, NotRequired, TypedDict
 
+from core.chat_render import tool_support
 from core.spec_counters import SpecCounters
+from core.tool_calls import Tool
 from inference.backend import HttpBackend, require_endpoint
 from inference.chat_template import ChatRenderer
 from inference.generation import (
@@ -81,20 +83,26 @@ class SGLangNativeBackend(HttpBackend):
         self.reasoning = reasoning
         self.send_text = send_text
 
-    def payload(self, history: list[dict[str, str]], sampling: Sampling) -> GenerateRequest:
-        """Return the request body for `history` at `sampling`."""
-        thinking = False if self.reasoning is Reasoning.DISABLE else None
+    def payload(self, history: list[dict[str, Any]], sampling: Sampling, tools: list[Tool] | None = None
+                ) -> GenerateRequest:
+        """Return the request body for `history` at `sampling`, offering `tools`."""
         body: GenerateRequest = {"sampling_params": sampling_params(sampling), "stream": False}
+        how = {"tools": tools, "reasoning": self.reasoning, "tool_rendering": self.tool_rendering}
         if self.send_text:  # SGLang adds special tokens to text: a template's own BOS arrives twice
-            body["text"] = self.renderer.render(history, enable_thinking=thinking)
+            body["text"] = self.renderer.render(history, **how)  # type: ignore[arg-type]
         else:
-            body["input_ids"] = self.renderer.render_ids(history, enable_thinking=thinking)
+            body["input_ids"] = self.renderer.render_ids(history, **how)
         return body
 
-    async def generate_turn(self, history: list[dict[str, str]], sampling: Sampling, *,
-                            endpoint: str | None = None) -> TurnResult:
-        """Return the answer of the server at `endpoint` to the last user turn of `history`."""
-        return await self._generate(endpoint, self.payload(history, sampling))
+    def tool_support_problem(self) -> str | None:
+        """Return why the chat template prompts are rendered with cannot render tool use, else None."""
+        return tool_support(self.renderer.tokenizer, self.renderer.chat_template)
+
+    async def generate_turn(self, history: list[dict[str, Any]], sampling: Sampling, *,
+                            endpoint: str | None = None, tools: list[Tool] | None = None) -> TurnResult:
+        """Return the answer of the server at `endpoint` to the last turn of `history` (calls in its text are
+        read by the runner)."""
+        return await self._generate(endpoint, self.payload(history, sampling, tools))
 
     async def generate_ids(self, ids: list[int], sampling: Sampling, *, stop: tuple[str, ...] = (),
                            endpoint: str | None = None) -> TurnResult:

@@ -125,6 +125,7 @@ class RunStatus(RunInfo, total=False):
     eta: Eta
     endpoints: list[EndpointSnapshot]
     quality: dict[str, QualityShares]
+    stopped: dict[str, int]  # rows of this session stopped where the target's calls left the recording, by reason
 
 
 class RunListing(TypedDict, total=False):
@@ -209,6 +210,7 @@ class StatusTracker:
     _progress: deque[tuple[float, int]] = field(default_factory=deque)  # (time, tokens written incl. in flight)
     _row_lengths: list[int] = field(default_factory=list)
     quality: dict[str, QualityCounts] = field(default_factory=dict)
+    stopped: dict[str, int] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic  # a replay of a recorded run passes its own
     turns_answered: int = 0
     _turn_lengths: list[int] = field(default_factory=list)
@@ -274,6 +276,10 @@ class StatusTracker:
         self.done += 1
         self._row_lengths.append(completion_tokens)
         self._row_ended(key)
+
+    def row_stopped(self, reason: str) -> None:
+        """Count a row kept only up to where the target's tool calls left the recording, by reason."""
+        self.stopped[reason] = self.stopped.get(reason, 0) + 1
 
     def row_failed(self, key: Hashable | None = None) -> None:
         """Count a row that finally failed (its turns still to come are no longer to come)."""
@@ -394,6 +400,7 @@ class StatusTracker:
             "eta": eta,
             "endpoints": endpoints or [],
             "quality": {category: q.as_json() for category, q in sorted(self.quality.items())},
+            "stopped": dict(sorted(self.stopped.items())),
         }
 
 

@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from inference.decoding.hidden_states import AuxLayers, default_aux_layers
-from training.data import TokenizedRow, load_conversations, tokenize_rows
+from training.data import TokenizedRow, load_conversations, run_rendering, tokenize_rows
 from training.errors import TrainingError
 from training.offline_cache import (
     DTYPES,
@@ -170,8 +170,9 @@ def release_large_frees(threshold: int = 1 << 20) -> None:
 
 def tokenize(data: Path, messages_field: str, max_length: int, tokenizer: Any) -> list[TokenizedRow]:
     """The rows `train` trains on: rendered with the chat template, assistant tokens masked, unsupervised dropped."""
-    rows = [r for r in tokenize_rows(tokenizer, load_conversations(data, messages_field), max_length)
-            if sum(r.loss_mask) > 0]
+    conversations = load_conversations(data, messages_field)
+    rendering = run_rendering(conversations)  # as the rows' regeneration recorded it (train's default)
+    rows = [r for r in tokenize_rows(tokenizer, conversations, max_length, rendering) if sum(r.loss_mask) > 0]
     if not rows:
         raise CaptureError(f"{data}: no row has a supervised token within {max_length} tokens")
     return rows

@@ -17,6 +17,7 @@ import torch
 
 from training.checkpoints import checkpoint_folders, load_weights
 from training.config import CONFIG_FILE, load_config
+from training.data import run_folder_rendering
 from training.errors import TrainingError
 from training.export import Engine, convert_export, export_draft
 from training.trainer import aux_layers, export_dtype, load_target, new_draft
@@ -72,8 +73,9 @@ def export_checkpoint(run: Path, out: Path | None = None, *, step: int | None = 
     layers = target_model.config.num_hidden_layers
     out = out or run / f"export-{folder.name}"
     first: Engine = "vllm" if cfg.export_engine == "vllm" else "sglang"
+    rendering = run_folder_rendering(run)
     export_draft(draft, aux_layers(cfg, layers), out, dtype=export_dtype(cfg, target_model), target_layers=layers,
-                 engine=first)
+                 engine=first, rendering=rendering.as_json() if rendering is not None else None)
     engines: list[str] = [first]
     if cfg.export_engine == "both":
         convert_export(out, out.with_name(out.name + "-vllm"), "vllm")

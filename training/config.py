@@ -36,6 +36,12 @@ class TrainConfig(BaseModel):
     messages_field: Literal["conversations", "messages", "original_messages"] = Field(
         default="conversations", description="Which turns to train on; original_messages is the control run."
     )
+    reasoning: Literal["keep", "served-on", "served-off", "drop"] | None = Field(
+        default=None, description="How the target's thinking is served, rendered so in every row; default: what the "
+        "rows' regeneration recorded (keep where none).")
+    tool_rendering: Literal["native", "text"] | None = Field(
+        default=None, description="Tool calls through the template's own tokens (native) or datahunt's text blocks "
+        "(text, for a template without tool support); default: what the rows recorded (native where none).")
     max_length: int = Field(default=2048, ge=8)
     ttt_steps: int = Field(default=7, ge=1, le=16)
     step_decay: float = Field(default=0.8, gt=0, le=1)

@@ -180,17 +180,33 @@ def check_served(engine: EngineFacts, target: Path, identity: str) -> None:
                            f"({identity[:12]}): capture from a server of this target")
 
 
-def check_tokenizer(engine: EngineFacts, tokenizer: Any, data: Path, field: str) -> None:
-    """Refuse an engine whose chat template renders the first row to other ids than this target's tokenizer."""
-    if engine.probe_ids is None:
-        return
-    from training.data import load_conversations
+def probe_conversation(data: Path, field: str) -> tuple[list[dict[str, Any]], dict[str, bool]] | None:
+    """A conversation of `data` to ask the engine's tokenizer about: the first without tool use (a server's
+    rendering of tools depends on its tool parser too), with the chat-template arguments of the rows' recorded
+    reasoning mode; None when every row uses tools."""
+    from core.chat_render import has_tool_turns, template_kwargs
+    from training.data import load_conversations, run_rendering
 
-    _, turns = load_conversations(data, field)[0]
-    ours = tokenizer.apply_chat_template(turns, tokenize=True)
-    ours = list(ours["input_ids"] if hasattr(ours, "keys") else ours)
+    conversations = load_conversations(data, field)
+    rendering = run_rendering(conversations)
+    for row in conversations[:256]:
+        if not has_tool_turns(row[1], row.tools):
+            return [dict(t) for t in row[1]], template_kwargs(rendering.reasoning)
+    return None
+
+
+def check_tokenizer(engine: EngineFacts, tokenizer: Any, data: Path, field: str) -> None:
+    """Refuse an engine whose chat template renders the probe conversation to other ids than this target's."""
+    from core.chat_render import render_ids
+    from training.data import load_conversations, run_rendering
+
+    probe = probe_conversation(data, field)
+    if engine.probe_ids is None or probe is None:
+        return
+    rendering = run_rendering(load_conversations(data, field))
+    ours = render_ids(tokenizer, probe[0], reasoning=rendering.reasoning)
     if ours != list(engine.probe_ids):
-        raise CaptureError(f"{engine.url} renders the first row to {len(engine.probe_ids)} token ids, this target's "
+        raise CaptureError(f"{engine.url} renders a row to {len(engine.probe_ids)} token ids, this target's "
                            f"tokenizer to {len(ours)} (or other ids): the server runs another tokenizer or chat "
                            "template than --target")
 

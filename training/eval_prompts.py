@@ -1,15 +1,19 @@
-"""The prompts `eval-accept` measures on: each held-out row cut to what the user said, rendered once.
+"""The prompts `eval-accept` measures on: each held-out row cut to what the target is asked, rendered once.
 
 The prompt files of the field are read as they come, one JSON object a line:
 - EAGLE-bench and MT-bench: `{"question_id", "category", "turns": ["first user turn", ...]}`; the first turn is
   the prompt (a later turn follows an answer the file does not hold);
 - SpecForge: `{"id", "conversations": [{"role", "content"}, ...]}` (or ShareGPT's `{from, value}` turns);
-- OpenAI: `{"messages": [{"role", "content"}, ...]}`;
+- OpenAI: `{"messages": [{"role", "content"}, ...]}`, with the `tools` a row offers;
 - `{"text": ...}`, taken literally (no chat template).
-A conversation is cut before its first assistant turn; each turn is read by the one turn reader
-(`core.samples.read_turn`). `read_prompts` reads and checks a whole file before anything loads a model: a row
-in none of these shapes is a `DataError` naming the file and the row. The tokenizer and chat renderer come
-from the caller (the target's), so this module loads no model.
+Each turn is read by the one turn reader (`core.samples.read_message`, tool calls and results kept). A
+conversation that ends in an answer is cut before its first assistant turn (a regenerated row asks its first
+question); one that ends in a user or tool turn is asked whole (an agentic row at any of its turns, its earlier
+calls and results rendered as served). Rendering goes through the one renderer (`core.chat_render`) with the
+reasoning mode and tool rendering the draft was trained with, so evaluation sees what training and serving see.
+`read_prompts` reads and checks a whole file before anything loads a model: a row in none of these shapes is a
+`DataError` naming the file and the row. The tokenizer comes from the caller (the target's), so this module
+loads nothing.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
+from core.chat_render import encode_text, render_text
 from core.jsonl import JsonlError, iter_jsonl
-from core.samples import read_turn
-from training.data import DataError
+from core.samples import read_message
+from core.tool_calls import Tool, ToolFormatError, read_tools
+from training.data import DEFAULT_RENDERING, DataError, Rendering
 
 NO_TURNS = "a prompt row has neither 'text' nor user turns"
 SHAPES = ("'turns' (EAGLE-bench, MT-bench)", "'conversations' (SpecForge, ShareGPT)", "'messages' (OpenAI)", "'text'")
@@ -35,18 +41,32 @@ class PromptRow(TypedDict, total=False):
     conversations: list[Mapping[str, object]]
     messages: list[Mapping[str, object]]
     turns: list[str]
+    tools: object
 
 
-def prompt_turns(row: PromptRow) -> list[dict[str, str]]:
-    """The conversation up to its first assistant turn (held-out rows keep only what the user said), each turn
-    read by the one turn reader (`core.samples.read_turn`: `{role, content}` or ShareGPT's `{from, value}`);
-    a benchmark row's `turns` give its first user turn."""
+def prompt_turns(row: PromptRow) -> list[dict[str, Any]]:
+    """What the row asks: a benchmark row's first user turn (`turns`); a conversation whole when it ends in a
+    user or tool turn, else its turns before its first assistant turn; each turn read by the one turn reader
+    (`core.samples.read_message`: `{role, content}` or ShareGPT's `{from, value}`, tool calls and results kept)."""
     if isinstance(row.get("turns"), list) and row["turns"]:
         first_turn = row["turns"][0]
         return [{"role": "user", "content": str(first_turn)}] if isinstance(first_turn, str) and first_turn else []
-    turns = [read_turn(t) for t in row.get("conversations") or row.get("messages") or []]
-    first = next((i for i, (role, _) in enumerate(turns) if role == "assistant"), len(turns))
-    return [{"role": role, "content": "" if content is None else str(content)} for role, content in turns[:first]]
+    try:
+        turns = [dict(read_message(t, i)) for i, t in enumerate(row.get("conversations") or row.get("messages") or [])]
+    except ToolFormatError as exc:
+        raise DataError(f"a prompt row's tool call cannot be read: {exc.detail}") from None
+    if turns and turns[-1]["role"] != "assistant":
+        return turns
+    first = next((i for i, turn in enumerate(turns) if turn["role"] == "assistant"), len(turns))
+    return turns[:first]
+
+
+def prompt_tools(row: PromptRow) -> list[Tool] | None:
+    """The tools a prompt row offers (None when it offers none); DataError when they cannot be read."""
+    try:
+        return read_tools(row.get("tools"))
+    except ToolFormatError as exc:
+        raise DataError(f"a prompt row's tools cannot be read: {exc.detail}") from None
 
 
 def _problem(row: Any) -> str | None:
@@ -91,28 +111,34 @@ def read_prompts(path: Path, *, limit: int | None = None) -> list[PromptRow]:
     return rows
 
 
-def _turns_or_fail(row: PromptRow) -> list[dict[str, str]]:
+def _turns_or_fail(row: PromptRow) -> list[dict[str, Any]]:
     turns = prompt_turns(row)
     if not turns:
         raise DataError(NO_TURNS)
     return turns
 
 
-def encode_prompt(tokenizer: Any, row: PromptRow) -> list[int]:
+def render_prompt(tokenizer: Any, row: PromptRow, rendering: Rendering = DEFAULT_RENDERING) -> str:
+    """The rendered text of a conversation row, generation prompt appended, as the draft's training rendered it."""
+    return render_text(tokenizer, _turns_or_fail(row), tools=prompt_tools(row), reasoning=rendering.reasoning,
+                       tool_rendering=rendering.tool_rendering, add_generation_prompt=True)
+
+
+def encode_prompt(tokenizer: Any, row: PromptRow, rendering: Rendering = DEFAULT_RENDERING) -> list[int]:
     """The token ids of `row` for local decoding: its text as is, or its turns through the chat template."""
     if "text" in row:
-        return list(tokenizer(row["text"], add_special_tokens=False)["input_ids"])
-    encoded = tokenizer.apply_chat_template(_turns_or_fail(row), tokenize=True, add_generation_prompt=True)
-    return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
+        return encode_text(tokenizer, row["text"])
+    return encode_text(tokenizer, render_prompt(tokenizer, row, rendering))
 
 
-def server_prompt(row: PromptRow, renderer: Any, send_text: bool) -> str | list[int]:
-    """One prompt for a server's `/generate`: token ids rendered by `renderer` (no special tokens added), or
-    with `send_text` the rendered text; a `text` row is taken literally either way. `renderer` may be None
-    only for a `text` row sent as text."""
+def server_prompt(row: PromptRow, renderer: Any, send_text: bool, rendering: Rendering = DEFAULT_RENDERING
+                  ) -> str | list[int]:
+    """One prompt for a server's `/generate`: token ids rendered with `renderer`'s tokenizer (no special tokens
+    added), or with `send_text` the rendered text; a `text` row is taken literally either way. `renderer` may be
+    None only for a `text` row sent as text."""
     if "text" in row and send_text:
         return str(row["text"])
     if "text" in row:
-        return list(renderer.tokenizer(str(row["text"]), add_special_tokens=False)["input_ids"])
-    turns = _turns_or_fail(row)
-    return str(renderer.render(turns)) if send_text else list(renderer.render_ids(turns))
+        return encode_text(renderer.tokenizer, str(row["text"]))
+    text = render_prompt(renderer.tokenizer, row, rendering)
+    return text if send_text else encode_text(renderer.tokenizer, text)

@@ -52,6 +52,7 @@ class DatahuntRecord(TypedDict):
     aux_layer_ids_input_of_layer: list[int]
     engine: Engine
     target_num_hidden_layers: NotRequired[int]  # the trained-on target's depth, when known
+    rendering: NotRequired[dict[str, str]]  # how its rows were rendered (training.data.Rendering), when known
 
 
 class DraftConfigJson(TypedDict):
@@ -124,13 +125,16 @@ def engine_layer_ids(layers: AuxLayers, engine: Engine) -> list[int]:
 
 
 def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str, target_layers: int | None = None,
-                engine: Engine = "sglang") -> DraftConfigJson:
+                engine: Engine = "sglang", rendering: dict[str, str] | None = None) -> DraftConfigJson:
     """The config.json an engine reads for an EAGLE-3 draft; our own block (which engines ignore) also records
     the depth of the target it was trained on, so a draft run on another target of the same width is refused,
-    and the engine whose layer-id layout the file holds."""
+    the engine whose layer-id layout the file holds, and how its training rows were rendered (reasoning mode,
+    tool rendering), which evaluation renders its prompts with."""
     ours: DatahuntRecord = {"aux_layer_ids_input_of_layer": list(layers.as_input().ids), "engine": engine}
     if target_layers is not None:
         ours["target_num_hidden_layers"] = target_layers
+    if rendering is not None:
+        ours["rendering"] = dict(rendering)
     return {
         "architectures": [ARCHITECTURE],
         "model_type": "llama",
@@ -159,13 +163,15 @@ def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str, target_layers: 
 
 
 def export_draft(draft: Eagle3Draft, layers: AuxLayers, folder: Path, dtype: str = "bfloat16",
-                 target_layers: int | None = None, engine: Engine = "sglang") -> Path:
+                 target_layers: int | None = None, engine: Engine = "sglang",
+                 rendering: dict[str, str] | None = None) -> Path:
     """Validate and write draft as a folder `engine` loads; raise ExportError (writing nothing) on mismatch.
-    `target_layers`: the trained-on target's depth, recorded for `load_draft` to check."""
+    `target_layers`: the trained-on target's depth, recorded for `load_draft` to check; `rendering`: how the
+    rows were rendered, recorded for evaluation."""
     if dtype not in DTYPES:
         raise ExportError(f"unknown dtype {dtype!r}; one of {sorted(DTYPES)}")
     state = {k: v for k, v in draft.state_dict().items() if not k.startswith("embed_tokens.")}
-    return write_export(state, draft.cfg, layers, folder, dtype, target_layers, engine)
+    return write_export(state, draft.cfg, layers, folder, dtype, target_layers, engine, rendering)
 
 
 def convert_export(source: Path, out: Path, engine: Engine) -> Path:
@@ -200,7 +206,7 @@ def convert_export(source: Path, out: Path, engine: Engine) -> Path:
 
 def write_export(
     state: dict[str, Tensor], cfg: DraftConfig, layers: AuxLayers, folder: Path, dtype: str = "bfloat16",
-    target_layers: int | None = None, engine: Engine = "sglang",
+    target_layers: int | None = None, engine: Engine = "sglang", rendering: dict[str, str] | None = None,
 ) -> Path:
     """Write config.json and model.safetensors from a state dict, after checking every key and shape."""
     problems = shape_problems({k: tuple(v.shape) for k, v in state.items()}, cfg)
@@ -215,7 +221,7 @@ def write_export(
     # config.json is the export's commit record (`read_config` requires it): removed first, written last, each
     # file whole and never through a link, so a kill leaves no config.json beside half-new weights.
     folder.mkdir(parents=True, exist_ok=True)
-    config = json.dumps(config_json(cfg, layers, dtype, target_layers, engine), indent=2).encode("utf-8")
+    config = json.dumps(config_json(cfg, layers, dtype, target_layers, engine, rendering), indent=2).encode("utf-8")
     try:
         remove_file(folder / "config.json")
         write_file(folder / WEIGHTS_FILE, save(tensors, metadata={"format": "pt"}))

@@ -24,13 +24,26 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from core.chat_render import Reasoning, ToolRendering
 from inference.decoding.attention_kernels import without_cudnn
 from inference.decoding.draft_model import DraftConfig, Eagle3Draft
 from inference.decoding.hidden_states import AuxLayers, capture, default_aux_layers, target_embeddings
 from inference.decoding.static_llama import StaticLlama, UnsupportedTarget
 from training.checkpoints import newest_checkpoint, resume, save_checkpoint
 from training.config import ConfigError, TrainConfig
-from training.data import TokenizedRow, check_template, load_conversations, tokenize_rows, training_file
+from training.data import (
+    Conversation,
+    Rendering,
+    TokenizedRow,
+    check_template,
+    check_tool_support,
+    load_conversations,
+    record_rendering,
+    run_folder_rendering,
+    run_rendering,
+    tokenize_rows,
+    training_file,
+)
 from training.export import convert_export, export_draft
 from training.interrupt import StopFlag, TrainingStopped, stop_on_signals
 from training.loss import TTTLoss, loss_rows, ttt_loss_rows
@@ -125,7 +138,8 @@ def train(cfg: TrainConfig, features: Any = None) -> TrainResult:
     if rank == 0:
         first: Any = "vllm" if cfg.export_engine == "vllm" else "sglang"
         export_draft(draft, layers, export_dir, dtype=export_dtype(cfg, target),
-                     target_layers=target.config.num_hidden_layers, engine=first)
+                     target_layers=target.config.num_hidden_layers, engine=first,
+                     rendering=_rendering_record(cfg))
         if cfg.export_engine == "both":
             convert_export(export_dir, cfg.out / "export-vllm", "vllm")
         progress.plot(cfg.out / "loss_curve.png")
@@ -332,17 +346,23 @@ def attention_kernels(choice: str) -> Any:
 
 
 def tokenize_file(cfg: TrainConfig, tokenizer: Any) -> list[TokenizedRow]:
-    """Render and mask every row of cfg.data; rows with nothing supervised within max_length are dropped."""
+    """Render and mask every row of cfg.data (tools, reasoning mode and tool rendering as the run records them in
+    rendering.json); rows with nothing supervised within max_length are dropped."""
     if cfg.data is None:
         raise ConfigError("data is required unless the rows come from a cache (--cache)")
     conversations = load_conversations(cfg.data, cfg.messages_field)
-    check = check_template(tokenizer, conversations[0][1])
+    rendering = run_rendering(conversations, Reasoning(cfg.reasoning) if cfg.reasoning else None,
+                              ToolRendering(cfg.tool_rendering) if cfg.tool_rendering else None)
+    check_tool_support(tokenizer, conversations, rendering)
+    record_rendering(cfg.out, rendering)
+    check = check_template(tokenizer, conversations[0][1], conversations[0].tools, rendering)
     if not check.ids_match:  # the mask is derived from renderings; warn when they differ from the template's ids
         logger.warning("chat template check on row %s: %s", conversations[0][0], check.detail)
-    fingerprint = tokenizer_hash(tokenizer)
+    fingerprint = tokenizer_hash(tokenizer) + "/" + "/".join(rendering.as_json().values())
     # Kept in the run folder: a resumed run (and a run again on the same data) loads them instead of tokenizing.
     key = cache_key(training_file(cfg.data), cfg.messages_field, fingerprint, cfg.max_length)
-    rows = cached_rows(cfg.out, key, lambda: _tokenized(tokenizer, fingerprint, conversations, cfg.max_length))
+    rows = cached_rows(cfg.out, key, lambda: _tokenized(tokenizer, fingerprint, conversations, cfg.max_length,
+                                                        rendering))
     kept = [r for r in rows if sum(r.loss_mask) > 0]
     if len(kept) < len(rows):
         logger.warning("dropped %d rows with no supervised token within %d tokens", len(rows) - len(kept),
@@ -350,24 +370,31 @@ def tokenize_file(cfg: TrainConfig, tokenizer: Any) -> list[TokenizedRow]:
     return kept
 
 
-# Rendered rows by (tokenizer, max_length, id, turns): runs in one process over nested subsets of the same data
-# (a data-scaling sweep) render each conversation once. Bounded; a miss only costs the rendering again.
+# Rendered rows by (tokenizer and rendering, max_length, id, turns and tools): runs in one process over nested
+# subsets of the same data (a data-scaling sweep) render each conversation once. Bounded; a miss only costs the
+# rendering again.
 _TOKENIZED: dict[tuple[str, int, str, str], TokenizedRow] = {}
 _TOKENIZED_MAX = 200_000
 
 
-def _tokenized(tokenizer: Any, fingerprint: str, conversations: list[tuple[str, list[dict[str, str]]]],
-               max_length: int) -> list[TokenizedRow]:
+def _tokenized(tokenizer: Any, fingerprint: str, conversations: list[Conversation], max_length: int,
+               rendering: Rendering) -> list[TokenizedRow]:
     """Every conversation rendered and masked: the ones this process has seen from the cache, the rest in one
     batched pass (`tokenize_rows`)."""
-    keys = [(fingerprint, max_length, rid, json.dumps(turns, sort_keys=True)) for rid, turns in conversations]
+    keys = [(fingerprint, max_length, c[0], json.dumps([c[1], c.tools], sort_keys=True)) for c in conversations]
     missing = [i for i, key in enumerate(keys) if key not in _TOKENIZED]
-    fresh = dict(zip(missing, tokenize_rows(tokenizer, [conversations[i] for i in missing], max_length),
+    fresh = dict(zip(missing, tokenize_rows(tokenizer, [conversations[i] for i in missing], max_length, rendering),
                      strict=True))
     for i, row in fresh.items():
         if len(_TOKENIZED) < _TOKENIZED_MAX:
             _TOKENIZED[keys[i]] = row
     return [fresh[i] if i in fresh else _TOKENIZED[key] for i, key in enumerate(keys)]
+
+
+def _rendering_record(cfg: TrainConfig) -> dict[str, str] | None:
+    """How the run rendered its rows (its rendering.json), for the export to record; None when not recorded."""
+    rendering = run_folder_rendering(cfg.out)
+    return rendering.as_json() if rendering is not None else None
 
 
 def tokenizer_hash(tokenizer: Any) -> str:

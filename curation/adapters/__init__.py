@@ -2,7 +2,10 @@
 
 `detect_format(columns)` returns an adapter name from the columns a dataset has (first rule that matches);
 `Source.format` overrides it and `Source.field_mapping` (adapter field → dataset column) lets a dataset with
-other column names use an existing adapter. `ADAPTERS[name](record)` returns the messages or a Drop.
+other column names use an existing adapter. `ADAPTERS[name](record)` returns the messages or a Drop;
+`adapt` also links every tool result to the call it answers (`core.tool_calls.link_results`) and turns a tool
+call that cannot be read into the row's Drop. `TOOL_READERS[name](record)` reads the row's `tools` schema for
+the formats that carry one (`adapt_tools`).
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from core.json_types import JSONObject, JSONValue
+from core.tool_calls import Tool, ToolFormatError, link_results
 from curation.adapters import agents, chat, code, plain_text, traffic
-from curation.conversation import Drop, Message
+from curation.conversation import Drop, Message, tool_drop
 from curation.errors import CurationError
 
 logger = logging.getLogger(__name__)
@@ -40,6 +44,14 @@ ADAPTERS: dict[str, Adapter] = {
     "instruction_only": plain_text.instruction_only,
     "paired_lines": plain_text.paired_lines,
     "traffic_request": traffic.traffic_request,  # chosen by a manifest `kind: traffic` source, never detected
+}
+
+# The formats whose rows carry the tools they offer, and where each reads them.
+TOOL_READERS: dict[str, Callable[[JSONObject], list[Tool] | None]] = {
+    "sharegpt": chat.row_tools,
+    "openai_messages": chat.row_tools,
+    "toolbench_answer": agents.answer_tools,
+    "bfcl": agents.bfcl_tools,
 }
 
 # (adapter, columns that must all be present), checked in order: the more specific shapes first.
@@ -136,5 +148,22 @@ def resolve_format(columns: Iterable[str], fmt: str | None, mapping: Mapping[str
 
 
 def adapt(record: Mapping[str, JSONValue], fmt: str, mapping: Mapping[str, str]) -> list[Message] | Drop:
-    """Return the conversation for one record, or the Drop its adapter gave."""
-    return ADAPTERS[fmt](apply_mapping(record, mapping))
+    """Return the conversation for one record, each tool result naming its call, or the Drop its adapter gave
+    (a tool call or result that cannot be read: the reason `core.tool_calls` names)."""
+    try:
+        result = ADAPTERS[fmt](apply_mapping(record, mapping))
+        return result if isinstance(result, Drop) else link_results(result)  # type: ignore[return-value]
+    except ToolFormatError as exc:
+        return tool_drop(exc)
+
+
+def adapt_tools(record: Mapping[str, JSONValue], fmt: str, mapping: Mapping[str, str]) -> list[Tool] | Drop | None:
+    """Return the tools schema one record offers (None for a format or row without one), or the Drop of a
+    schema that cannot be read (not a list: `tools_not_list`)."""
+    reader = TOOL_READERS.get(fmt)
+    if reader is None:
+        return None
+    try:
+        return reader(apply_mapping(record, mapping))
+    except ToolFormatError as exc:
+        return tool_drop(exc)

@@ -1,8 +1,10 @@
 """Adapters for agent data: SWE-agent `.traj` files, ToolBench answers and queries, BFCL function-calling questions.
 
-Tool calls stay in the conversation as turns: the agent's action is an assistant turn ending in a
-`<tool_call>` block, the environment's observation a user turn in `<tool_response>`; neighbouring turns of
-one role (an agent log's task plus demonstration) are merged so the role order holds.
+Tool calls stay structured: the agent's action is an assistant turn with its `tool_calls` (a function-calling
+agent's own calls; a text agent's action stays the text it wrote), the environment's observation a `tool` turn
+answering the call (a text agent's observation stays a user turn); neighbouring turns of one role (an agent
+log's task plus demonstration) are merged so the role order holds. The functions a row offers become its
+`tools` schema (`answer_tools`, `bfcl_tools`): ToolBench's answer files and BFCL's questions list them.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from __future__ import annotations
 import json
 
 from core.json_types import JSONObject
-from curation.adapters.chat import _tool_call_text, tool_calls_text
+from core.tool_calls import Tool, read_call, read_calls, read_tools
 from curation.conversation import (
     Drop,
     Message,
+    assistant_calls,
     merge_consecutive,
     message,
-    render_tool_response,
+    tool_result,
 )
 
 
@@ -26,7 +29,7 @@ def swe_agent_trajectory(record: JSONObject) -> list[Message] | Drop:
     if not isinstance(history, list) or not history:
         return Drop("missing_field", "trajectory needs a non-empty history")
     messages: list[Message] = []
-    for turn in history:
+    for index, turn in enumerate(history):
         if not isinstance(turn, dict):
             return Drop("malformed_turn", f"history item is {type(turn).__name__}")
         role = turn.get("role")
@@ -35,10 +38,11 @@ def swe_agent_trajectory(record: JSONObject) -> list[Message] | Drop:
             content = "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
         tool_calls = turn.get("tool_calls")
         if role == "tool":
-            messages.append(message("user", render_tool_response(content)))
+            ids = turn.get("tool_call_ids")
+            first = ids[0] if isinstance(ids, list) and len(ids) == 1 else None  # one call per action
+            messages.append(tool_result(content, first))
         elif role == "assistant" and tool_calls:
-            calls = tool_calls_text(tool_calls)
-            messages.append(message("assistant", f"{content}\n{calls}" if content else calls))
+            messages.append(assistant_calls(content, read_calls(tool_calls, f"call_{index}")))
         elif isinstance(role, str) and role in {"system", "user", "assistant"}:
             messages.append(message(role, content))
         else:
@@ -56,24 +60,30 @@ def toolbench_answer(record: JSONObject) -> list[Message] | Drop:
     if not candidates:
         return Drop("missing_field", "toolbench answer has no train_messages")
     messages: list[Message] = []
-    for turn in max(candidates, key=len):
+    longest = max(candidates, key=len)
+    for index, turn in enumerate(longest):
         if not isinstance(turn, dict):
             return Drop("malformed_turn", f"train message is {type(turn).__name__}")
         role = turn.get("role")
         if role == "function":
-            messages.append(message("user", render_tool_response(turn.get("content"))))
+            messages.append(tool_result(turn.get("content")))
         elif role == "assistant":
-            text = turn.get("content") or ""
+            text = turn.get("content")
+            text = "" if text in (None, "None") else text  # ToolBench writes a call's missing text as 'None'
             function_call = turn.get("function_call")
-            if function_call:
-                call = _tool_call_text(function_call)
-                text = f"{text}\n{call}" if text else call
-            messages.append(message("assistant", text))
+            calls = [read_call(function_call, f"call_{index}")] if function_call else []
+            messages.append(assistant_calls(text, calls))
         elif isinstance(role, str) and role in {"system", "user"}:
             messages.append(message(role, str(turn.get("content") or "").strip()))
         else:
             return Drop("unknown_role", f"role {role!r}")
     return merge_consecutive(messages)
+
+
+def answer_tools(record: JSONObject) -> list[Tool] | None:
+    """The functions a ToolBench answer offered (`answer_generation.function`), as the row's tools schema."""
+    generation = record.get("answer_generation")
+    return read_tools(generation.get("function")) if isinstance(generation, dict) else None
 
 
 def _tool_list(functions: object) -> str:
@@ -90,18 +100,22 @@ def toolbench_query(record: JSONObject) -> list[Message] | Drop:
 
 
 def bfcl(record: JSONObject) -> list[Message] | Drop:
-    """BFCL `{question[[{role, content}]], function[…]}`: the functions as a system turn, then the user turns."""
+    """BFCL `{question[[{role, content}]], function[…]}`: the user turns; the functions are the row's tools
+    (`bfcl_tools`), which the target's template (or the text rendering's system turn) lists."""
     question = record.get("question")
     if not isinstance(question, list) or not question:
         return Drop("missing_field", "bfcl row needs question")
     turns = question[0] if isinstance(question[0], list) else question
-    messages: list[Message] = [
-        message("system", "You can call these functions:\n" + _tool_list(record.get("function")))
-    ]
+    messages: list[Message] = []
     for turn in turns:
         role = turn.get("role") if isinstance(turn, dict) else None
         if isinstance(turn, dict) and isinstance(role, str) and role in {"system", "user"}:
             messages.append(message(role, turn.get("content")))
-    if len(messages) == 1:
+    if not any(m["role"] == "user" for m in messages):
         return Drop("missing_field", "bfcl question has no user turn")
     return merge_consecutive(messages)
+
+
+def bfcl_tools(record: JSONObject) -> list[Tool] | None:
+    """The functions a BFCL question offers (`function`), as the row's tools schema."""
+    return read_tools(record.get("function"))

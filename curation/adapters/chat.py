@@ -2,14 +2,18 @@
 
 Each adapter is a pure function `record -> list[Message] | Drop`; it never raises on a malformed row but
 returns a Drop naming what was missing. Tool turns found in ShareGPT (`function_call`, `observation`) and
-OpenAI messages (`tool_calls`, role `tool`) follow the rendering in `curation.conversation`.
+OpenAI messages (`tool_calls`, role `tool`, `tool_call` content parts) stay structured: an assistant turn's
+`tool_calls` and `tool` turns (`curation.conversation`); a call that cannot be read raises
+`core.tool_calls.ToolFormatError`, which `curation.adapters.adapt` turns into the row's drop. `row_tools`
+reads the row's `tools` schema (a list, or its JSON text as LLaMA-Factory's files hold it).
 """
 
 from __future__ import annotations
 
-from core.json_types import JSONObject, JSONValue
+from core.json_types import JSONObject
 from core.samples import ROLES, read_turn, turn_speaker
-from curation.conversation import Drop, Message, message, render_tool_call, render_tool_response
+from core.tool_calls import Tool, ToolCall, read_call, read_calls, read_tools
+from curation.conversation import Drop, Message, assistant_calls, message, tool_result
 
 # ShareGPT's tool turns: a call the assistant made, and results that come back as user turns. Every other speaker
 # name (`human`, `gpt`, `bard`, …) is a role alias, mapped by the one table (`core.samples.ROLE_ALIASES`).
@@ -44,41 +48,38 @@ def self_instruct(record: JSONObject) -> list[Message] | Drop:
     return alpaca({"instruction": instruction, "input": first.get("input"), "output": first.get("output")})
 
 
-def _sharegpt_turn(turn: JSONObject) -> Message | Drop:
+def _sharegpt_turn(turn: JSONObject, index: int) -> Message | Drop:
     speaker = turn_speaker(turn).lower()
     role, content = read_turn(turn)
     if speaker in TOOL_CALL_SPEAKERS:
-        return message("assistant", _tool_call_text(content))
+        return assistant_calls(None, read_calls(content, f"call_{index}"))
     if speaker in TOOL_RESULT_SPEAKERS:
-        return message("user", render_tool_response(content))
+        return tool_result(content, turn.get("tool_call_id"))
     if role not in ROLES:
         return Drop("unknown_role", f"speaker {speaker!r}")
     tool_calls = turn.get("tool_calls")
     if role == "assistant" and tool_calls:
-        calls = tool_calls_text(tool_calls)
-        content = f"{content}\n{calls}" if content else calls
+        return assistant_calls(content, read_calls(tool_calls, f"call_{index}"))
     return message(role, content)
 
 
-def tool_calls_text(calls: JSONValue) -> str:
-    """Render a turn's `tool_calls`, a list of calls (or one call given alone), one `<tool_call>` block each."""
-    return "\n".join(_tool_call_text(call) for call in (calls if isinstance(calls, list) else [calls]))
+def join_calls(messages: list[Message]) -> list[Message]:
+    """Return `messages` with an assistant turn that only calls tools joined to the assistant text before it
+    (ShareGPT logs write a `gpt` line, then the `function_call` line, for what the model said in one turn)."""
+    out: list[Message] = []
+    for turn in messages:
+        last = out[-1] if out else None
+        if (last is not None and turn["role"] == last["role"] == "assistant" and turn.get("tool_calls")
+                and not turn["content"] and not last.get("tool_calls")):
+            out[-1] = assistant_calls(last["content"], turn["tool_calls"])
+        else:
+            out.append(turn)
+    return out
 
 
-def _tool_call_text(call: object) -> str:
-    """Render a tool call given as JSON text, `{name, arguments}`, or OpenAI `{function: {name, arguments}}`."""
-    if isinstance(call, str):
-        import json
-
-        try:
-            call = json.loads(call)
-        except json.JSONDecodeError:
-            return f"<tool_call>\n{call}\n</tool_call>"
-    if isinstance(call, dict):
-        inner = call.get("function", call)
-        if isinstance(inner, dict) and "name" in inner:
-            return render_tool_call(str(inner["name"]), inner.get("arguments", inner.get("parameters")))
-    return f"<tool_call>\n{call}\n</tool_call>"
+def row_tools(record: JSONObject) -> list[Tool] | None:
+    """The tools a ShareGPT or OpenAI-messages row offers (`tools`: a list, or its JSON text), else None."""
+    return read_tools(record.get("tools"))
 
 
 def sharegpt(record: JSONObject) -> list[Message] | Drop:
@@ -90,62 +91,62 @@ def sharegpt(record: JSONObject) -> list[Message] | Drop:
     system = record.get("system")
     if isinstance(system, str) and system.strip():
         messages.append(message("system", system))
-    for turn in turns:
+    for index, turn in enumerate(turns):
         if not isinstance(turn, dict):
             return Drop("malformed_turn", f"turn is {type(turn).__name__}")
-        converted = _sharegpt_turn(turn)
+        converted = _sharegpt_turn(turn, index)
         if isinstance(converted, Drop):
             return converted
         messages.append(converted)
     chosen = record.get("chosen")
     if isinstance(chosen, dict) and messages and messages[-1]["role"] == "user":
-        converted = _sharegpt_turn(chosen)
+        converted = _sharegpt_turn(chosen, len(turns))
         if isinstance(converted, Drop):
             return converted
         messages.append(converted)
-    return messages
+    return join_calls(messages)
 
 
-def _content_text(content: object) -> str:
-    """Flatten OpenAI content: a string, or a list of parts `{type, text|value}`; reasoning parts are left out."""
+def _content_parts(content: object, index: int) -> tuple[str, list[ToolCall]]:
+    """Flatten OpenAI content: a string, or a list of parts `{type, text|value}`, into its text and the calls its
+    `tool_call` parts make; reasoning parts are left out."""
     if content is None or isinstance(content, str):
-        return content or ""
-    if isinstance(content, list):
-        pieces = []
-        for part in content:
-            if isinstance(part, dict):
-                kind = part.get("type", "text")
-                value = part.get("text") if part.get("text") is not None else part.get("value") or ""
-                if kind == "reasoning":
-                    continue
-                if kind == "tool_call":
-                    pieces.append(_tool_call_text(value))
-                else:
-                    pieces.append(str(value))
-            else:
-                pieces.append(str(part))
-        return "\n".join(p for p in pieces if p)
-    return str(content)
+        return content or "", []
+    if not isinstance(content, list):
+        return str(content), []
+    pieces: list[str] = []
+    calls: list[ToolCall] = []
+    for part in content:
+        if isinstance(part, dict):
+            kind = part.get("type", "text")
+            value = part.get("text") if part.get("text") is not None else part.get("value") or ""
+            if kind == "tool_call":
+                calls.append(read_call(value, f"call_{index}_{len(calls)}"))
+            elif kind != "reasoning":
+                pieces.append(str(value))
+        else:
+            pieces.append(str(part))
+    return "\n".join(p for p in pieces if p), calls
 
 
 def openai_messages(record: JSONObject) -> list[Message] | Drop:
-    """OpenAI `{messages[{role, content, tool_calls?}]}`; role `tool` becomes a user `<tool_response>` turn."""
+    """OpenAI `{messages[{role, content, tool_calls?, tool_call_id?}]}`: calls and `tool` turns kept structured."""
     turns = record.get("messages")
     if not isinstance(turns, list) or not turns:
         return Drop("missing_field", "openai row needs a non-empty messages list")
     messages: list[Message] = []
-    for turn in turns:
+    for index, turn in enumerate(turns):
         if not isinstance(turn, dict):
             return Drop("malformed_turn", f"turn is {type(turn).__name__}")
         role = str(turn.get("role", ""))
-        text = _content_text(turn.get("content"))
+        text, calls = _content_parts(turn.get("content"), index)
         if role == "tool":
-            messages.append(message("user", render_tool_response(text)))
-        elif role in {"system", "user", "assistant"}:
+            messages.append(tool_result(text, turn.get("tool_call_id")))
+        elif role == "assistant":
             tool_calls = turn.get("tool_calls")
-            if role == "assistant" and tool_calls:
-                calls = tool_calls_text(tool_calls)
-                text = f"{text}\n{calls}" if text else calls
+            calls += read_calls(tool_calls, f"call_{index}") if tool_calls else []
+            messages.append(assistant_calls(text, calls))
+        elif role in {"system", "user"}:
             messages.append(message(role, text))
         else:
             return Drop("unknown_role", f"role {role!r}")

@@ -32,7 +32,7 @@ from curation.engine.plan import EnginePlan, Shard
 from curation.engine.select import iter_rows
 from curation.samples import build_sample
 from curation.set_aside import ContaminatedRecord, DroppedRow, DuplicateRecord
-from curation.shards import SCHEMA, SHARD_ROWS
+from curation.shards import SCHEMA, SHARD_ROWS, sample_from_shard, shard_row
 from curation.staging import sample_id, slug
 
 
@@ -46,18 +46,18 @@ def write_shard(plan: EnginePlan, shard: Shard, threshold: bytes | None) -> int:
     samples: list[CuratedSample] = []
     count = 0
     skip = dropped_refs(plan, shard.order)
-    for row_index, messages, tokens, prompt_tokens in iter_rows(plan, shard, skip):
+    for row_index, messages, tokens, prompt_tokens, tools in iter_rows(plan, shard, skip):
         if not len(chosen) or chosen[min(np.searchsorted(chosen, row_index), len(chosen) - 1)] != row_index:
             continue
         row = Row(source.key, row_index, messages, str(source.category), source.target_native, shard.order,
-                  extra={"token_count": tokens, "prompt_tokens": prompt_tokens})
+                  extra={"token_count": tokens, "prompt_tokens": prompt_tokens}, tools=tools)
         samples.append(build_sample(row, source, sample_id(source, row_index), plan.ctx.params.counter))
         if len(samples) >= 4_096:
-            writer.write_table(pa.Table.from_pylist([s.model_dump() for s in samples], schema=SCHEMA))
+            writer.write_table(pa.Table.from_pylist([shard_row(s) for s in samples], schema=SCHEMA))
             count += len(samples)
             samples = []
     if samples:
-        writer.write_table(pa.Table.from_pylist([s.model_dump() for s in samples], schema=SCHEMA))
+        writer.write_table(pa.Table.from_pylist([shard_row(s) for s in samples], schema=SCHEMA))
         count += len(samples)
     writer.close()
     plan.path("parts", shard.name + ".tmp").replace(plan.path("parts", shard.name + ".parquet"))
@@ -157,7 +157,7 @@ def write_samples(plan: EnginePlan, out_dir: Path) -> tuple[list[str], dict[str,
             tokens["original"].append(window["original_token_count"].to_numpy())
             if lines:
                 for sample in window.to_pylist():
-                    lines.write(sample)
+                    lines.write(sample_from_shard(sample))
             pending.append(window)
             held += len(window)
             while held >= SHARD_ROWS:

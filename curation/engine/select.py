@@ -61,17 +61,20 @@ def load_index(plan: EnginePlan) -> BroadcastIndex:
 
 
 def iter_rows(plan: EnginePlan, shard: Shard, skip: np.ndarray) -> Any:
-    """Yield (row index, messages, tokens, prompt tokens) of a shard's rows not in the sorted array `skip`."""
+    """Yield (row index, messages, tokens, prompt tokens, tools or None) of a shard's rows not in the sorted array
+    `skip`."""
     path = plan.path("rows", shard.name + ".parquet")
-    for batch in pq.ParquetFile(path).iter_batches(columns=["row", "messages", "tokens", "prompt_tokens"],
+    for batch in pq.ParquetFile(path).iter_batches(columns=["row", "messages", "tokens", "prompt_tokens", "tools"],
                                                     batch_size=BATCH):
         rows = batch.column(0).to_numpy()
         keep = ~np.isin(rows, skip)
         messages = batch.column(1).to_pylist()
         tokens = batch.column(2).to_pylist()
         prompt_tokens = batch.column(3).to_pylist()
+        tools = batch.column(4).to_pylist()
         for i in np.flatnonzero(keep).tolist():
-            yield int(rows[i]), json.loads(messages[i]), tokens[i], prompt_tokens[i]
+            yield (int(rows[i]), json.loads(messages[i]), tokens[i], prompt_tokens[i],
+                   None if tools[i] is None else json.loads(tools[i]))
 
 
 def decontaminate_shard(plan: EnginePlan, shard: Shard) -> DeconCounts:

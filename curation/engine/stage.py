@@ -3,7 +3,7 @@
 The same steps as `curation.staging` (the format resolved from the first readable record, one adapter per
 format, `DEFAULT_STEPS`), applied to the rows of this shard only and written as they pass, so a task's
 memory does not grow with its source: `rows/<shard>.parquet` (row index, messages as JSON, the normalised
-prompt, token counts, MinHash signature), `dropped/<shard>.jsonl` (each drop with its reason, as the in-process run writes it),
+prompt, token counts, MinHash signature, the row's tools schema as JSON or null), `dropped/<shard>.jsonl` (each drop with its reason, as the in-process run writes it),
 one exact-dedup record per row into its hash partition and one LSH record per row and band into the band
 key's partition. `meta/<shard>.json` ends the task: counts, format, and on failure the error with the
 row where it happened; a failed shard's partition files are removed, the run goes on with the others.
@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.adapters import adapt, resolve_format
+from curation.adapters import adapt, adapt_tools, resolve_format
 from curation.cleaning import DEFAULT_STEPS, StepRunner
 from curation.conversation import Drop, Row, assistant_chars, prompt_text
 from curation.dedup import BANDS, band_keys, shingles, signatures
@@ -46,6 +46,7 @@ ROWS_SCHEMA = pa.schema(
         ("tokens", pa.int64()),
         ("prompt_tokens", pa.int64()),
         ("sig", pa.binary(4 * 128)),
+        ("tools", pa.string()),
     ]
 )
 
@@ -100,6 +101,7 @@ class _Writer:
                 "tokens": [r.extra["token_count"] for r in rows],
                 "prompt_tokens": [r.extra["prompt_tokens"] for r in rows],
                 "sig": [s.tobytes() for s in sigs],
+                "tools": [None if r.tools is None else json.dumps(r.tools, ensure_ascii=False) for r in rows],
             },
             schema=ROWS_SCHEMA,
         )
@@ -189,11 +191,11 @@ def _rows(plan: EnginePlan, shard: Shard, meta: ShardMeta, on_drop: Any) -> Any:
         if not mine:
             continue
         try:
-            result = adapt(record, fmt, source.field_mapping)
+            result, tools = adapt(record, fmt, source.field_mapping), adapt_tools(record, fmt, source.field_mapping)
         except Exception as exc:  # an adapter bug on one odd row is that row's drop, not the source's end
-            result = Drop("adapter_error", f"{type(exc).__name__}: {exc}")
-        if isinstance(result, Drop):
-            on_drop(row, result)
+            result, tools = Drop("adapter_error", f"{type(exc).__name__}: {exc}"), None
+        if isinstance(result, Drop) or isinstance(tools, Drop):
+            on_drop(row, result if isinstance(result, Drop) else tools)
             continue
-        row.messages = result
+        row.messages, row.tools = result, tools
         yield row

@@ -129,6 +129,11 @@ def _report(summary: RunSummary, out: Path, max_tokens: int) -> None:
     )
     for line in warnings(summary.status.get("quality") or {}, max_tokens):
         typer.echo(f"warning: {line}", err=True)
+    stopped = summary.status.get("stopped") or {}
+    if stopped:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in stopped.items())
+        typer.echo(f"{sum(stopped.values())} row(s) stopped where the target's tool calls left the recording "
+                   f"(the prefix is kept): {reasons}")
     if summary.failed:
         typer.echo(f"next: datahunt regen … --retry-failed runs the {summary.failed} failed row(s) again "
                    f"({out / 'errors.jsonl'})")
@@ -150,7 +155,13 @@ def regen(
     top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0),
     max_tokens: int = typer.Option(2048, "--max-tokens", min=1),
     seed: int | None = typer.Option(None, "--seed"),
-    reasoning: str = typer.Option("keep", "--reasoning", help="keep | drop | disable the target's thinking."),
+    reasoning: str = typer.Option("keep", "--reasoning", help="How the target's thinking is served: served-off "
+                                  "(enable_thinking false), served-on (true), keep (the template's default, "
+                                  "thinking kept), drop (default, thinking left out). Recorded on every row; "
+                                  "train and eval-accept render the same way."),
+    tool_rendering: str = typer.Option("native", "--tool-rendering", help="native: tool calls through the "
+                                       "template's own tokens; text: datahunt's text blocks, for a template "
+                                       "without tool support. Recorded on every row."),
     send_text: bool = typer.Option(False, "--send-text", help="--api sglang: send the rendered text instead of token "
                                    "ids (SGLang then adds special tokens: a template's BOS arrives twice)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run the rows in errors.jsonl again."),
@@ -168,13 +179,18 @@ def regen(
                                   help="Draw live bars on stderr (only when it is a terminal)."),
 ) -> None:
     """Regenerate every curated prompt with the target model; run again to resume."""
+    from core.chat_render import ToolRendering
     from inference.generation import Reasoning, Sampling
     from inference.runner import RunConfig
 
     try:
         mode = Reasoning(reasoning)
     except ValueError:
-        fail(f"--reasoning must be keep, drop or disable, not {reasoning!r}", EXIT_USAGE)
+        fail(f"--reasoning must be served-off, served-on, keep or drop, not {reasoning!r}", EXIT_USAGE)
+    try:
+        rendering = ToolRendering(tool_rendering)
+    except ValueError:
+        fail(f"--tool-rendering must be native or text, not {tool_rendering!r}", EXIT_USAGE)
     if not input_path.exists():
         fail(f"input {input_path} does not exist", EXIT_USAGE)
     if limit is not None and sample is not None:
@@ -187,7 +203,7 @@ def regen(
     config = RunConfig(
         input_path=input_path, out_dir=out, endpoints=list(servers), concurrency=concurrency,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
-        reasoning=mode, max_attempts=max_attempts, request_timeout_s=request_timeout, retry_failed=retry_failed,
+        reasoning=mode, tool_rendering=rendering, max_attempts=max_attempts, request_timeout_s=request_timeout, retry_failed=retry_failed,
         limit=limit, sample=sample, model=model or served or expected, allow_new_sampling=force, samples=samples,
     )
     _report(_run(config, backend, progress=progress), out, max_tokens)

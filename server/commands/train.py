@@ -23,6 +23,7 @@ from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
 if TYPE_CHECKING:
     from training.config import TrainConfig
+    from training.data import Rendering
     from training.eval_prompts import PromptRow
     from training.model_config import ModelConfig
     from training.trainer import TrainResult
@@ -70,6 +71,12 @@ def train(
                                       "are trained on; of the target only config, tokenizer and head are read)."),
     messages_field: str | None = typer.Option(None, "--messages-field",
                                               help="conversations | messages | original_messages (control)."),
+    reasoning: str | None = typer.Option(None, "--reasoning", help="served-on | served-off | keep | drop: how the "
+                                         "target's thinking is served (default: what the rows' regeneration "
+                                         "recorded)."),
+    tool_rendering: str | None = typer.Option(None, "--tool-rendering", help="native (the template's own tool-call "
+                                              "tokens) | text (datahunt's text blocks, for a template without tool "
+                                              "support); default: what the rows recorded, else native."),
     serving_context: int | None = typer.Option(None, "--serving-context",
                                                help="max_position_embeddings of the draft (default: target's)."),
     device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda"),
@@ -105,6 +112,7 @@ def train(
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
+        "reasoning": reasoning, "tool_rendering": tool_rendering,
         "attention_kernels": attention_kernels, "export_engine": export_engine, "cache": cache,
         "force_resume": force_resume or None, "features_server": features_server, "init_draft": init_draft,
         "select_every": select_every, "select_rows": select_rows, "select_k": select_k,
@@ -223,10 +231,16 @@ def check_template(
     data: Path = typer.Option(..., "--data", help="Training JSONL."),
     row: int = typer.Option(1, "--row", help="Which row (1-based) to render."),
     messages_field: str = typer.Option("conversations", "--messages-field"),
+    reasoning: str | None = typer.Option(None, "--reasoning", help="served-on | served-off | keep | drop (default: "
+                                         "what the row recorded)."),
+    tool_rendering: str | None = typer.Option(None, "--tool-rendering", help="native | text (default: what the row "
+                                              "recorded, else native)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the rendering, token ids, loss mask and spans as JSON."),
 ) -> None:
     """Render one row with the target's chat template and print the tokens it supervises."""
+    from core.chat_render import Reasoning, ToolRendering
     from training.data import check_template as run_check
-    from training.data import load_conversations
+    from training.data import check_tool_support, load_conversations, run_rendering
 
     try:
         from transformers import AutoTokenizer
@@ -234,14 +248,26 @@ def check_template(
         rows = load_conversations(data, messages_field)
         if not 1 <= row <= len(rows):
             fail(f"--row {row} is outside 1..{len(rows)}", EXIT_USAGE)
+        chosen = rows[row - 1]
+        rendering = run_rendering([chosen], Reasoning(reasoning) if reasoning else None,
+                                  ToolRendering(tool_rendering) if tool_rendering else None)
         tokenizer = AutoTokenizer.from_pretrained(str(target))
-        result = run_check(tokenizer, rows[row - 1][1])
+        check_tool_support(tokenizer, [chosen], rendering)
+        result = run_check(tokenizer, chosen[1], chosen.tools, rendering)
     except _user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
-    typer.echo("rendered:\n" + result.text)
-    for i, span in enumerate(result.supervised, start=1):
-        typer.echo(f"supervised span {i}: {span!r}")
-    typer.echo(result.detail)
+    if as_json:
+        typer.echo(json.dumps({"id": chosen[0], "rendering": rendering.as_json(), "text": result.text,
+                               "input_ids": result.input_ids, "loss_mask": result.loss_mask,
+                               "supervised": result.supervised, "ids_match": result.ids_match,
+                               "detail": result.detail}))
+    else:
+        typer.echo(f"rendering: reasoning {rendering.reasoning.value}, tool calls {rendering.tool_rendering.value}")
+        typer.echo("rendered:\n" + result.text)
+        for i, span in enumerate(result.supervised, start=1):
+            typer.echo(f"supervised span {i}: {span!r}")
+        typer.echo(f"{sum(result.loss_mask)} of {len(result.input_ids)} tokens supervised")
+        typer.echo(result.detail)
     if not result.ids_match:
         raise typer.Exit(EXIT_FAILED)  # the check's own lines above say why
 
@@ -336,6 +362,10 @@ def eval_accept(
     schedule: str = typer.Option("continuous", "--schedule", help="Batches above 1: 'continuous' (a finished row "
                                  "takes the next prompt at once, as a serving engine does) or 'static' (groups of "
                                  "B, each as slow as its slowest row)."),
+    reasoning: str | None = typer.Option(None, "--reasoning", help="served-on | served-off | keep | drop: how the "
+                                         "prompts are rendered (default: as the draft's training rows were)."),
+    tool_rendering: str | None = typer.Option(None, "--tool-rendering", help="native | text (default: as the "
+                                              "draft's training rows were)."),
 ) -> None:
     """Acceptance length: local speculative decoding, or a server's spec_verify_ct after the preflight.
 
@@ -349,20 +379,42 @@ def eval_accept(
     if server and len(steps) > 1:
         fail("--server measures the chain length the server runs: pass one --steps", EXIT_USAGE)
     rows = _read_prompt_rows(prompts, limit)
+    rendering = _eval_rendering(draft, reasoning, tool_rendering)
     if server:
-        _eval_server(rows, server, baseline, draft, target, target_config, max_new, send_text)
+        _eval_server(rows, server, baseline, draft, target, target_config, max_new, send_text, rendering)
         return
     if draft is None or target is None:
         fail("local evaluation needs --draft and --target (or pass --server URL)", EXIT_USAGE)
     sampling = Sampling(max_new=max_new, temperature=temperature, seed=seed, schedule=schedule)
-    reports = _eval_local(rows, draft, target, device, steps, batch, sampling)
+    reports = _eval_local(rows, draft, target, device, steps, batch, sampling, rendering)
     _print_reports(reports, steps, batch)
     typer.echo(f"next: datahunt sglang-command --target {target} --draft {draft} (or vllm-command): serve it and "
                f"measure there with eval-accept --server URL", err=True)
 
 
+def _eval_rendering(draft: Path | None, reasoning: str | None, tool_rendering: str | None) -> Rendering:
+    """How the prompts are rendered: the options given, else what the draft's config records of its training
+    rows (`datahunt.rendering`), else the template's defaults."""
+    from core.chat_render import Reasoning, ToolRendering
+    from training.data import Rendering, recorded_rendering
+    from training.export import read_config
+
+    recorded: Rendering | None = None
+    if draft is not None and (draft / "config.json").is_file():
+        try:
+            recorded = recorded_rendering((read_config(draft).get("datahunt") or {}).get("rendering"))
+        except _user_errors() as exc:
+            fail(str(exc), EXIT_FAILED)
+    base = recorded or Rendering()
+    try:
+        return Rendering(Reasoning(reasoning) if reasoning else base.reasoning,
+                         ToolRendering(tool_rendering) if tool_rendering else base.tool_rendering)
+    except ValueError as exc:
+        fail(f"{exc} (--reasoning: keep, served-on, served-off, drop; --tool-rendering: native, text)", EXIT_USAGE)
+
+
 def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, steps: list[int],
-                batch: list[int], sampling: Sampling) -> list[Any]:
+                batch: list[int], sampling: Sampling, rendering: Rendering) -> list[Any]:
     """Load the target and the draft on `device`, then run one evaluation per (batch, k) under a bar on stderr;
     return their reports. Sampling holds `evaluate`'s max_new, temperature, seed and schedule."""
     import torch
@@ -383,7 +435,7 @@ def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, s
         draft_model, layers = load_draft(draft, target_embeddings(model).cpu(),
                                          target_layers=model.config.num_hidden_layers)
         draft_model = draft_model.to(device=model.device, dtype=model.dtype)
-        ids = [encode_prompt(tokenizer, r) for r in rows]
+        ids = [encode_prompt(tokenizer, r, rendering) for r in rows]
         columns = (TextColumn("eval-accept {task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
         eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
@@ -467,7 +519,8 @@ def forecast(
     typer.echo(f"plot: {png}")
 
 
-def _server_prompts(rows: list[PromptRow], target: Path | None, send_text: bool) -> list[Any]:
+def _server_prompts(rows: list[PromptRow], target: Path | None, send_text: bool, rendering: Rendering
+                    ) -> list[Any]:
     """The prompts for `/generate` (`training.eval_prompts.server_prompt`): token ids rendered once from the
     target's tokenizer, or with `send_text` the rendered text; `text` rows are taken literally either way."""
     from inference.chat_template import ChatRenderer
@@ -479,11 +532,12 @@ def _server_prompts(rows: list[PromptRow], target: Path | None, send_text: bool)
             fail("--server needs --target for the tokenizer and chat template (the native API applies none); "
                  "only its config.json and tokenizer files are read", EXIT_USAGE)
         renderer = ChatRenderer.load(target)  # a TemplateError ends as one line, exit 1 (failure.py's map)
-    return [server_prompt(row, renderer, send_text) for row in rows]  # a row with no user turn: exit 2
+    return [server_prompt(row, renderer, send_text, rendering) for row in rows]  # no user turn: exit 2
 
 
 def _eval_server(rows: list[PromptRow], server: str, baseline: str | None, draft: Path | None,
-                 target: Path | None, target_config: Path | None, max_new: int, send_text: bool) -> None:
+                 target: Path | None, target_config: Path | None, max_new: int, send_text: bool,
+                 rendering: Rendering) -> None:
     from training.server_eval import (
         ServerEvalError,
         ServerEvalReport,
@@ -498,7 +552,7 @@ def _eval_server(rows: list[PromptRow], server: str, baseline: str | None, draft
     if not ok:
         _print_checks(checks, as_json=False)
         fail("preflight failed; not measuring a misconfigured server", EXIT_FAILED)
-    prompts = _server_prompts(rows, target, send_text)
+    prompts = _server_prompts(rows, target, send_text, rendering)
     report: ServerEvalReport | VllmEvalReport
     if info.engine == "vllm":  # a ServerEvalError ends as one line, exit 1 (server/commands/failure.py)
         from inference.server_info import ServerInfoError, get_vllm_counters

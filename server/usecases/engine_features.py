@@ -45,7 +45,7 @@ class EngineSession:
 
     facts: Any  # training.engine_capture.EngineFacts
     fetch: Callable[[Sequence[Sequence[int]]], list[Any]]
-    tokenize_chat: Callable[[list[JSONObject]], list[int] | None]
+    tokenize_chat: Callable[[list[JSONObject], dict[str, bool]], list[int] | None]
 
 
 @contextlib.contextmanager
@@ -94,7 +94,7 @@ def engine_session(url: str | None, *, target: Path, layer_ids: list[int], stora
 
         facts = EngineFacts(name="vllm", url=server_facts.url, version=server_facts.version, served=server_facts.root)
         yield EngineSession(facts=facts, fetch=fetch,
-                            tokenize_chat=lambda messages: loop.run(client.tokenize_chat(messages)))
+                            tokenize_chat=lambda messages, kwargs: loop.run(client.tokenize_chat(messages, kwargs)))
 
 
 def _has_cuda(python: str) -> bool:
@@ -122,7 +122,7 @@ def capture_from_engine(cfg: Any, *, url: str | None, python: str, concurrency: 
     with engine_session(url, target=cfg.target, layer_ids=layers.extract_ids, storage=storage, python=python,
                         concurrency=concurrency, max_model_len=cfg.max_length + 16, dtype=cfg.dtype,
                         on_wait=on_wait) as session:
-        probe_ids = session.tokenize_chat(_first_turns(cfg.data, cfg.messages_field))
+        probe_ids = _probe_ids(session, cfg.data, cfg.messages_field)
         facts = replace(session.facts, probe_ids=probe_ids)
         assert isinstance(layers, EngineLayers)
         return run_engine_capture(cfg, facts, session.fetch, on_progress)
@@ -140,11 +140,12 @@ def _engine_layers(target: Path, aux: tuple[int, int, int] | None) -> Any:
     return EngineLayers(AuxLayers(aux, "input") if aux else default_aux_layers(layers), layers)
 
 
-def _first_turns(data: Path, field: str) -> list[JSONObject]:
-    from training.data import load_conversations
+def _probe_ids(session: EngineSession, data: Path, field: str) -> list[int] | None:
+    """The engine's ids for the probe conversation of `data` (None: no probe row, or no /tokenize)."""
+    from training.engine_capture import probe_conversation
 
-    _, turns = load_conversations(data, field)[0]
-    return [dict(t) for t in turns]
+    probe = probe_conversation(data, field)
+    return None if probe is None else session.tokenize_chat([dict(t) for t in probe[0]], probe[1])
 
 
 @contextlib.contextmanager
@@ -167,7 +168,7 @@ def training_features(cfg: Any, *, concurrency: int = 32) -> Iterator[Callable[[
         facts = session.facts
         from dataclasses import replace
 
-        facts = replace(facts, probe_ids=session.tokenize_chat(_first_turns(data, cfg.messages_field)))
+        facts = replace(facts, probe_ids=_probe_ids(session, data, cfg.messages_field))
         check_tokenizer(facts, tokenizer, data, cfg.messages_field)
         first = _first_row(data, cfg.messages_field, cfg.max_length, tokenizer)
         head = read_target_head(cfg.target)
@@ -177,11 +178,13 @@ def training_features(cfg: Any, *, concurrency: int = 32) -> Iterator[Callable[[
 
 def _first_row(data: Path, field: str, max_length: int, tokenizer: Any) -> Any:
     """The first row of `data` with a supervised token, rendered and masked as `train` does."""
-    from training.data import load_conversations, tokenize_rows
+    from training.data import load_conversations, run_rendering, tokenize_rows
     from training.errors import TrainingError
 
-    for row in load_conversations(data, field)[:64]:
-        rendered = tokenize_rows(tokenizer, [row], max_length)[0]
+    conversations = load_conversations(data, field)
+    rendering = run_rendering(conversations)
+    for row in conversations[:64]:
+        rendered = tokenize_rows(tokenizer, [row], max_length, rendering)[0]
         if sum(rendered.loss_mask):
             return rendered
     raise TrainingError(f"{data}: none of the first 64 rows has a supervised token within {max_length} tokens")

@@ -19,9 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_role_aliases_and_messages() -> None:
     assert canonical_role("gpt") == "assistant" and canonical_role("human") == "user"
     assert canonical_role("Bard") == "assistant" and canonical_role("User") == "user"
-    assert canonical_role("tool") == "tool"  # unknown names are left for the caller to refuse
+    assert canonical_role("observer") == "observer"  # unknown names are left for the caller to refuse
     with pytest.raises(ValidationError):
-        TypeAdapter(Message).validate_python({"role": "tool", "content": "x"})
+        TypeAdapter(Message).validate_python({"role": "observer", "content": "x"})
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    assert TypeAdapter(Message).validate_python({"role": "assistant", "content": "", "tool_calls": [call]})
+    assert TypeAdapter(Message).validate_python({"role": "tool", "content": "a.txt", "tool_call_id": "c1"})
+    with pytest.raises(ValidationError):  # a call is OpenAI's shape, not a name alone
+        TypeAdapter(Message).validate_python({"role": "assistant", "content": "", "tool_calls": [{"name": "ls"}]})
     with pytest.raises(ValidationError):  # no other key: a `from`/`value` turn is not a Message
         TypeAdapter(Message).validate_python({"role": "user", "content": "x", "from": "human"})
 
@@ -77,14 +82,17 @@ def test_the_curated_parquet_schema_is_the_curated_sample_model() -> None:
 
     assert SCHEMA.names == list(CuratedSample.model_fields)
     # the shards' bytes depend on this exact schema: derived from the model, it is what was written by hand
-    turns = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+    call = pa.struct([("id", pa.string()), ("type", pa.string()),
+                      ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
+    turns = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(call)),
+                                ("tool_call_id", pa.string())]))
     source = pa.struct([("dataset", pa.string()), ("config", pa.string()), ("split", pa.string()),
                         ("revision", pa.string()), ("row", pa.int64())])
     assert SCHEMA.equals(pa.schema([
         ("id", pa.string()), ("category", pa.string()), ("messages", turns), ("needs_regeneration", pa.bool_()),
         ("target_native", pa.bool_()), ("source", source), ("content_hash", pa.string()),
         ("token_count", pa.int64()), ("original_messages", turns), ("original_token_count", pa.int64()),
-        ("input_ids", pa.list_(pa.int32())), ("loss_mask", pa.list_(pa.int8())),
+        ("input_ids", pa.list_(pa.int32())), ("loss_mask", pa.list_(pa.int8())), ("tools", pa.string()),
     ]))
 
 

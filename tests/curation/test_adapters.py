@@ -20,7 +20,6 @@ CASES = [
     ("anon8231489123/ShareGPT_Vicuna_unfiltered/dialogstudio_original_example.json", "sharegpt"),
     ("llamafactory/demo_data/dpo_en_demo.json", "sharegpt"),
     ("llamafactory/demo_data/glaive_toolcall_en_demo.json", "sharegpt"),
-    ("sgl-project/SpecForge/tool_use_conversation.jsonl", "sharegpt"),
     ("llamafactory/demo_data/reason_tool_use_demo_50.jsonl", "openai_messages"),
     ("openai/gsm8k/train.jsonl", "qa"),
     ("openai/openai_humaneval/HumanEval.jsonl.gz", "code_problem"),
@@ -99,10 +98,11 @@ def test_glaive_tool_turns_kept_as_turns() -> None:
     with_calls = [r for r in records if any(t["from"] == "function_call" for t in r["conversations"])]
     messages = adapt(with_calls[0], "sharegpt", {})
     assert not isinstance(messages, Drop)
-    calls = [m for m in messages if m["content"].startswith("<tool_call>")]
-    results = [m for m in messages if m["content"].startswith("<tool_response>")]
+    calls = [m for m in messages if m.get("tool_calls")]
+    results = [m for m in messages if m["role"] == "tool"]
     assert calls and all(m["role"] == "assistant" for m in calls)
-    assert results and all(m["role"] == "user" for m in results)
+    assert results and [r["tool_call_id"] for r in results] == [c["tool_calls"][0]["id"] for c in calls]
+    assert not any("<tool_call>" in m["content"] or "<tool_response>" in m["content"] for m in messages)
 
 
 def test_swe_agent_trajectory_keeps_actions() -> None:
@@ -112,8 +112,8 @@ def test_swe_agent_trajectory_keeps_actions() -> None:
     messages = adapt(record, "swe_agent_trajectory", {})
     assert not isinstance(messages, Drop)
     assert messages[0]["role"] == "system"
-    assert sum("<tool_call>" in m["content"] for m in messages if m["role"] == "assistant") >= 5
-    assert sum("<tool_response>" in m["content"] for m in messages if m["role"] == "user") >= 5
+    assert sum(bool(m.get("tool_calls")) for m in messages if m["role"] == "assistant") >= 5
+    assert sum(m["role"] == "tool" for m in messages) >= 5
 
 
 def test_commit_becomes_write_the_message_turn() -> None:

@@ -146,3 +146,36 @@ def test_connection_refused_is_an_endpoint_fault() -> None:
     with pytest.raises(RetryableError) as refused:
         _post(url + "/v1/chat/completions")
     assert refused.value.endpoint_fault is True and "cannot connect" in str(refused.value)
+
+
+TOOL_HISTORY = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "content": '{"temp": 21}', "tool_call_id": "c1"},
+]
+TOOL_SCHEMA = [{"type": "function", "function": {"name": "weather", "description": None, "parameters": None}}]
+
+
+def test_openai_payload_offers_tools_and_sends_calls_structured_in_the_reasoning_mode() -> None:
+    from core.chat_render import ToolRendering
+
+    body = OpenAIChatBackend(model="m", reasoning=Reasoning.SERVED_ON).payload(TOOL_HISTORY, Sampling(), TOOL_SCHEMA)
+    assert body["messages"] == TOOL_HISTORY and body["tools"] == TOOL_SCHEMA
+    assert body["chat_template_kwargs"] == {"enable_thinking": True}
+    assert "chat_template_kwargs" not in OpenAIChatBackend(model="m").payload(TOOL_HISTORY, Sampling())
+    text = OpenAIChatBackend(model="m", tool_rendering=ToolRendering.TEXT).payload(TOOL_HISTORY, Sampling(),
+                                                                                 TOOL_SCHEMA)
+    assert "tools" not in text and [m["role"] for m in text["messages"]] == ["system", "user", "assistant", "user"]
+    assert text["messages"][2]["content"].startswith("<tool_call>\n{\"arguments\": {\"city\": \"Paris\"}")
+    assert text["messages"][3]["content"] == '<tool_response>\n{"temp": 21}\n</tool_response>'
+
+
+def test_a_servers_structured_tool_call_is_kept_structured() -> None:
+    """A real vLLM 0.32 (CPU build) answer, its message rewritten to what the hermes parser returns for a call
+    (content null, `tool_calls` set, as `vllm/tool_parsers/hermes_tool_parser.py` builds it): SmolLM2-135M, the
+    only target here, does not call tools on its own, so no unedited answer with a call could be recorded."""
+    result = parse_chat_completion(_recorded("vllm/chat_completion_tool_call.json"), 0.2)
+    assert result.content == "" and result.finish_reason == "tool_calls"
+    assert result.tool_calls == [{"id": "chatcmpl-tool-8f1d2c3b4a5e6f70", "type": "function",
+                                  "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}]

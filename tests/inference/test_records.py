@@ -74,5 +74,5 @@ def test_user_turns_keep_system_and_drop_dataset_answers() -> None:
     assert system == "S" and users == ["u1", "u2"]
     with pytest.raises(PromptError, match="no user turn"):
         user_turns([{"role": "assistant", "content": "a"}])
-    with pytest.raises(PromptError, match="unsupported role 'tool'"):
-        user_turns([{"role": "user", "content": "u"}, {"role": "tool", "content": "{}"}])
+    with pytest.raises(PromptError, match="unsupported role 'function'"):
+        user_turns([{"role": "user", "content": "u"}, {"role": "function", "content": "{}"}])

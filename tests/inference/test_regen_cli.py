@@ -63,7 +63,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path, fake_server: FakeSer
     assert bad.exit_code == 1 and "bad.jsonl:1: not valid JSON" in bad.output and "Traceback" not in bad.output
     reasoning = runner.invoke(app, ["regen", "--input", str(tmp_path / "bad.jsonl"), "--server", fake_server.url,
                                     "--out", str(tmp_path / "run"), "--reasoning", "maybe"])
-    assert reasoning.exit_code == 2 and "keep, drop or disable" in reasoning.output
+    assert reasoning.exit_code == 2 and "served-off, served-on, keep or drop" in reasoning.output
     no_tokenizer = runner.invoke(app, ["regen", "--input", str(tmp_path / "bad.jsonl"), "--server", fake_server.url,
                                        "--out", str(tmp_path / "run"), "--api", "sglang"])
     assert no_tokenizer.exit_code == 1 and "--tokenizer" in no_tokenizer.output
