@@ -53,6 +53,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.train",
     "server.commands.curve",
     "server.commands.engines",
+    "server.commands.watch",
+    "server.commands.gate",
     "server.commands.capture",
     "server.commands.publish",
     "server.commands.config",
