@@ -69,7 +69,12 @@ def vllm_command(
         fail(str(exc))
     for note in plan.notes:
         typer.echo(f"# {note}")
-    typer.echo(plan.shell())
+    from training.gate import gate_warning
+
+    warning = gate_warning(draft)
+    if warning:  # a draft never gated against the deployed one may regress where nobody looked
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(plan.shell())  # the last line printed
 
 
 def register(app: typer.Typer) -> None:
