@@ -233,3 +233,22 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert down.exit_code == 1 and down.output.startswith("error: ") and "unreachable" in down.output
     baseline = runner.invoke(app, ["watch", "--server", "http://127.0.0.1:9", "--baseline", "nope"])
     assert baseline.exit_code == 2 and "neither an acceptance length nor a file" in baseline.output
+
+
+def test_an_sglang_server_is_read_from_its_metrics_and_server_info() -> None:
+    import asyncio
+
+    from inference.spec_readings import read_totals
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        files = {"/metrics": "metrics_speculative.txt", "/server_info": "server_info.json",
+                 "/model_info": "model_info.json"}
+        name = files.get(request.url.path)
+        return httpx.Response(200, text=(RECORDED / "sglang" / name).read_text()) if name else httpx.Response(404)
+
+    async def run() -> Any:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
+            return await read_totals(client, "http://sglang:30000", "sglang")
+
+    totals = asyncio.run(run())
+    assert totals.rounds == pytest.approx(20000) and totals.tokens == 65782 and totals.requests == 320
