@@ -95,7 +95,8 @@ class Scripted:
     one repeated once it ends), and a webhook at `/hook` that keeps what it is sent."""
 
     def __init__(self, script: list[Reading]) -> None:
-        self.script, self.hits, self.hooks = script, 0, []
+        self.script, self.hits = script, 0
+        self.hooks: list[dict[str, Any]] = []
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
