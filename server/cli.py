@@ -57,6 +57,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.curve",
     "server.commands.value",
     "server.commands.engines",
+    "server.commands.watch",
+    "server.commands.gate",
     "server.commands.capture",
     "server.commands.publish",
     "server.commands.config",

@@ -8,7 +8,9 @@ engines, so a folder is exported for one (`engine`): for SGLang the aux ids are 
 convention starting at 1 (`[1, L//2-1, L-4]` for the default), which old and new SGLang both turn into the
 same input-of-layer capture; for vLLM, which takes ids as given (id k = input of layer k), as input-of-layer
 ids (`[2, L//2, L-3]`). Our own `datahunt` block records the input-of-layer ids and the engine, whatever the
-layout; `convert_export` rewrites a folder for the other engine. Nothing is written when a key is missing or
+layout; `convert_export` rewrites a folder for the other engine. Beside the weights goes `expectations.json`
+(`core.draft_expectations`: what a watcher of the served draft needs; the engine and ids at once, the measured
+acceptance and break-even once `eval-accept --record` ran; a rewrite for the other engine keeps those). Nothing is written when a key is missing or
 mis-shaped: a checkpoint without `lm_head` silently accepts 1.00 tokens.
 """
 
@@ -22,10 +24,12 @@ import torch
 from safetensors.torch import load_file, save
 from torch import Tensor
 
+from core.draft_expectations import EXPECTATIONS_FILE
 from inference.decoding.draft_model import DraftConfig, Eagle3Draft
 from inference.decoding.hidden_states import AuxLayers
 from training.atomic_files import OutputWriteError, UnsafePathError, remove_file, write_file
 from training.errors import TrainingError
+from training.expectations import carried_expectations, expectations_file_bytes
 from training.model_config import DraftModelConfig
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -196,6 +200,7 @@ def convert_export(source: Path, out: Path, engine: Engine) -> Path:
     try:  # as write_export: config.json, which readers require, goes last
         remove_file(out / "config.json")
         write_file(out / WEIGHTS_FILE, weights.read_bytes())
+        write_file(out / EXPECTATIONS_FILE, expectations_file_bytes(config, carried_expectations(source)))
         write_file(out / "config.json", json.dumps(config, indent=2).encode("utf-8"))
     except UnsafePathError:
         raise
@@ -221,10 +226,12 @@ def write_export(
     # config.json is the export's commit record (`read_config` requires it): removed first, written last, each
     # file whole and never through a link, so a kill leaves no config.json beside half-new weights.
     folder.mkdir(parents=True, exist_ok=True)
-    config = json.dumps(config_json(cfg, layers, dtype, target_layers, engine, rendering), indent=2).encode("utf-8")
+    written = config_json(cfg, layers, dtype, target_layers, engine, rendering)
+    config = json.dumps(written, indent=2).encode("utf-8")
     try:
         remove_file(folder / "config.json")
         write_file(folder / WEIGHTS_FILE, save(tensors, metadata={"format": "pt"}))
+        write_file(folder / EXPECTATIONS_FILE, expectations_file_bytes(written))  # new weights: nothing measured yet
         write_file(folder / "config.json", config)
     except UnsafePathError:
         raise

@@ -85,7 +85,12 @@ def vllm_command(
         fail(str(exc))
     for note in plan.notes:
         typer.echo(f"# {note}")
-    typer.echo(plan.shell())
+    from training.gate import gate_warning
+
+    warning = gate_warning(draft)
+    if warning:  # a draft never gated against the deployed one may regress where nobody looked
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(plan.shell())  # the last line printed
 
 
 def _extract_command(target: str, aux_layers: str | None, storage: Path, cpu: bool, tensor_parallel: int,

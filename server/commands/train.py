@@ -366,6 +366,11 @@ def eval_accept(
                                          "prompts are rendered (default: as the draft's training rows were)."),
     tool_rendering: str | None = typer.Option(None, "--tool-rendering", help="native | text (default: as the "
                                               "draft's training rows were)."),
+    record: bool = typer.Option(False, "--record", help="Local, greedy: write the acceptance per prompt set (a row's "
+                                "`set` or `category`) and the round cost per batch into the draft's expectations.json, "
+                                "what `datahunt watch` compares the served draft with."),
+    record_as: str = typer.Option("eval", "--record-as", help="With --record: eval (public eval prompts) or heldout "
+                                  "(your own held-out prompts: the watcher's reference when recorded)."),
 ) -> None:
     """Acceptance length: local speculative decoding, or a server's spec_verify_ct after the preflight.
 
@@ -378,6 +383,9 @@ def eval_accept(
     """
     if server and len(steps) > 1:
         fail("--server measures the chain length the server runs: pass one --steps", EXIT_USAGE)
+    if record and (server or temperature > 0 or record_as not in {"eval", "heldout"}):
+        fail("--record measures locally and greedily (no --server, --temperature 0), with --record-as eval or "
+             "heldout", EXIT_USAGE)
     rows = _read_prompt_rows(prompts, limit)
     rendering = _eval_rendering(draft, reasoning, tool_rendering)
     if server:
@@ -386,7 +394,9 @@ def eval_accept(
     if draft is None or target is None:
         fail("local evaluation needs --draft and --target (or pass --server URL)", EXIT_USAGE)
     sampling = Sampling(max_new=max_new, temperature=temperature, seed=seed, schedule=schedule)
-    reports = _eval_local(rows, draft, target, device, steps, batch, sampling, rendering)
+    reports, per_set = _eval_local(rows, draft, target, device, steps, batch, sampling, rendering, record)
+    if record:
+        _record(draft, per_set, reports, record_as, prompts, device)
     _print_reports(reports, steps, batch)
     typer.echo(f"next: datahunt sglang-command --target {target} --draft {draft} (or vllm-command): serve it and "
                f"measure there with eval-accept --server URL", err=True)
@@ -413,10 +423,25 @@ def _eval_rendering(draft: Path | None, reasoning: str | None, tool_rendering: s
         fail(f"{exc} (--reasoning: keep, served-on, served-off, drop; --tool-rendering: native, text)", EXIT_USAGE)
 
 
+def _record(draft: Path, per_set: dict[str, Any], reports: list[Any], label: str, prompts: Path, device: str) -> None:
+    """Write the measured sets and round costs into the draft's expectations.json; say what was written."""
+    from training.expectations import record_measurements
+
+    try:
+        done = record_measurements(draft, per_set, reports, label="heldout" if label == "heldout" else "eval",
+                                   prompts_file=prompts, device=device)
+    except _user_errors() as exc:
+        fail(str(exc), EXIT_FAILED)
+    typer.echo(f"recorded {len(per_set)} {label} set(s) ({', '.join(sorted(per_set))}) and "
+               f"{len(done.round_costs)} round cost(s) into {draft / 'expectations.json'}", err=True)
+
+
 def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, steps: list[int],
-                batch: list[int], sampling: Sampling, rendering: Rendering) -> list[Any]:
+                batch: list[int], sampling: Sampling, rendering: Rendering, by_set: bool = False
+                ) -> tuple[list[Any], dict[str, Any]]:
     """Load the target and the draft on `device`, then run one evaluation per (batch, k) under a bar on stderr;
-    return their reports. Sampling holds `evaluate`'s max_new, temperature, seed and schedule."""
+    return their reports, and with `by_set` each prompt set's report of the first (batch, k) (every run then
+    decodes set by set and pools the sets). Sampling holds `evaluate`'s max_new, temperature, seed and schedule."""
     import torch
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -425,6 +450,7 @@ def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, s
     from server.commands.failure import exit_code_for
     from training.accept import evaluate
     from training.eval_prompts import encode_prompt
+    from training.expectations import merge_reports, row_set
     from training.export import load_draft
     from training.trainer import load_target
 
@@ -439,7 +465,10 @@ def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, s
         columns = (TextColumn("eval-accept {task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
         eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-        reports = []
+        names = [row_set(r) for r in rows] if by_set else ["all"] * len(rows)
+        groups = {n: [ids[i] for i, m in enumerate(names) if m == n] for n in sorted(set(names))}
+        reports: list[Any] = []
+        per_set: dict[str, Any] = {}
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
             for b in batch:
                 for k in steps:
@@ -448,11 +477,13 @@ def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, s
                     def advance(_: int, task: Any = task) -> None:
                         bar.advance(task)
 
-                    reports.append(evaluate(model, draft_model, layers, ids, k=k, eos=eos, on_prompt=advance,
-                                            batch=b, **sampling))
+                    parts = {n: evaluate(model, draft_model, layers, g, k=k, eos=eos, on_prompt=advance, batch=b,
+                                         **sampling) for n, g in groups.items()}
+                    reports.append(merge_reports(list(parts.values())) if len(parts) > 1 else next(iter(parts.values())))
+                    per_set = per_set or parts
     except _user_errors() as exc:  # a stage error keeps its mapped code (a row with no user turn: 2)
         fail(str(exc), exit_code_for(exc) or EXIT_FAILED)
-    return reports
+    return reports, per_set
 
 
 def _print_reports(reports: list[Any], steps: list[int], batch: list[int]) -> None:
@@ -600,6 +631,7 @@ def sglang_command(
     if not here:
         typer.echo(f"# sglang is not installed in this Python ({sys.executable}): run the line in the environment that "
                    "has it, on a GPU machine (pip install 'sglang[all]'); its `python` is that environment's")
+    _warn_ungated(draft)  # before the line itself, which stays the last one printed on stdout
     typer.echo(plan.shell() if here else shlex.join(["python", *plan.argv[1:]]))
     typer.echo(f"next: once it serves, `datahunt check-server http://127.0.0.1:{port} --draft {draft}`, then "
                f"`datahunt eval-accept --server http://127.0.0.1:{port} --draft {draft} --prompts HELDOUT.jsonl`",
@@ -608,6 +640,15 @@ def sglang_command(
         if not here:
             fail("sglang is not installed: pip install 'sglang[all]' (the optional extra), or run the line above", EXIT_USAGE)
         raise typer.Exit(subprocess.call(plan.argv))
+
+
+def _warn_ungated(draft: Path) -> None:
+    """Say on stderr when the draft has no passed `datahunt gate` for the weights it holds."""
+    from training.gate import gate_warning
+
+    warning = gate_warning(draft)
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 def register(app: typer.Typer) -> None:
