@@ -18,6 +18,7 @@ probes) and answers the pool's health checks through it.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -124,8 +125,15 @@ class HttpBackend(RawBackend):
         return self._session
 
     async def post(self, url: str, payload: Mapping[str, object]) -> dict[str, Any]:
-        """POST `payload` to `url` on the session; the JSON object answered (errors typed as `post_json` says)."""
-        return await post_json(self.session, url, payload)
+        """POST `payload` to `url` on the session; the JSON object answered (errors typed as `post_json` says).
+        An answer from a hidden-state extraction server (regeneration and capture through one engine) names the
+        states file it wrote: regeneration needs none, so it is removed (`hidden_states_client.discard_states`)."""
+        answer = await post_json(self.session, url, payload)
+        if "kv_transfer_params" in answer:
+            from inference.hidden_states_client import discard_states
+
+            await asyncio.to_thread(discard_states, answer)
+        return answer
 
     async def healthy(self, endpoint: str) -> bool:
         """Return True when the server at `endpoint` answers `GET /health` (or lists its models)."""

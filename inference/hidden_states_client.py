@@ -133,6 +133,26 @@ def read_states_file(path: Path) -> tuple[torch.Tensor, list[int]]:
     return states, [int(t) for t in ids.tolist()]
 
 
+def discard_states(answer: JSONObject) -> None:
+    """Remove the states file (and its lock) an extraction server wrote for an answer nobody captures (a
+    regeneration through the same server): waits on the lock as a reader would, so the engine's later write
+    cannot leave it behind. Does nothing for an answer without states or a file not on this machine."""
+    params = _as_object(answer.get("kv_transfer_params"))
+    path = params.get("hidden_states_path")
+    if not isinstance(path, str):
+        return
+    lock = Path(path + ".lock")
+    try:
+        if lock.exists():
+            with lock.open() as held:
+                fcntl.flock(held, fcntl.LOCK_SH)
+        for leftover in (Path(path), lock):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(leftover)
+    except OSError:
+        return  # another machine's folder, or not ours to remove: the engine's operator cleans it
+
+
 def _next_token(choice: JSONObject) -> int | None:
     """The greedy token the engine sampled, from `logprobs` given as `token_id:N` strings."""
     logprobs = _as_object(choice.get("logprobs"))

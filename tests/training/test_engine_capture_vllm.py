@@ -179,11 +179,11 @@ def test_a_server_of_another_tokenizer_or_model_is_refused(made: dict[str, Path]
 
 
 class _Proxy:
-    """A TCP forwarder in front of the server; `kill()` drops every connection and stops listening, which is
-    what a client sees when the server process dies."""
+    """A TCP forwarder in front of the server that dies (drops every connection and stops listening, which is
+    what a client sees when the server process dies) once it has passed `answers` HTTP answers back."""
 
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream, self.port = upstream_port, free_port()
+    def __init__(self, upstream_port: int, answers: int) -> None:
+        self.upstream, self.port, self.left = upstream_port, free_port(), answers
         self.listener = socket.create_server(("127.0.0.1", self.port))
         self.sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -197,12 +197,16 @@ class _Proxy:
             upstream = socket.create_connection(("127.0.0.1", self.upstream))
             self.sockets += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(a, b, a is upstream), daemon=True).start()
 
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
+    def _pipe(self, a: socket.socket, b: socket.socket, answers: bool) -> None:
         try:
             while data := a.recv(65536):
+                if answers:
+                    self.left -= data.count(b"HTTP/1.1 ")
+                    if self.left < 0:
+                        self.kill()
+                        return
                 b.sendall(data)
         except OSError:
             pass
@@ -223,14 +227,11 @@ class _Proxy:
 def test_a_server_dying_mid_capture_leaves_whole_shards_and_the_rerun_resumes(
         made: dict[str, Path], server: str, caches: dict[str, Path]) -> None:
     out = made["root"] / "killed"
-    proxy = _Proxy(int(server.rsplit(":", 1)[1]))
+    proxy = _Proxy(int(server.rsplit(":", 1)[1]), answers=12)  # /v1/models, /version, /tokenize, then 9 rows
     args = ["capture", "--engine", "vllm", "--data", str(made["rows"]), "--target", str(made["target"]), "--out",
-            str(out), "--dtype", "float32", "--max-length", str(MAX_LENGTH), "--shard-mb", "4", "--concurrency", "2"]
+            str(out), "--dtype", "float32", "--max-length", str(MAX_LENGTH), "--shard-mb", "1", "--concurrency", "1"]
     child = subprocess.Popen([sys.executable, "-c", "from server.cli import app; app()", *args, "--server",
                               f"http://127.0.0.1:{proxy.port}"], cwd=REPO, stderr=subprocess.PIPE, text=True)
-    while not list(out.glob("shard_00001.done")) and child.poll() is None:
-        threading.Event().wait(0.2)
-    proxy.kill()
     _, stderr = child.communicate(timeout=600)
     assert child.returncode == 1, stderr
     lines = [line for line in stderr.splitlines() if line.startswith("error:")]
@@ -253,3 +254,23 @@ def test_a_missing_vllm_is_named_before_anything_starts(made: dict[str, Path]) -
     done = _cli("capture", "--engine", "vllm", "--vllm-python", "/bin/false", "--data", str(made["rows"]),
                 "--target", str(made["target"]), "--out", str(made["root"] / "no_vllm"))
     assert done.exit_code == 1 and "cannot import vllm" in done.output
+
+
+def test_one_engine_regenerates_then_captures_and_its_disk_stays_clean(made: dict[str, Path], server: str) -> None:
+    """The recommended path for a big target: `regen` through the extraction server (whose state files it
+    discards), then `capture --engine vllm` of the regenerated rows through the same server."""
+    rows = [{"id": f"q{i}", "messages": [{"role": "user", "content": f"Name a fruit that starts with {c}."}],
+             "needs_regeneration": True, "category": "general_chat", "source": {"row": i}}
+            for i, c in enumerate("abcd")]
+    (made["root"] / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = made["root"] / "regen_one_engine"
+    done = _cli("regen", "--input", str(made["root"] / "prompts.jsonl"), "--server", server, "--api", "openai",
+                "--out", str(run), "--concurrency", "2", "--max-tokens", "24", "--temperature", "0")
+    assert done.exit_code == 0, done.output
+    states = made["root"] / "states" / "layers-2-15-27-30"
+    assert not list(states.glob("*.safetensors*")), sorted(p.name for p in states.iterdir())
+    cached = _cli("capture", "--engine", "vllm", "--server", server, "--data", str(run / "regenerated.jsonl"),
+                  "--target", str(made["target"]), "--out", str(made["root"] / "cache_regen"), "--dtype", "float32")
+    assert cached.exit_code == 0, cached.output
+    assert json.loads(cached.stdout.strip().splitlines()[-1])["rows"] == 4
+    assert not list(states.glob("*.safetensors*"))  # capture read each file once and removed it
