@@ -432,12 +432,14 @@ async def _drive(run: _Run, queue: asyncio.Queue[InputRow]) -> None:
         tracker.state, tracker.error = "interrupted", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        await _cancel(background)
-        run.journal.close()
-        if tracker.state == "finished":  # every row has its final record: the run's completion marker, last
-            write_file(run.config.out_dir / FINISHED_FILE, finished_marker(run.config.out_dir))
-        run.write_status()
-        await run.backend.aclose()  # an HTTP session's connections, an in-process model's caches and threads
+        try:
+            await _cancel(background)
+            run.journal.close()
+            if tracker.state == "finished":  # every row has its final record: the run's completion marker, last
+                write_file(run.config.out_dir / FINISHED_FILE, finished_marker(run.config.out_dir))
+            run.write_status()
+        finally:  # closed even when a full disk failed the lines above: no connection is left for the collector
+            await run.backend.aclose()  # an HTTP session's connections, an in-process model's caches and threads
 
 
 async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> RunSummary:
