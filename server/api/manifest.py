@@ -1,11 +1,14 @@
 """Manifest routes: show the manifest of the approved set, or export it as a file inside the data directory.
 
 Both build it with `server.manifest_builder`, as `datahunt manifest export` does. The export answers with the
-path written and the manifest itself; a path outside the data directory is a 422.
+path written and the manifest itself; a path outside the data directory is a 422, one the directory's contents
+refuse (a file in the way, a link loop) a 409, and a data directory that refuses the write (full: 507) a 5xx
+with the reason, never a bare 500.
 """
 
 from __future__ import annotations
 
+import errno
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, status
@@ -75,4 +78,8 @@ def export_manifest(
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     except ExportPathError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+    except OSError as exc:  # the data directory refused the write itself: full, over quota, read-only
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        raise HTTPException(status.HTTP_507_INSUFFICIENT_STORAGE if full else status.HTTP_503_SERVICE_UNAVAILABLE,
+                            f"the manifest could not be written in the data directory: {exc.strerror or exc}") from None
     return ManifestExported(path=str(path), manifest=manifest)
