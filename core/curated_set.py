@@ -7,7 +7,7 @@ them, of the report and of the manifest. Curation removes the marker before it t
 writes it after the last, so a run killed at any rename leaves a folder without one (`core/completion.py`).
 
 `curated_files` is the one place that knows this layout, and `read_curated` the one reader of its rows; a
-folder that is a curated set (it holds `state.json`, `report.json` or a shard) is read only through its
+folder that is a curated set (it holds `state.json` or a shard) is read only through its
 marker, and so is a file of one given by its path. A file outside any set is read as it is.
 
 Parquet is the curated set's format, so its reader needs pyarrow: this module alone in `core/` may import it
@@ -53,10 +53,10 @@ class CuratedState(BaseModel):
 
 
 def is_curated_set(folder: Path) -> bool:
-    """True when `folder` holds what only curation writes: its marker, its report or a shard."""
+    """True when `folder` holds what only curation writes: its marker or a shard (a curate run renames its
+    first shard in before any other output, so a torn set holds one too)."""
     folder = Path(folder)
-    return folder.is_dir() and ((folder / STATE_FILE).exists() or (folder / REPORT_FILE).exists()
-                                or any(folder.glob(SHARDS)))
+    return folder.is_dir() and ((folder / STATE_FILE).exists() or any(folder.glob(SHARDS)))
 
 
 def curated_folder_of(path: Path) -> Path | None:
@@ -116,7 +116,7 @@ def curated_files(path: Path) -> list[Path]:
     if folder is None:
         if path.is_file():
             return [path]
-        raise IncompleteSetError(f"{path} is not a curated set (no {STATE_FILE}, {REPORT_FILE} or {SHARDS})")
+        raise IncompleteSetError(f"{path} is not a curated set (no {STATE_FILE} or {SHARDS})")
     state = read_state(folder)
     if path.is_dir():
         return [folder / name for name in state.outputs if name.startswith("data/")]

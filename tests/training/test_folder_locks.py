@@ -52,3 +52,30 @@ def test_a_second_capture_into_a_busy_cache_is_refused_naming_the_first(
     assert code == 0, err[-2000:]
     assert json.loads(out.strip().splitlines()[-1])["rows"] == 12
     assert json.loads((tmp_path / "cache" / "manifest.json").read_text())["complete"] is True
+
+
+def test_train_and_capture_refuse_a_run_that_did_not_finish(tmp_path: Path, llama_dir: Path,
+                                                           regenerated_data: dict[str, Path]) -> None:
+    """A regeneration run killed mid-way (its run file and journal, no completion marker) is not training data:
+    both readers of it say so in one line, before any model loads; once finished it is read whole."""
+    from typer.testing import CliRunner
+
+    from core.regenerated_set import finished_marker
+    from server.cli import app
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"input": "curated", "sampling": {}}))
+    (run / "regenerated.jsonl").write_bytes(regenerated_data["heldout"].read_bytes())
+    (run / "status.json").write_text(json.dumps({"state": "running"}))
+    (run / LOCK_FILE).write_text("1\n")
+    for args in (_train_args(run, llama_dir, tmp_path / "draft"),
+                 ["capture", "--data", str(run), "--target", str(llama_dir), "--out", str(tmp_path / "cache"),
+                  "--device", "cpu"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert "is not a finished regeneration run" in result.output.strip().splitlines()[-1]
+    (run / "finished.json").write_bytes(finished_marker(run))
+    result = CliRunner().invoke(app, ["capture", "--data", str(run), "--target", str(llama_dir), "--out",
+                                      str(tmp_path / "cache"), "--device", "cpu"])
+    assert result.exit_code == 0 and json.loads(result.output.strip().splitlines()[-1])["rows"] == 12
