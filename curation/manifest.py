@@ -46,12 +46,25 @@ class TargetModel(_Strict):
     chat_template: str | None = Field(default=None, description="Override of the tokenizer's chat template.")
 
 
+class MeasuredCategoryValue(_Strict):
+    """A category's measured value as `curate --mix measured` read it (`core.measured_value`): AL per 10K rows
+    and its 95% interval, and the value run that measured it."""
+
+    per_10k: float
+    low: float | None = None
+    high: float | None = None
+    run: str = ""
+
+
 class Budget(_Strict):
     """How many samples to keep overall and how to share them across categories."""
 
     total: int | None = Field(default=None, gt=0, description="Samples overall; None keeps every row that passes.")
     shares: dict[Category, float] = Field(default_factory=dict, description="Category → fraction of `total`.")
     seed: int = 0
+    measured: dict[Category, MeasuredCategoryValue] = Field(
+        default_factory=dict, description="`curate --mix measured`: the categories' measured values; the quotas "
+        "move from the default toward the clearly better ones (`curation.measured_mix`).")
 
     @field_validator("shares")
     @classmethod

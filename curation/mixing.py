@@ -1,6 +1,7 @@
 """Mixing to a budget: per-category quotas from the manifest's Budget, filled by seeded deterministic sampling.
 
-Without `total` every row is kept. With it, a category with a share gets `round(total × share)`; the rest
+Without `total` every row is kept. With measured values in the budget (`curate --mix measured`) the default
+quotas are then moved by `curation.measured_mix`. With it, a category with a share gets `round(total × share)`; the rest
 of the total is split evenly (remainder to the alphabetically first) among the categories that have rows
 but no share; when every category with rows has a share, the unshared ones take nothing. Within a category
 rows are ranked by sha256(seed, row id) and the first `quota` are taken, so the same seed picks the same
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from curation.conversation import Row
 from curation.manifest import Budget
+from curation.measured_mix import CategoryValue, measured_quotas
 
 DOMINANT_SHARE = 0.4  # one category above this share of a mix of several is worth a warning
 
@@ -44,13 +46,24 @@ class MixResult:
 
 
 def quotas(budget: Budget, available: dict[str, int]) -> dict[str, int | None]:
-    """Return the quota of each category present in `available` (None everywhere without a total)."""
+    """Return the quota of each category present in `available` (None everywhere without a total); with measured
+    values, the default quotas moved by `curation.measured_mix`."""
     if budget.total is None:
         return dict.fromkeys(available)
+    default = default_quotas(budget, available)
+    if not budget.measured:
+        return dict(default)
+    values = {str(c): CategoryValue(v.per_10k, v.low, v.high) for c, v in budget.measured.items()}
+    return dict(measured_quotas(default, available, values).quotas)
+
+
+def default_quotas(budget: Budget, available: dict[str, int]) -> dict[str, int]:
+    """The default quota of each category present in `available`, for a budget with a total."""
+    assert budget.total is not None
     shared = {str(c): round(budget.total * s) for c, s in budget.shares.items()}
     rest = max(0, budget.total - sum(shared.values()))
     unshared = sorted(c for c in available if c not in shared)
-    out: dict[str, int | None] = {c: shared.get(c, 0) for c in available}
+    out: dict[str, int] = {c: shared.get(c, 0) for c in available}
     if unshared and budget.shares and sum(budget.shares.values()) >= 1.0 - 1e-6:
         return out
     for k, category in enumerate(unshared):

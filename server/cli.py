@@ -52,6 +52,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server.commands.serve",
     "server.commands.train",
     "server.commands.curve",
+    "server.commands.value",
     "server.commands.engines",
     "server.commands.capture",
     "server.commands.publish",

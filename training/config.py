@@ -60,6 +60,18 @@ class TrainConfig(BaseModel):
     cache: Path | None = Field(
         default=None, description="Offline mode: a cache written by `datahunt capture` (rows, aux and final states); "
         "the target's decoder layers are then not loaded, only its config, tokenizer and what the cache holds.")
+    features_server: str | None = Field(
+        default=None, description="Online mode fed by a serving engine: the URL of a vLLM server started with the "
+        "extraction config (`datahunt vllm-command --extract`); the target is never loaded, only its embeddings, "
+        "head and final norm, and each batch's states are asked of the engine as training reaches them.")
+    init_draft: Path | None = Field(
+        default=None, description="Warm start: an exported draft folder (ours or another's) whose weights the run "
+        "starts from, keeping its draft-vocab map (d2t/t2d) as it is (`training.warm_start`).")
+    select_every: int | None = Field(
+        default=None, ge=1, description="Every N steps (and at the last), estimate acceptance on held-out training "
+        "rows by replay and export the best draft, not the last (`training.selection`); off when unset.")
+    select_rows: int = Field(default=64, ge=1, description="Training rows held out for the estimate.")
+    select_k: int = Field(default=5, ge=1, le=16, description="Draft chain length of the estimate.")
     lr: float = Field(default=1e-4, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
     warmup_ratio: float = Field(default=0.015, ge=0, lt=1)
@@ -89,6 +101,8 @@ class TrainConfig(BaseModel):
     def _rows_from_somewhere(self) -> TrainConfig:
         if self.cache is not None and self.mode != "offline":
             raise ValueError("cache is read in offline mode: set mode offline (--mode offline)")
+        if self.features_server is not None and (self.cache is not None or self.mode != "online"):
+            raise ValueError("features_server feeds online mode from an engine: leave out mode offline and cache")
         if self.data is None and self.cache is None:
             raise ValueError("data is required (or, in offline mode, a cache written by `datahunt capture`)")
         return self

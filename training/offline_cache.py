@@ -34,6 +34,7 @@ from typing import Any, NotRequired, TypedDict
 import torch
 from torch import Tensor
 
+from core.json_types import JSONObject
 from inference.decoding.hidden_states import AuxLayers
 from training.data import TokenizedRow
 from training.errors import TrainingError
@@ -46,7 +47,7 @@ DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 _EDGE = 1 << 20  # bytes read from each end of a weight file for the target's identity
 # Manifest keys that must agree for a rerun to resume (or a trainer to read) the cache.
 IDENTITY_KEYS = ("format", "target_identity", "tokenizer_hash", "data_hash", "aux_layers_input", "dtype",
-                 "hidden_size", "shards")
+                 "hidden_size", "shards", "engine")
 
 
 class CacheError(TrainingError, ValueError):
@@ -78,6 +79,8 @@ class CacheManifest(TypedDict):
     tokens: int
     shards: list[PlannedShard]
     complete: NotRequired[bool]  # written false by start_cache, true by finish_cache
+    engine: NotRequired[str]  # the serving engine the states came from ("vllm"); absent: transformers
+    engine_details: NotRequired[JSONObject]  # its url, version, served model, extracted layers, checks
 
 
 def target_identity(folder: Path) -> str:

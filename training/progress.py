@@ -37,6 +37,15 @@ class StepRecord(TypedDict):
     elapsed_s: float  # loop seconds so far in the run, earlier calls included
 
 
+class EstimateRecord(TypedDict):
+    """A line of train_log.jsonl from checkpoint selection (`training.selection`): the acceptance estimated on the
+    held-out rows at a step, and whether it was the best so far."""
+
+    step: int
+    estimated_accept_length: float
+    best: bool
+
+
 class RunProgress(TypedDict, total=False):
     """What a checkpoint keeps of the progress, for a resumed run to count on from (empty before they were kept)."""
 
@@ -51,18 +60,21 @@ class Progress:
                  tokens: int = 0, elapsed_s: float = 0.0) -> None:
         self.path, self.total_steps, self.enabled = path, total_steps, enabled
         self.records: list[StepRecord] = []
+        self.estimates: list[EstimateRecord] = []
         self._tokens: Tensor | None = None
         self._tokens_before, self._elapsed_before = int(tokens), float(elapsed_s)
         self._started = time.perf_counter()
         self._last = (self._started, self._tokens_before)
         if enabled:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.records = self._earlier(start_step) if start_step else []
-            write_file(path, "".join(json.dumps(r) + "\n" for r in self.records).encode("utf-8"))
+            earlier = self._earlier(start_step) if start_step else []
+            self.records = [cast(StepRecord, r) for r in earlier if "loss" in r]
+            self.estimates = [cast(EstimateRecord, r) for r in earlier if "estimated_accept_length" in r]
+            write_file(path, "".join(json.dumps(r) + "\n" for r in earlier).encode("utf-8"))
 
-    def _earlier(self, start_step: int) -> list[StepRecord]:
+    def _earlier(self, start_step: int) -> list[dict[str, Any]]:
         """The log's records up to start_step (an unreadable line ends what is kept: a crash mid-write)."""
-        kept: list[StepRecord] = []
+        kept: list[dict[str, Any]] = []
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError):
@@ -73,7 +85,7 @@ class Progress:
             except json.JSONDecodeError:
                 break
             if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= start_step:
-                kept.append(cast(StepRecord, record))  # a record this log wrote
+                kept.append(record)  # a record this log wrote
         return kept
 
     def count(self, attention_mask: Tensor) -> None:
@@ -107,8 +119,18 @@ class Progress:
         logger.info("step %d/%d loss %.4f acc %s lr %.2e %.0f tok/s", step, self.total_steps, record["loss"],
                     [round(a, 3) for a in result.step_accuracies], lr, rate)
 
+    def log_estimate(self, step: int, accept_length: float, *, best: bool) -> None:
+        """Write a selection estimate as a record of the log (it joins the plot's second axis)."""
+        if not self.enabled:
+            return
+        record: EstimateRecord = {"step": step, "estimated_accept_length": accept_length, "best": best}
+        self.estimates.append(record)
+        with open_append(self.path) as fh:
+            fh.write((json.dumps(record) + "\n").encode("utf-8"))
+
     def plot(self, path: Path) -> Path | None:
-        """The loss curve of this run as a PNG (None when nothing was logged)."""
+        """The loss curve of this run as a PNG, with the estimated acceptance (selection on) on a second axis
+        and the kept step marked (None when nothing was logged)."""
         if not self.enabled or not self.records:
             return None
         import matplotlib
@@ -121,6 +143,13 @@ class Progress:
         ax.set_xlabel("optimizer step")
         ax.set_ylabel("weighted TTT loss")
         ax.grid(alpha=0.3)
+        if self.estimates:
+            right = ax.twinx()
+            right.plot([r["step"] for r in self.estimates], [r["estimated_accept_length"] for r in self.estimates],
+                       "o-", color="tab:green", lw=1.2, ms=3)
+            best = max(self.estimates, key=lambda r: (r["estimated_accept_length"], -r["step"]))
+            right.plot([best["step"]], [best["estimated_accept_length"]], "*", color="tab:red", ms=11)
+            right.set_ylabel("estimated acceptance (held out)", color="tab:green")
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)

@@ -42,11 +42,11 @@ def replay_counts(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompts: l
         steps = draft(ids, states.aux, k)
         preds = torch.stack([draft.draft_to_target(s.argmax(-1)) for s in steps], -1).tolist()  # [B, T, k]
         for i, (p, o) in enumerate(chunk):
-            _walk(counts, preds[i], p + o, len(p), k)
+            walk_rounds(counts, preds[i], p + o, len(p), k)
     return counts
 
 
-def _walk(counts: RoundCounts, preds: list[list[int]], seq: list[int], prompt_len: int, k: int) -> None:
+def walk_rounds(counts: RoundCounts, preds: list[list[int]], seq: list[int], prompt_len: int, k: int) -> None:
     """Walk the rounds of one sequence: preds[t][j] is the draft's step-j proposal at position t."""
     end = len(seq)
     t = prompt_len - 1  # the prefill emitted seq[prompt_len]; the first chain starts here

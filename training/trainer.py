@@ -38,8 +38,10 @@ from training.loss import TTTLoss, loss_rows, ttt_loss_rows
 from training.offline_target import data_hash, output_head
 from training.progress import Progress, RunProgress
 from training.resume_check import check_resume
+from training.selection import Estimate, Selection, hold_out
 from training.token_cache import cache_key, cached_rows
 from training.vocab import DraftVocab, load_or_build, vocab_key
+from training.warm_start import warm_start
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ class TrainResult:
     wall_s: float = 0.0
     already_finished: bool = False  # the run had reached its last step before this call: nothing was trained
     changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # settings --force-resume changed: {key: (old, new)}
+    selected: Estimate | None = None  # with selection on: the exported (best) step and its estimated acceptance
 
     @property
     def tokens_per_s(self) -> float:
@@ -65,16 +68,18 @@ class TrainResult:
         return self.tokens / self.wall_s if self.wall_s else 0.0
 
 
-def train(cfg: TrainConfig) -> TrainResult:
-    """Train a draft for cfg.target on cfg.data; return where the run ended. The run folder has one writer: rank 0
-    holds its lock for the whole run, and a second run on it is refused before anything loads."""
+def train(cfg: TrainConfig, features: Any = None) -> TrainResult:
+    """Train a draft for cfg.target on cfg.data; return where the run ended. `features`: with
+    cfg.features_server, the engine's row fetcher (`training.engine_features.Fetch`, which the caller opens).
+    The run folder has one writer: rank 0 holds its lock for the whole run, and a second run on it is refused
+    before anything loads."""
     # --- Where we run: one process, or one rank of a torchrun job.
     rank, world, device = _setup_distributed(cfg)
     with hold_folder(cfg.out) if rank == 0 else nullcontext():
-        return _train(cfg, rank, world, device)
+        return _train(cfg, rank, world, device, features)
 
 
-def _train(cfg: TrainConfig, rank: int, world: int, device: torch.device) -> TrainResult:
+def _train(cfg: TrainConfig, rank: int, world: int, device: torch.device, features: Any) -> TrainResult:
     # A resume with other settings than the checkpoint's is refused before anything loads (training/resume_check.py).
     newest = newest_checkpoint(cfg) if cfg.resume else None
     changed = check_resume(newest, cfg) if newest is not None else {}
@@ -83,17 +88,19 @@ def _train(cfg: TrainConfig, rank: int, world: int, device: torch.device) -> Tra
 
     # --- Target, tokenizer, data (rendered with the target's chat template, assistant tokens supervised). From a
     # capture's cache (`cfg.cache`) the rows and states are there, and of the target only what the loss needs.
-    cache, target, tokenizer, rows, layers = load_inputs(cfg, device)
+    cache, target, tokenizer, rows, layers = load_inputs(cfg, device, features)
+    rows, heldout = hold_out(rows, cfg)  # checkpoint selection's held-out slice (training.selection), when on
 
-    # --- Draft vocab: cached per (data, tokenizer, N), verified before reuse.
+    # --- Draft vocab: cached per (data, tokenizer, N), verified before reuse; a warm start keeps its draft's own.
     pairs = [(r.input_ids, r.loss_mask) for r in rows]
     key = vocab_key(data_hash(pairs), tokenizer_hash(tokenizer), cfg.draft_vocab_size)
-    vocab = rank0_first(rank, world, lambda: load_or_build(cfg.out / "vocab_cache", key, pairs, len(tokenizer),
-                                                           cfg.draft_vocab_size))
+    init = warm_start(cfg, target, layers, pairs) if cfg.init_draft is not None else None
+    vocab = init.vocab if init is not None else rank0_first(
+        rank, world, lambda: load_or_build(cfg.out / "vocab_cache", key, pairs, len(tokenizer), cfg.draft_vocab_size))
     logger.info("draft vocab covers %.1f%% of supervised tokens", 100 * vocab.coverage)
 
     # --- Draft on the target's frozen embeddings; optimizer; schedule; resume.
-    draft = build_draft(target, cfg, vocab).to(device)
+    draft = (init.draft if init is not None else build_draft(target, cfg, vocab)).to(device)
     optimizer = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad], lr=cfg.lr,
                                   weight_decay=cfg.weight_decay, fused=device.type == "cuda")
     shard = rows[rank::world][: len(rows) // world]  # equal shards: every rank takes the same number of steps
@@ -103,19 +110,26 @@ def _train(cfg: TrainConfig, rank: int, world: int, device: torch.device) -> Tra
     step, counted_before = resume(cfg, draft, optimizer, scheduler) if cfg.resume else (0, RunProgress())
     model = torch.nn.parallel.DistributedDataParallel(draft) if world > 1 else draft
     source = cache if cache is not None else rank0_first(
-        rank, world, lambda: offline_source(cfg, target, rows, layers, key, tokenizer_hash(tokenizer))) if cfg.mode == "offline" else None
+        rank, world, lambda: offline_source(cfg, target, rows + heldout, layers, key, tokenizer_hash(tokenizer))) if cfg.mode == "offline" else None
     progress = Progress(cfg.out / "train_log.jsonl", total_steps, enabled=rank == 0, start_step=step,
                         **counted_before)
     loop = TrainLoop(draft=draft, model=model, optimizer=optimizer, scheduler=scheduler, shard=shard, per_epoch=per_epoch,
                      total_steps=total_steps, scorer=fast_target(target) if source is None else target,
                      source=source, layers=layers, progress=progress, autocast=torch.autocast(
                          "cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16 else nullcontext())
+    if heldout:
+        loop.selection = Selection(cfg, heldout, lambda i, a: target_states(loop.scorer, loop.source, i, a, layers),
+                                   total_steps=total_steps, start_step=step, rank=rank, world=world, device=device,
+                                   autocast=loop.autocast, progress=progress)
+        if init is not None and step == 0:  # a warm start's own draft is a candidate too: a fine-tune may not beat it
+            loop.selection.after_step(0, draft, force=True)
 
     # --- The loop: target states -> TTT unroll -> weighted loss -> clip -> step (`run_steps`, `train_step`).
     step, result = run_steps(cfg, loop, step, rank, world, device)
 
     # --- Export the SGLang folder (rank 0), and finish.
     export_dir = cfg.out / "export"
+    selected = loop.selection.restore_best(draft) if loop.selection is not None and rank == 0 else None  # best, not last
     if rank == 0:
         first: Any = "vllm" if cfg.export_engine == "vllm" else "sglang"
         export_draft(draft, layers, export_dir, dtype=export_dtype(cfg, target),
@@ -125,13 +139,28 @@ def _train(cfg: TrainConfig, rank: int, world: int, device: torch.device) -> Tra
         progress.plot(cfg.out / "loss_curve.png")
     if world > 1:
         dist.destroy_process_group()
-    return train_result(cfg, step, result, loop, export_dir, vocab.coverage, changed)
+    trained = train_result(cfg, step, result, loop, export_dir, vocab.coverage, changed)
+    trained.selected = selected
+    return trained
 
 
-def load_inputs(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any, Any, list[TokenizedRow], AuxLayers]:
-    """(cache or None, target, tokenizer, rows, aux layers): from a capture's cache (`cfg.cache`), else the target
-    loaded whole and cfg.data tokenized; the layers checked against the target's depth."""
+def load_inputs(cfg: TrainConfig, device: torch.device, features: Any = None
+                ) -> tuple[Any, Any, Any, list[TokenizedRow], AuxLayers]:
+    """(feature source or None, target, tokenizer, rows, aux layers): from a capture's cache (`cfg.cache`), from a
+    serving engine (`cfg.features_server`: the target's head only, the states asked of the engine as training
+    goes), else the target loaded whole and cfg.data tokenized; the layers checked against the target's depth."""
     cache = None
+    if cfg.features_server is not None:
+        from training.engine_features import engine_feature_source, engine_head_target
+
+        if features is None:
+            raise ConfigError("features_server needs the engine's fetcher: run it through `datahunt train "
+                              "--features-server URL`")
+        target, tokenizer = engine_head_target(cfg.target)
+        rows = tokenize_file(cfg, tokenizer)
+        layers = aux_layers(cfg, target.config.num_hidden_layers)
+        layers.validate(target.config.num_hidden_layers)
+        return engine_feature_source(cfg.target, features, layers, target), target, tokenizer, rows, layers
     if cfg.cache is not None:
         cache, target, tokenizer = load_cached(cfg)
         rows, layers = cache.rows(), cache_layers(cfg, cache)
@@ -160,6 +189,7 @@ class TrainLoop:
     layers: AuxLayers
     progress: Progress
     autocast: Any  # bf16 autocast for the draft on CUDA, else a null context
+    selection: Selection | None = None  # acceptance-aware checkpoint selection, when on
 
 
 def run_steps(cfg: TrainConfig, loop: TrainLoop, step: int, rank: int, world: int, device: torch.device
@@ -173,12 +203,17 @@ def run_steps(cfg: TrainConfig, loop: TrainLoop, step: int, rank: int, world: in
         while step < loop.total_steps:
             # A run resumed mid-epoch continues that epoch's batch order where the checkpoint left it.
             done_in_epoch = step - epoch * loop.per_epoch
-            for ids, attn, mask in plan_batches(loop.shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:loop.per_epoch]:
+            planned = plan_batches(loop.shard, cfg, seed=cfg.seed + epoch)[done_in_epoch:loop.per_epoch]
+            if hasattr(loop.source, "prefetch"):  # an engine source fetches the epoch's batches ahead of the steps
+                loop.source.prefetch([(ids, attn) for ids, attn, _ in planned])
+            for ids, attn, mask in planned:
                 result = train_step(cfg, loop, ids, attn, mask, device)
                 step += 1
                 loop.progress.count(attn)
                 if step % cfg.log_every == 0 or step == loop.total_steps:
                     loop.progress.log(step, result, float(loop.scheduler.get_last_lr()[0]))
+                if loop.selection is not None:
+                    loop.selection.after_step(step, loop.draft)
                 if rank == 0 and (step % cfg.save_every == 0 or step == loop.total_steps):
                     save_checkpoint(cfg, loop.draft, loop.optimizer, loop.scheduler, step, loop.progress)
                 if step < loop.total_steps and (signum := _stop_signal(stop, step, cfg, world, device)) is not None:

@@ -226,3 +226,27 @@ class ReviewSession(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     expires_at: datetime = Field(sa_type=UTCDateTime, index=True)
     revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class MeasuredValueRecord(SQLModel, table=True):
+    """The measured value of a source (a Hub id) or a category, as one value run measured it
+    (`core.measured_value.MeasuredValue`): the mean over the eval sets in columns, every set in `per_set`."""
+
+    __tablename__ = "measured_value"
+    __table_args__ = (UniqueConstraint("kind", "subject", "op", "run", name="uq_measured_value_run"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=16)  # core.measured_value.UnitKind
+    subject: str = Field(index=True, max_length=256)  # the Hub id or the category
+    op: str = Field(max_length=16)  # core.measured_value.ValueOp
+    budget: int
+    rows_swapped: float
+    seeds: int
+    noise_dof: int
+    per_10k: float
+    low: float | None = None
+    high: float | None = None
+    delta: float
+    per_set: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    run: str = Field(max_length=512)
+    measured_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)

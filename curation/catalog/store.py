@@ -3,8 +3,8 @@
 Graph nodes, API routes and the CLI never write tables themselves; they call these functions, which validate
 statuses against `core.types`, write one `AuditEvent` row for every status change, and raise a `CatalogError`
 subclass for a bad id or a refused review. Campaign and run bookkeeping lives in `campaigns.py`, candidates and
-verdicts in `candidates.py`, human review in `review.py`, review-page logins in `sessions.py`, the database
-plumbing in `database.py`; all are re-exported here so callers import one module.
+verdicts in `candidates.py`, human review in `review.py`, review-page logins in `sessions.py`, measured values in
+`measured.py`, the database plumbing in `database.py`; all are re-exported here so callers import one module.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ from curation.catalog.leases import (
     renew_lease,
 )
 from curation.catalog.licensing import adopt_licenses
+from curation.catalog.measured import entry_values, latest_values, record_values
 from curation.catalog.models import AuditEvent, CandidateRecord, CatalogEntry, Verdict, utcnow
 from curation.catalog.review import find_entry, review_entries, review_entry
 from curation.catalog.sessions import open_review_session, review_session_live, revoke_review_session
@@ -96,12 +97,14 @@ __all__ = [
     "compact_database",
     "create_campaign",
     "entry_history",
+    "entry_values",
     "finish_run",
     "get_campaign",
     "get_entry",
     "get_run",
     "is_outage",
     "is_retryable",
+    "latest_values",
     "lease_holder",
     "list_campaigns",
     "list_entries",
@@ -111,6 +114,7 @@ __all__ = [
     "open_review_session",
     "open_session",
     "outage_reason",
+    "record_values",
     "release_lease",
     "renew_lease",
     "review_entries",

@@ -56,6 +56,17 @@ class AuxLayers:
             )
 
 
+def parse_aux_ids(text: str) -> tuple[int, int, int]:
+    """Three comma-separated input-of-layer ids (`2,30,58`); ValueError naming the text otherwise."""
+    try:
+        ids = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        ids = ()
+    if len(ids) != 3:
+        raise ValueError(f"--aux-layers {text!r}: give three input-of-layer ids, e.g. 2,30,58")
+    return ids[0], ids[1], ids[2]
+
+
 def default_aux_layers(num_layers: int) -> AuxLayers:
     """SGLang's default capture, input-of-layer `[2, L//2, L-3]`; tiny test targets (3-6 layers) use
     [2, max(2, L//2), L-1], still starting at input 2 (output 1) so every model family's +1 rule reads them

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from core.measured_value import MeasuredValue
 from core.types import HUB_PART_SCHEMA_PATTERN, Category, EntryStatus, MalformedHubIdError, parse_hub_id
 from curation.catalog import store
 from server.api.deps import EngineDep, SettingsDep, require_read_token, require_token
@@ -28,6 +29,7 @@ from server.api.schemas import (
     EntryDetail,
     EntryOut,
     EntryPage,
+    MeasuredOut,
     ReviewRequest,
     StatusCounts,
     VerdictOut,
@@ -70,8 +72,16 @@ def list_catalog(
             limit=limit,
             offset=offset,
         )
-        items = [EntryOut.model_validate(e) for e in entries]
+        measured = store.entry_values(session, hub_ids=[e.hub_id for e in entries],
+                                      categories={e.hub_id: list(e.categories) for e in entries})
+        items = [with_measured(EntryOut.model_validate(e), measured[e.hub_id]) for e in entries]
     return EntryPage(items=items, total=total, limit=limit, offset=offset)
+
+
+def with_measured(entry: EntryOut, values: list[MeasuredValue]) -> EntryOut:
+    """The entry with its measured values (`curation.catalog.measured.entry_values`)."""
+    entry.measured = [MeasuredOut.of(v) for v in values]
+    return entry
 
 
 def counts_out(counts: dict[str, int]) -> StatusCounts:
@@ -144,8 +154,10 @@ def get_catalog_entry(owner: Owner, name: Name, engine: EngineDep, settings: Set
     valid = valid_hub_id(f"{owner}/{name}")
     with store.open_session(engine) as session:
         history = store.entry_history(session, hub_id=valid)
+        found = history["entry"]
+        measured = store.entry_values(session, hub_ids=[valid], categories={valid: list(found.categories)})
         detail = EntryDetail(
-            entry=EntryOut.model_validate(history["entry"]),
+            entry=with_measured(EntryOut.model_validate(found), measured[valid]),
             candidates=[CandidateOut.model_validate(c) for c in history.get("candidates", [])],
             verdicts=[VerdictOut.model_validate(v) for v in history.get("verdicts", [])],
             audit=[AuditOut.model_validate(a) for a in history.get("audit", [])],

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from core.measured_value import MeasuredValue, describe_value
 from core.types import Category, EntryStatus, UnknownCategoryError, parse_category
 from curation.catalog import store
 from curation.catalog.models import CatalogEntry
@@ -54,6 +55,26 @@ class ReviewRow(TypedDict):
     evidence_more: int
     needs_override: bool
     reason_groups: list[ReasonGroup]
+    measured: list[MeasuredBadge]  # measured_badge.html: its source's and categories' measured values
+
+
+class MeasuredBadge(TypedDict):
+    """One measured value as its badge shows it: the line, the per-set detail (title), and its tone (CSS)."""
+
+    text: str
+    detail: str
+    tone: str  # up | down | unclear: the sign, where the interval excludes zero
+
+
+def measured_badge(value: MeasuredValue) -> MeasuredBadge:
+    """The badge of one measured value of an entry's source (or, named so, of one of its categories)."""
+    text = describe_value(value)
+    _, shown = value.headline()
+    sets = "; ".join(f"{name} {est.per_10k:+.2f}" for name, est in sorted(value.per_set.items()))
+    return {"text": text if value.kind == "source" else f"category {value.name}: {text}",
+            "detail": f"AL per 10K rows by eval set: {sets or '-'}; {value.seeds} seed(s) at {value.budget:,} rows, "
+                      f"{value.op} {value.rows_swapped:,.0f} rows; {value.run}",
+            "tone": ("up" if shown.per_10k > 0 else "down") if shown.clear else "unclear"}
 
 
 def _row(session: Any, entry: CatalogEntry) -> ReviewRow:
@@ -70,6 +91,8 @@ def _row(session: Any, entry: CatalogEntry) -> ReviewRow:
         "evidence_more": max(0, len(evidence) - EVIDENCE_SHOWN),
         "needs_override": entry.verifier_decision == "reject",
         "reason_groups": reason_groups(entry.reasons, entry.categories),
+        "measured": [measured_badge(v) for v in store.entry_values(
+            session, hub_ids=[entry.hub_id], categories={entry.hub_id: list(entry.categories)})[entry.hub_id]],
     }
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator
 
+from core.measured_value import MeasuredValue, describe_value
 from core.types import HUB_ID_SCHEMA_PATTERN, CampaignStatus, Category, Reason, RunStatus
 from curation.manifest import Manifest
 from server.api.preview import SamplePreview
@@ -86,6 +87,17 @@ class CampaignOut(_Row):
     counts: dict[str, int] = Field(default_factory=dict, description="Runs per status.")
 
 
+class MeasuredOut(MeasuredValue):
+    """A measured value of the entry's source or of one of its categories (`datahunt value`)."""
+
+    text: str = Field(description="The line a reviewer reads: 'measured +0.06 AL per 10K rows on humaneval (...)'.")
+
+    @classmethod
+    def of(cls, value: MeasuredValue) -> MeasuredOut:
+        """The value with its line."""
+        return cls(**value.model_dump(), text=describe_value(value))
+
+
 class EntryOut(_Row):
     """One catalog entry as the review table shows it."""
 
@@ -109,6 +121,8 @@ class EntryOut(_Row):
     version: int
     created_at: datetime
     updated_at: datetime
+    measured: list[MeasuredOut] = Field(default_factory=list, description="The newest measured value of its "
+                                        "source, then of each of its categories (empty: never measured).")
 
 
 class EntryPage(BaseModel):

@@ -25,6 +25,7 @@ from rich.table import Table
 from server.commands.failure import EXIT_USAGE, fail
 
 if TYPE_CHECKING:
+    from core.measured_value import MeasuredValue
     from core.types import Reason
     from curation.catalog.models import CatalogEntry
 
@@ -103,9 +104,18 @@ class EntryJson(TypedDict):
     note: str | None
     version: int
     updated_at: str  # ISO 8601
+    measured: list[dict[str, Any]]  # its source's and categories' measured values (`datahunt value`), with `text`
 
 
-def entry_json(entry: CatalogEntry, category: str | None = None) -> EntryJson:
+def measured_json(values: list[MeasuredValue]) -> list[dict[str, Any]]:
+    """Measured values as JSON, each with the line a reviewer reads (`text`)."""
+    from core.measured_value import describe_value
+
+    return [{**v.model_dump(mode="json"), "text": describe_value(v)} for v in values]
+
+
+def entry_json(entry: CatalogEntry, category: str | None = None,
+               measured: list[MeasuredValue] | None = None) -> EntryJson:
     """Return the JSON object of one entry as `catalog list --json` prints it (score = the category's relevance)."""
     score = entry.relevance.get(category, 0.0) if category else entry.best_relevance
     return {
@@ -122,6 +132,7 @@ def entry_json(entry: CatalogEntry, category: str | None = None) -> EntryJson:
         "note": entry.note,
         "version": entry.version,
         "updated_at": entry.updated_at.isoformat(),
+        "measured": measured_json(measured or []),
     }
 
 
@@ -149,14 +160,16 @@ def list_command(
             )
             if total == 0 and not store.list_entries(session, limit=1)[1]:
                 say_empty_catalog()
+            measured = store.entry_values(session, hub_ids=[e.hub_id for e in entries],
+                                          categories={e.hub_id: list(e.categories) for e in entries})
         if as_json:
-            typer.echo(json.dumps([entry_json(e, name) for e in entries], indent=2))
+            typer.echo(json.dumps([entry_json(e, name, measured[e.hub_id]) for e in entries], indent=2))
             return
         console = Console()
         if console.width >= WIDE_LIST:
-            console.print(_entries_table(entries, name, total, offset))
+            console.print(_entries_table(entries, name, total, offset, measured))
         else:  # eight columns cannot share a narrow terminal: each entry as a short block instead
-            for line in _entries_lines(entries, name, total, offset, width=console.width):
+            for line in _entries_lines(entries, name, total, offset, width=console.width, measured=measured):
                 console.print(line, highlight=False)
 
 
@@ -183,7 +196,16 @@ def _styled_verdict(entry: Any, missing: str) -> str:
     return f"[red]{verifier}[/]" if verifier == "reject" else verifier
 
 
-def _entries_lines(entries: list[Any], category: str | None, total: int, offset: int, *, width: int) -> list[str]:
+def _measured_text(values: list[MeasuredValue]) -> str:
+    """The entry's measured values in words ('-' when none): its source's, then its categories'."""
+    from core.measured_value import describe_value
+
+    return "; ".join(describe_value(v) if v.kind == "source" else f"category {v.name}: {describe_value(v)}"
+                     for v in values) or "-"
+
+
+def _entries_lines(entries: list[Any], category: str | None, total: int, offset: int, *, width: int,
+                   measured: dict[str, list[MeasuredValue]] | None = None) -> list[str]:
     lines = [_list_title(entries, category, total, offset)]
     for rank, entry in enumerate(entries, start=offset + 1):
         lines.append(f"[dim]{rank:>3}[/] [bold]{escape(entry.hub_id)}[/]  {_score(entry, category)}")
@@ -192,13 +214,16 @@ def _entries_lines(entries: list[Any], category: str | None, total: int, offset:
         codes = _reason_codes(entry.reasons, category)
         if codes:
             details.append(f"reasons: {codes}")
+        if (measured or {}).get(entry.hub_id):
+            details.append(escape(_measured_text((measured or {})[entry.hub_id])))
         for detail in details:  # wrapped at word boundaries under the id, never mid-word
             lines += textwrap.wrap(detail, width=max(40, width - 1), initial_indent="    ",
                                    subsequent_indent="      ", break_long_words=False, break_on_hyphens=False)
     return lines
 
 
-def _entries_table(entries: list[Any], category: str | None, total: int, offset: int) -> Table:
+def _entries_table(entries: list[Any], category: str | None, total: int, offset: int,
+                   measured: dict[str, list[MeasuredValue]] | None = None) -> Table:
     table = _counts_table(_list_title(entries, category, total, offset))
     table.add_column("#", justify="right", style="dim")
     table.add_column("hub id", no_wrap=True, min_width=min(40, max((len(e.hub_id) for e in entries), default=6)))
@@ -208,10 +233,12 @@ def _entries_table(entries: list[Any], category: str | None, total: int, offset:
     table.add_column("categories", overflow="fold")
     table.add_column("license")
     table.add_column("reasons", overflow="fold")
+    table.add_column("measured", overflow="fold")
     for rank, entry in enumerate(entries, start=offset + 1):
         table.add_row(
             str(rank), entry.hub_id, _score(entry, category), _styled_status(entry), _styled_verdict(entry, ""),
             _categories_text(entry), entry.license or "?", _reason_codes(entry.reasons, category),
+            escape(_measured_text((measured or {}).get(entry.hub_id, []))),
         )
     return table
 

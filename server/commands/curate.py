@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
+from server.commands.value import measured_values
 from server.hub_probe import hub_problem
 
 if TYPE_CHECKING:
+    from core.measured_value import MeasuredValue
     from curation.pipeline import CurateResult
 
 
@@ -54,6 +56,15 @@ def curate(
         int | None, typer.Option("--workers", min=1, help="Curation engine worker processes (default: the CPU "
                                  "count).")
     ] = None,
+    mix: Annotated[
+        str, typer.Option("--mix", help="default (the budget's shares) | measured (the quotas moved toward the "
+                          "categories whose measured value is clearly higher; sources clearly below zero left out: "
+                          "`datahunt value`).")
+    ] = "default",
+    values: Annotated[
+        Path | None, typer.Option("--values", help="--mix measured: the values of a value run (value.json or a "
+                                  "results file) instead of the catalog's newest.")
+    ] = None,
 ) -> None:
     """Load, clean, deduplicate, decontaminate and mix the manifest's sources into OUT.
 
@@ -61,12 +72,20 @@ def curate(
     """
     if mirror is not None and not (mirror / "MIRROR.json").is_file():
         fail(f"{mirror} is not a mirror folder (no MIRROR.json)", EXIT_USAGE)
+    if mix not in {"default", "measured"}:
+        fail(f"--mix {mix!r}: default or measured", EXIT_USAGE)
+    if values is not None and mix != "measured":
+        fail("--values goes with --mix measured", EXIT_USAGE)
     manifest = find_manifest(manifest)
     if check:
         _check(manifest, out, mirror, as_json)
         return
-    result = _run(manifest, out, curation_engine, seed=seed, jsonl=jsonl, mirror=mirror, workers=workers)
+    measured = measured_values(values) if mix == "measured" else None
+    result = _run(manifest, out, curation_engine, seed=seed, jsonl=jsonl, mirror=mirror, workers=workers,
+                  measured=measured)
     _print_summary(result, out)
+    if measured is not None:
+        _print_moves(result, out)
     failed = result.report.failed_sources
     if not failed or allow_partial:
         typer.echo(f"next: datahunt regen --input {out} --server URL --out RUN (or --api local --model TARGET_DIR)")
@@ -76,7 +95,7 @@ def curate(
 
 
 def _run(manifest: Path, out: Path, curation_engine: str, *, seed: int | None, jsonl: bool, mirror: Path | None,
-         workers: int | None) -> CurateResult:
+         workers: int | None, measured: list[MeasuredValue] | None = None) -> CurateResult:
     """Curate `manifest` into `out` on the curation engine named (in process, or datatrove; either keeps the
     manifest beside the set and writes its completion marker last). A curation error ends through the CLI's one map (failure.py: a bad manifest or
     engine name exits 2, a failed run 1); a file that cannot be read or written exits 2."""
@@ -88,6 +107,12 @@ def _run(manifest: Path, out: Path, curation_engine: str, *, seed: int | None, j
     check_engine(curation_engine)
     try:
         loaded = load_manifest(manifest)
+        if measured is not None:
+            from curation.measured_mix import measured_manifest
+
+            loaded, notes = measured_manifest(loaded, measured)
+            for note in notes:
+                typer.echo(f"measured mix: {note}", err=True)
         if not loaded.sources:  # an empty set would look like a finished curation, ready for regeneration
             fail(f"manifest {manifest} names no sources: approve datasets in the catalog, then export the manifest "
                  "(`datahunt manifest export`)", EXIT_USAGE)
@@ -136,6 +161,21 @@ def _print_summary(result: CurateResult, out: Path) -> None:
         console.print(f"[yellow]budget unmet[/yellow] {category}: {short} rows short")
     if result.reused:
         console.print(f"reused {len(result.reused)} step(s) whose inputs had not changed")
+
+
+def _print_moves(result: CurateResult, out: Path) -> None:
+    """How the measured mix differs from the default at this budget, category by category (from the report's
+    available rows: the same arithmetic the mix ran)."""
+    from curation.manifest import load_manifest
+    from curation.measured_mix import CategoryValue, measured_quotas
+    from curation.mixing import default_quotas
+
+    budget = load_manifest(out / "manifest.json").budget
+    available = {c: m.available for c, m in result.report.per_category.items() if m.available}
+    values = {str(c): CategoryValue(v.per_10k, v.low, v.high) for c, v in budget.measured.items()}
+    plan = measured_quotas(default_quotas(budget, available), available, values)
+    for move in plan.moves:
+        typer.echo(f"measured mix: {move}")
 
 
 @contextmanager

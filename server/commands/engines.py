@@ -50,14 +50,30 @@ def export_draft(
 
 def vllm_command(
     target: str = typer.Option(..., "--target", help="Target model folder (or Hub id) as vLLM takes it."),
-    draft: Path = typer.Option(..., "--draft", help="Draft folder exported for vLLM."),
+    draft: Path | None = typer.Option(None, "--draft", help="Draft folder exported for vLLM (serving with it)."),
+    extract: bool = typer.Option(False, "--extract", help="Instead: a server that hands out the target's hidden "
+                                 "states for `capture --engine vllm` and `train --features-server`."),
+    aux_layers: str | None = typer.Option(None, "--aux-layers", help="With --extract: the draft's input-of-layer "
+                                          "ids, e.g. 2,30,58 (default [2, L//2, L-3])."),
+    storage: Path = typer.Option(Path("/tmp/datahunt-hidden-states"), "--storage", help="With --extract: where "
+                                 "the engine writes the states (capture must be able to read it)."),
+    cpu: bool = typer.Option(False, "--cpu", help="With --extract: vLLM's CPU build (datahunt's synchronous "
+                             "connector instead of the stock CUDA one)."),
+    tensor_parallel: int = typer.Option(1, "--tensor-parallel-size", min=1, help="With --extract: GPUs the "
+                                        "target is split over."),
     steps: int = typer.Option(5, "--steps", help="num_speculative_tokens (a chain)."),
     context_length: int | None = typer.Option(None, "--context-length"),
     port: int = typer.Option(8000, "--port"),
     memory_fraction: float | None = typer.Option(None, "--gpu-memory-utilization",
                                                  help="vLLM's memory share (0.3 or less on a 24 GiB CPU machine)."),
 ) -> None:
-    """Print the vLLM launch command for this draft, after checking its aux layer ids read right in vLLM."""
+    """Print the vLLM launch command for this draft (after checking its aux layer ids read right in vLLM), or
+    with --extract the command of a server that hands out the target's hidden states."""
+    if extract:
+        _extract_command(target, aux_layers, storage, cpu, tensor_parallel, context_length, port, memory_fraction)
+        return
+    if draft is None:
+        fail("--draft is required (or --extract for a hidden-state server)", EXIT_USAGE)
     from training.errors import TrainingError
     from training.launch import plan_vllm_launch
     from training.preflight import read_draft
@@ -67,6 +83,34 @@ def vllm_command(
                                 port=port, target_config=_target_config(target), memory_fraction=memory_fraction)
     except (TrainingError, OSError, ValueError) as exc:
         fail(str(exc))
+    for note in plan.notes:
+        typer.echo(f"# {note}")
+    typer.echo(plan.shell())
+
+
+def _extract_command(target: str, aux_layers: str | None, storage: Path, cpu: bool, tensor_parallel: int,
+                     context_length: int | None, port: int, memory_fraction: float | None) -> None:
+    from inference.decoding.hidden_states import AuxLayers, default_aux_layers, parse_aux_ids
+    from inference.vllm_extract import plan_extract_launch
+    from training.engine_features import EngineLayers
+
+    config = _target_config(target)
+    if config is None:
+        fail(f"--extract needs the target's config.json to choose the layers: {target} is not a local folder "
+             "with one", EXIT_USAGE)
+    layers = int((config.get("text_config") or config)["num_hidden_layers"])
+    try:
+        ids = parse_aux_ids(aux_layers) if aux_layers else None
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)
+    chosen = EngineLayers(AuxLayers(ids, "input") if ids else default_aux_layers(layers), layers)
+    try:
+        chosen.aux.validate(layers)
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)
+    plan = plan_extract_launch(target, chosen.extract_ids, storage, cpu=cpu, port=port,
+                               max_model_len=context_length, memory_fraction=memory_fraction,
+                               tensor_parallel=tensor_parallel, host="0.0.0.0")
     for note in plan.notes:
         typer.echo(f"# {note}")
     typer.echo(plan.shell())

@@ -37,9 +37,10 @@ class Sampling(TypedDict):
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
+    from inference.errors import InferenceError
     from training.errors import TrainingError
 
-    return (TrainingError, OSError, ValueError)
+    return (TrainingError, InferenceError, OSError, ValueError)
 
 
 def train(
@@ -48,6 +49,8 @@ def train(
     target: Path | None = typer.Option(None, "--target", help="Target model folder (transformers layout)."),
     out: Path | None = typer.Option(None, "--out", help="Run folder: checkpoints/, export/, caches."),
     steps: int | None = typer.Option(None, "--steps", help="Stop after this many optimizer steps."),
+    max_length: int | None = typer.Option(None, "--max-length", help="Tokens per row (longer rows are cut; "
+                                          "default 2048)."),
     epochs: int | None = typer.Option(None, "--epochs"),
     ttt_steps: int | None = typer.Option(None, "--ttt-steps", help="Training-time-test unroll length (default 7)."),
     draft_vocab_size: int | None = typer.Option(None, "--draft-vocab-size", help="Default 32000."),
@@ -71,8 +74,19 @@ def train(
     export_engine: str | None = typer.Option(None, "--engine", help="sglang (default) | vllm | both: the serving "
                                              "engine whose aux layer-id layout export/ holds (both: export-vllm/ "
                                              "beside it)."),
+    init_draft: Path | None = typer.Option(None, "--init-draft", help="Warm start from an exported draft folder, "
+                                           "keeping its draft-vocab map (d2t/t2d)."),
+    select_every: int | None = typer.Option(None, "--select-every", min=1, help="Every N steps estimate acceptance "
+                                            "on held-out training rows (replay) and export the best draft, not the "
+                                            "last."),
+    select_rows: int | None = typer.Option(None, "--select-rows", min=1, help="Rows held out for --select-every "
+                                           "(default 64)."),
+    select_k: int | None = typer.Option(None, "--select-k", min=1, help="Chain length of the estimate (default 5)."),
     force_resume: bool = typer.Option(False, "--force-resume", help="Resume even though training settings (lr, "
                                       "batch, data, …) differ from the checkpoint's; the new ones apply from there."),
+    features_server: str | None = typer.Option(
+        None, "--features-server", help="A vLLM server started with `datahunt vllm-command --extract`: the target's "
+        "states are asked of it as training goes (no cache; the target is never loaded here)."),
 ) -> None:
     """Train an EAGLE-3 draft for the target and export it in the layout SGLang (or vLLM) loads."""
     import logging
@@ -82,16 +96,23 @@ def train(
     from training.trainer import train as run_training
 
     overrides = {k: v for k, v in {
-        "data": data, "target": target, "out": out, "max_steps": steps, "epochs": epochs, "ttt_steps": ttt_steps,
+        "data": data, "target": target, "out": out, "max_steps": steps, "max_length": max_length, "epochs": epochs, "ttt_steps": ttt_steps,
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
         "attention_kernels": attention_kernels, "export_engine": export_engine, "cache": cache,
-        "force_resume": force_resume or None,
+        "force_resume": force_resume or None, "features_server": features_server, "init_draft": init_draft,
+        "select_every": select_every, "select_rows": select_rows, "select_k": select_k,
     }.items() if v is not None}
     try:
         cfg = _run_config(config, overrides)
-        result = run_training(cfg)
+        if cfg.features_server is not None:
+            from server.usecases.engine_features import training_features
+
+            with training_features(cfg) as fetch:
+                result = run_training(cfg, features=fetch)
+        else:
+            result = run_training(cfg)
     except TrainingStopped:  # a TrainingError too: it must reach failure.py's map, which ends it with 128 + n
         raise
     except _user_errors() as exc:
@@ -148,10 +169,18 @@ def _print_trained(result: TrainResult, cfg: TrainConfig) -> None:
                            "vocab_coverage": round(result.vocab_coverage, 4), "tokens": result.tokens,
                            "tokens_per_s": round(result.tokens_per_s, 1), "wall_s": round(result.wall_s, 1),
                            "export": str(result.export_dir), "log": str(cfg.out / "train_log.jsonl"),
-                           "loss_curve": str(cfg.out / "loss_curve.png")}))
+                           "loss_curve": str(cfg.out / "loss_curve.png"), **_selected(result)}))
     serve = "vllm-command" if cfg.export_engine == "vllm" else "sglang-command"
     typer.echo(f"next: datahunt eval-accept --draft {result.export_dir} --target {cfg.target} --prompts HELDOUT.jsonl; "
                f"datahunt {serve} --target {cfg.target} --draft {result.export_dir}", err=True)
+
+
+def _selected(result: TrainResult) -> dict[str, object]:
+    """With checkpoint selection: the exported step and its estimated acceptance (empty without)."""
+    if result.selected is None:
+        return {}
+    return {"exported_step": result.selected.step,
+            "estimated_accept_length": round(result.selected.accept_length, 4)}
 
 
 def check_template(

@@ -18,6 +18,7 @@ from curation.catalog.store import make_engine, upgrade_database
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TABLES = {"campaign", "subagentrun", "candidate", "verdict", "catalogentry", "auditevent", "lease", "review_session",
+          "measured_value",
           "alembic_version"}
 
 
