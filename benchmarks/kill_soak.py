@@ -36,6 +36,7 @@ from typing import Any
 
 from core.completion import ArtifactError
 from core.curated_set import read_curated, read_state
+from core.folder_lock import lock_holder
 from core.regenerated_set import read_regenerated, run_finished
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,8 +48,8 @@ SOURCES = [("openai/gsm8k", "main", "math", 150), ("tatsu-lab/alpaca", None, "ge
 
 # --- the fake OpenAI server: a deterministic answer per prompt, a few ms late --------------------------------
 class _Answers(BaseHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        return
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
 
     def _send(self, body: dict[str, Any], code: int = 200) -> None:
         data = json.dumps(body).encode()
@@ -77,7 +78,7 @@ class _Answers(BaseHTTPRequestHandler):
 
 
 def start_server() -> tuple[ThreadingHTTPServer, str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answers)  # a thread per request
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
@@ -159,13 +160,10 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
 def valid(folder: Path) -> bool:
     """Whether `folder` holds a finished set now (its marker there and agreeing with the files' sizes)."""
     try:
-        if (folder / "run.json").is_file():
-            run_finished(folder)
-        else:
-            read_state(folder)
-        return True
+        run_finished(folder) if (folder / "run.json").is_file() else read_state(folder)
     except (ArtifactError, OSError):
         return False
+    return True
 
 
 class Watcher(threading.Thread):
@@ -181,12 +179,12 @@ class Watcher(threading.Thread):
             self.samples.append((time.monotonic(), {f: valid(f) for f in self.folders}))
             time.sleep(0.02)
 
-    def ever_valid(self, folder: Path, since: float, until: float) -> bool:
+    def ever_valid(self, folder: Path, since: float, until: float) -> bool:  # at any sample of [since, until]
         return any(seen[folder] for t, seen in list(self.samples) if since - 0.05 <= t <= until + 0.05)
 
 
 # --- reading the outputs --------------------------------------------------------------------------------------
-def curated_rows(folder: Path) -> list[str]:
+def curated_rows(folder: Path) -> list[str]:  # each row as its JSON, through the set's one reader
     return [s.model_dump_json() for s in read_curated(folder)]
 
 
@@ -226,11 +224,8 @@ def _wait_for_lock(process: subprocess.Popen[str], lock: Path, limit_s: float) -
     """Return once `process` has written its pid into `lock` (it holds the folder), it ended, or `limit_s` passed."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if lock.read_text().strip() == str(process.pid):
-                return
-        except OSError:
-            pass
+        if lock_holder(lock) == process.pid:
+            return
         time.sleep(0.005)
 
 
@@ -243,8 +238,7 @@ def _check_consumer(stage: str, variant: int, run: tuple[subprocess.Popen[str], 
     if source is None:
         return
     if process.returncode != 0:
-        if "not a finished" in err or "not the set" in err:
-            counts[f"refused_unfinished_{stage}"] += 1
+        counts[f"refused_unfinished_{stage}"] += "not a finished" in err or "not the set" in err
         return
     counts[f"consumed_{stage}"] += 1
     if not watcher.ever_valid(source, since, until):
@@ -258,6 +252,14 @@ def _check_consumer(stage: str, variant: int, run: tuple[subprocess.Popen[str], 
         counts["journal_duplicates_seen"] += len(ids) - len(set(ids))
 
 
+def _check_refusal(err: str, holder: int, counts: Counter[str], refs: dict[str, Any]) -> None:
+    """A refusal is one `error:` line naming the holder's pid, and no traceback (warnings before it may be)."""
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    if len(errors) != 1 or f"(pid {holder})" not in errors[0] or "Traceback" in err:
+        counts["refusals_not_naming_the_holder_in_one_line"] += 1
+        refs.setdefault("odd_refusals", []).append(err[-600:])
+
+
 def soak_round(rng: random.Random, folders: Folders, env: dict[str, str], took: dict[str, float],
                watcher: Watcher, counts: Counter[str], refs: dict[str, Any]) -> None:
     """One stage started and SIGKILLed at a random moment (or left to end); at random a second writer of the same
@@ -267,12 +269,20 @@ def soak_round(rng: random.Random, folders: Folders, env: dict[str, str], took: 
     usual = took[f"{stage}{variant if stage == 'publish' and variant else ''}"]
     first, began = start(folders.args(stage, variant), env), time.monotonic()
     second = consumer = None
-    if rng.random() < 0.35:  # mostly once the first holds its folder, sometimes as both start up
-        if rng.random() < 0.7:
-            _wait_for_lock(first, folders.lock_file(stage, variant), usual)
+    if rng.random() < 0.35:  # mostly while the first holds its folder (paused there: a slow writer), else as
+        paused = rng.random() < 0.7  # both start up
+        if paused:
+            _wait_for_lock(first, folders.lock_file(stage, variant), usual * 2)
+            paused = first.poll() is None
+            if paused:
+                os.killpg(first.pid, signal.SIGSTOP)
         time.sleep(rng.uniform(0.0, 0.5))
         second, second_began = start(folders.args(stage, variant), env), time.monotonic()
         counts["second_writers_started"] += 1
+        if paused:  # the pause does not count against the first's time
+            second.wait()
+            os.killpg(first.pid, signal.SIGCONT)
+            began += time.monotonic() - second_began
     if stage in DOWNSTREAM and rng.random() < 0.3:
         time.sleep(rng.uniform(0.0, usual * 0.8))
         consumer_stage, consumer_variant = rng.choice(DOWNSTREAM[stage])
@@ -287,15 +297,12 @@ def soak_round(rng: random.Random, folders: Folders, env: dict[str, str], took: 
     _check_consumer(stage, variant, (first, began, time.monotonic(), first_err), folders, watcher, counts, refs)
     if second is not None:
         _, second_err = second.communicate()
-        refused = [line for line in second_err.splitlines() if "in use by another datahunt process" in line]
-        if refused:
+        if "in use by another datahunt process" in second_err:
             counts["second_writers_refused"] += 1
-            if f"(pid {first.pid})" not in refused[0] or len(second_err.strip().splitlines()) != 1:
-                counts["refusals_not_naming_the_holder_in_one_line"] += 1
+            _check_refusal(second_err, first.pid, counts, refs)
         elif "in use by another datahunt process" in first_err:  # the second took the lock first
             counts["first_writers_refused_by_the_second"] += 1
-            if f"(pid {second.pid})" not in first_err:
-                counts["refusals_not_naming_the_holder_in_one_line"] += 1
+            _check_refusal(first_err, second.pid, counts, refs)
         else:
             counts["second_writers_ran_after_the_first_ended"] += 1
         _check_consumer(stage, variant, (second, second_began, time.monotonic(), second_err), folders, watcher,
@@ -338,7 +345,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS / "kill_soak.json")
     options = parser.parse_args()
-    rng = random.Random(options.seed)
+    rng = random.Random(options.seed)  # the rounds' stages, delays and kills
     server, url = start_server()
     with tempfile.TemporaryDirectory(prefix="kill-soak-") as tmp:
         work = Path(tmp)
@@ -357,7 +364,7 @@ def main() -> None:
                                  (published(clean.published(0)), published(curated_b.published(0)))]}
         print(f"clean run: {', '.join(f'{k} {v:.1f} s' for k, v in took.items())}", flush=True)
         folders = Folders(work / "soak", manifests, url, work / "target")
-        folders.root.mkdir()
+        folders.root.mkdir()  # the folders every round shares
         watcher = Watcher([folders.cur, folders.run])
         watcher.start()
         counts: Counter[str] = Counter()
@@ -375,12 +382,12 @@ def main() -> None:
         sizes = {"curated": len(curated_rows(clean.cur)), "curated_one_source": len(curated_rows(curated_b.cur)),
                  "regenerated": len(journal_ids(clean.run))}
     server.shutdown()
-    watched = ("torn_sets_consumed", "journal_duplicates_seen", "refusals_not_naming_the_holder_in_one_line")
-    must_be_zero = {**final, **{k: counts[k] for k in watched}}
+    must_be_zero = {**final, **{k: counts[k] for k in ("torn_sets_consumed", "journal_duplicates_seen",
+                                                        "refusals_not_naming_the_holder_in_one_line")}}
     result = {"minutes": round(soaked_s / 60, 2), "rounds": rounds, "seed": options.seed,
               "clean_run_s": {k: round(v, 1) for k, v in took.items()}, "counts": dict(sorted(counts.items())),
               "must_be_zero": dict(sorted(must_be_zero.items())), "all_zero": not any(must_be_zero.values()),
-              "rows": sizes}
+              "rows": sizes, "odd_refusals": refs.get("odd_refusals", [])}
     options.out.parent.mkdir(parents=True, exist_ok=True)
     options.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
