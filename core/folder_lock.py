@@ -19,12 +19,14 @@ import contextlib
 import errno
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 LOCK_FILE = ".datahunt.lock"
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _HELD: set[int] = set()  # this process's lock descriptors
+RETRY_S = 0.5  # how long a refusal waits for a holder that has the lock but not yet its pid in the file
 
 
 def _close_inherited() -> None:
@@ -42,10 +44,20 @@ os.register_at_fork(after_in_child=_close_inherited)
 def lock_holder(lock_file: Path) -> int | None:
     """Return the pid written in `lock_file` (the last process that took it), or None when it names none."""
     try:
-        text = Path(lock_file).read_text(encoding="ascii", errors="replace").strip()
+        text = Path(lock_file).read_text(encoding="ascii", errors="replace").split("\n")[0].strip()
     except OSError:
         return None
     return int(text) if text.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # no signal sent: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _open_lock_file(path: Path) -> int:
@@ -69,6 +81,23 @@ class FolderLock:
     def __init__(self, busy: type[Exception]) -> None:
         self.busy = busy
 
+    def _take(self, fd: int, path: Path, folder: Path) -> None:
+        """Take the lock, or raise `busy` naming the holder. The holder writes its pid just after taking it, so a
+        file still naming a dead process (or none) is read again for a moment, the lock tried again meanwhile."""
+        deadline = time.monotonic() + RETRY_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                holder = lock_holder(path)
+                alive = holder is not None and _alive(holder)
+                if alive or time.monotonic() > deadline:
+                    who = f"pid {holder}" if alive else "a process whose pid is not written yet"
+                    raise self.busy(f"{folder} is in use by another datahunt process ({who}): one writer per "
+                                    "folder; wait for it to end, or use another folder") from None
+                time.sleep(0.01)
+
     @contextlib.contextmanager
     def hold(self, folder: Path, *, lock_file: Path | None = None) -> Iterator[Path]:
         """Hold the lock of `folder` (created if missing) for the block; yield the lock file's path.
@@ -80,15 +109,10 @@ class FolderLock:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = _open_lock_file(path)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = lock_holder(path)
-                who = f"pid {holder}" if holder is not None else "a process whose pid is not written yet"
-                raise self.busy(f"{folder} is in use by another datahunt process ({who}): one writer per folder; "
-                                "wait for it to end, or use another folder") from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            self._take(fd, path, folder)
+            pid = f"{os.getpid()}\n".encode("ascii")
+            os.pwrite(fd, pid, 0)  # over the last holder's pid, then cut to length: never an empty file
+            os.ftruncate(fd, len(pid))
             _HELD.add(fd)
             yield path
         finally:

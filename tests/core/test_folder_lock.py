@@ -91,3 +91,32 @@ def test_a_forked_child_does_not_keep_the_parents_lock(tmp_path: Path) -> None:
         os.waitpid(child, 0)
         for fd in (read, write, started, ready):
             os.close(fd)
+
+
+def test_a_refusal_names_the_new_holder_not_the_last_ones_pid_still_in_the_file(tmp_path: Path) -> None:
+    """The holder writes its pid just after taking the lock: a refusal in between waits for it, instead of naming
+    the previous holder (a process that has ended) or none."""
+    import fcntl
+    import threading
+    import time
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / LOCK_FILE).write_text(ended.stdout)  # the last holder's pid: that process is gone
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the new holder has the lock, its pid not written yet
+
+    def write_pid_late() -> None:
+        time.sleep(0.1)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.ftruncate(fd, len(f"{os.getpid()}\n"))
+
+    writer = threading.Thread(target=write_pid_late)
+    writer.start()
+    try:
+        with pytest.raises(Busy, match=rf"\(pid {os.getpid()}\)"), LOCK.hold(folder):
+            pass
+    finally:
+        writer.join()
+        os.close(fd)
