@@ -62,7 +62,7 @@ def _open(path: Path) -> IO[bytes] | gzip.GzipFile:
     return path.open("rb")
 
 
-def _decoded(handle: IO[bytes] | gzip.GzipFile, errors: str, where: str) -> Iterator[str]:
+def _decoded(handle: Iterable[bytes], errors: str, where: str) -> Iterator[str]:
     # A binary file iterates on b"\n" only, unlike a text-mode file (universal newlines split on "\r").
     try:
         for number, raw in enumerate(handle, start=1):
@@ -84,6 +84,12 @@ def iter_jsonl(path: Path, *, objects: bool = False, errors: str = "strict") -> 
     """
     with _open(Path(path)) as handle:
         yield from _numbered(_decoded(handle, errors, str(path)), str(path), objects)
+
+
+def iter_jsonl_lines(lines: Iterable[bytes], where: str, *, objects: bool = False) -> Iterator[tuple[int, Any]]:
+    """Stream `(line number, value)` from binary lines already open (`where` names them in errors), as
+    `iter_jsonl` does for a file: a reader that hashes what it reads passes its own handle."""
+    return _numbered(_decoded(lines, "strict", where), where, objects)
 
 
 def read_jsonl(path: Path, *, objects: bool = False, errors: str = "strict") -> list[Any]:

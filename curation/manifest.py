@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -166,12 +167,13 @@ class Manifest(_Strict):
 
     @model_validator(mode="after")
     def _unique_sources(self) -> Manifest:
-        keys = [s.key + "|" + ",".join(s.data_files) + "|" + (s.path or "") for s in self.sources]
-        dupes = {k for k in keys if keys.count(k) > 1}
+        # Counted once each (linear): a count of the list per key took seconds at 16,000 sources.
+        keys = Counter(s.key + "|" + ",".join(s.data_files) + "|" + (s.path or "") for s in self.sources)
+        dupes = {k for k, n in keys.items() if n > 1}
         if dupes:
             raise ValueError(f"duplicate sources: {sorted(dupes)}")
-        names = [s.key for s in self.sources if s.local]
-        clash = sorted({k for k in names if names.count(k) > 1})
+        names = Counter(s.key for s in self.sources if s.local)
+        clash = sorted(k for k, n in names.items() if n > 1)
         if clash:
             raise ValueError(f"local sources share the name {clash}: give each its own hub_id (owner/name)")
         return self
@@ -185,6 +187,8 @@ def load_manifest(path: Path) -> Manifest:
         raise ManifestError(f"manifest {path} does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ManifestError(f"manifest {path} is not valid JSON: {exc}") from None
+    except RecursionError:  # JSON nested thousands of levels deep: no manifest is
+        raise ManifestError(f"manifest {path} nests too deep to be a manifest") from None
     try:
         return Manifest.model_validate(raw)
     except ValidationError as exc:

@@ -15,18 +15,19 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict, cast
 
+from core.completion import IncompleteSetError
+from core.curated_set import MANIFEST_FILE, REPORT_FILE, CuratedState, read_state
 from core.samples import CuratedSample
 from core.settings import Settings
 from curation.adapters import adapt, resolve_format
-from curation.atomic_files import read_own, remove_file
+from curation.atomic_files import hold_folder, read_own
 from curation.cleaning import StepParams
 from curation.conversation import Drop, Row, prompt_text
 from curation.decontam import EvalIndex, find_contaminated
 from curation.dedup import DedupResult, deduplicate
 from curation.loading import iter_records, unreadable
-from curation.manifest import Manifest, ManifestError
+from curation.manifest import Manifest, ManifestError, dump_manifest
 from curation.manifest_plan import EvalPlan, ManifestPlan, plan_manifest
 from curation.mirror import MIRROR_INDEX, MirrorEntry, read_mirror_index
 from curation.mixing import MixResult, mix, mix_warnings
@@ -40,14 +41,20 @@ from curation.report import (
 )
 from curation.samples import build_sample
 from curation.set_aside import ContaminatedRecord, DuplicateRecord
-from curation.shards import atomic_write_bytes, atomic_write_json, jsonl_bytes, write_shards
+from curation.shards import (
+    atomic_write_bytes,
+    atomic_write_json,
+    begin_set,
+    commit_set,
+    jsonl_bytes,
+    write_shards,
+)
 from curation.staging import CODE_VERSION, LoadContext, StagedSource, sample_id, slug, stage_source
 from curation.summary import render_plot, render_summary, write_summary
 from curation.textkeys import content_hash, normalise, word_hashes
 from curation.tokens import TokenCounter, load_counter
 
 logger = logging.getLogger(__name__)
-STATE_FILE = "state.json"
 
 
 @dataclass
@@ -206,53 +213,39 @@ def curate(
     `sources_root` (the manifest file's folder) is where target-written and traffic sources' paths lead.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = make_context(manifest, out_dir, mirror, hub_root, hub_probe, settings=settings, sources_root=sources_root)
-    seed = manifest.budget.seed if seed is None else seed
-    plan = plan_run(manifest, ctx)
-    staged: list[StagedSource] = []
-    for planned in plan.sources:
+    with hold_folder(out_dir):  # one writer per output folder, released however the run ends
+        out_dir.mkdir(parents=True, exist_ok=True)
+        ctx = make_context(manifest, out_dir, mirror, hub_root, hub_probe, settings=settings, sources_root=sources_root)
+        seed = manifest.budget.seed if seed is None else seed
+        plan = plan_run(manifest, ctx)
+        staged: list[StagedSource] = []
+        for planned in plan.sources:
+            if on_source is not None:
+                on_source(planned.order, len(plan.sources), planned.source.key)
+            staged.append(stage_source(planned, ctx))
         if on_source is not None:
-            on_source(planned.order, len(plan.sources), planned.source.key)
-        staged.append(stage_source(planned, ctx))
-    if on_source is not None:
-        on_source(len(manifest.sources), len(manifest.sources), "")
-    reused = [f"stage:{s.key}" for s in staged if s.reused]
-    final = _final_hash(manifest, plan, staged, ctx, seed, jsonl)
-    state_path = out_dir / STATE_FILE
-    state = _read_state(out_dir)
-    report_bytes = read_own(out_dir / "report.json", root=out_dir)
-    if state is not None and report_bytes is not None:
-        outputs = state.get("outputs", [])
-        shards_there = isinstance(outputs, list) and all(
-            read_own(out_dir / p, root=out_dir) is not None for p in outputs)
-        if state.get("final") == final and shards_there:
+            on_source(len(manifest.sources), len(manifest.sources), "")
+        reused = [f"stage:{s.key}" for s in staged if s.reused]
+        final = _final_hash(manifest, plan, staged, ctx, seed, jsonl)
+        manifest_text = dump_manifest(manifest)
+        try:
+            state: CuratedState | None = read_state(out_dir)
+        except IncompleteSetError:
+            state = None
+        report_bytes = read_own(out_dir / REPORT_FILE, root=out_dir)
+        if state is not None and state.final == final and state.files is not None and report_bytes is not None \
+                and all(read_own(out_dir / p, root=out_dir) is not None for p in state.outputs):
             logger.info("nothing changed since the last run: outputs kept")
             report = CurationReport.model_validate_json(report_bytes)
+            if read_own(out_dir / MANIFEST_FILE, root=out_dir) != manifest_text.encode("utf-8"):
+                commit_set(out_dir, final, state.outputs, manifest_text)  # a manifest change the key does not see
             return CurateResult(report=report, reused=[*reused, "final"])
-    # The state file is the outputs' commit record: removed before the first output is touched and written
-    # after the last, so a run killed in between (of this manifest or another) is never taken as finished.
-    remove_file(state_path, root=out_dir)
-    report, outputs = _finish(manifest, plan, out_dir, staged, ctx, seed, jsonl)
-    atomic_write_json(state_path, _StageState(final=final, outputs=outputs), root=out_dir)
-    return CurateResult(report=report, reused=reused)
-
-
-class _StageState(TypedDict, total=False):
-    """The state file: the key of the run that wrote the outputs, and the outputs it wrote (relative paths)."""
-
-    final: str
-    outputs: list[str]
-
-
-def _read_state(out_dir: Path) -> _StageState | None:
-    """Return the state file this stage wrote, or None (missing, a planted link, or not one of ours)."""
-    raw = read_own(out_dir / STATE_FILE, root=out_dir)
-    try:
-        state = json.loads(raw) if raw is not None else None
-    except ValueError:
-        return None
-    return cast(_StageState, state) if isinstance(state, dict) else None  # its keys are checked where read
+        # The state file is the outputs' commit record: removed before the first output is touched and written
+        # after the last, so a run killed in between (of this manifest or another) is never taken as finished.
+        begin_set(out_dir)
+        report, outputs = _finish(manifest, plan, out_dir, staged, ctx, seed, jsonl)
+        commit_set(out_dir, final, outputs, manifest_text)
+        return CurateResult(report=report, reused=reused)
 
 
 def _finish(

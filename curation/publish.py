@@ -4,17 +4,22 @@
 `curation.dataset_card`) from the artifacts alone: a curated folder (`data/shard-*.parquet`, `report.json`,
 `manifest.json`) or a regeneration run (`regenerated.jsonl`, `run.json`, `status.json`, `errors.jsonl`, and
 the curated set named by `run.json`'s input). `upload` creates the repository (private unless asked) and
-uploads the folder through `huggingface_hub`. The folder is built beside its place and renamed in whole;
-publish never deletes a file it did not record writing (`.publish.json`), and never the set it publishes.
+uploads the folder through `huggingface_hub`. The set is read through its one reader (`core.curated_set`,
+`core.regenerated_set`), so an unfinished or changed set is refused. The folder is built beside its place and
+renamed in whole, under a lock beside it (`.<out>.publish.lock`: one publish per `--out`); the next publish
+removes what a killed one left (`.tmp-<out>-<digest>-*`). Publish never deletes a file it did not record
+writing (`.publish.json`) nor a folder holding none of them, and never the set it publishes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import re
+import secrets
 import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +28,13 @@ from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import ValidationError
 
+from core.completion import ArtifactError
+from core.curated_set import curated_folder_of, is_curated_set, read_curated, read_state
 from core.jsonl import read_jsonl
-from core.samples import Message, RegeneratedSample
-from curation.atomic_files import read_own, staged_file
+from core.regenerated_set import read_regenerated
+from core.samples import Message
+from curation.atomic_files import hold_folder, read_own, staged_file
 from curation.dataset_card import (
     LICENSE_FILE,
     CardFacts,
@@ -39,7 +46,7 @@ from curation.dataset_card import (
 )
 from curation.errors import CurationError
 from curation.licenses import risky_sources
-from curation.shards import SHARD_ROWS, atomic_write_bytes
+from curation.shards import SCHEMA, SHARD_ROWS, atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 PUBLISH_RECORD = ".publish.json"  # the files a publish wrote: the only ones a later publish may replace
@@ -118,18 +125,26 @@ def _recorded(out: Path) -> set[str] | None:
     return {str(f) for f in files} if isinstance(files, list) else None
 
 
-def _check_out(src: Path, out: Path) -> None:
-    """Refuse an `out` that is, holds or lies inside `src`, or a non-empty folder this step did not write whole."""
+def _check_overlap(src: Path, out: Path) -> None:
+    """Refuse an `out` that is, holds or lies inside `src` (before anything, its lock included, is written)."""
     source, target = src.resolve(), out.resolve()
     if target == source or source in target.parents or target in source.parents:
         raise PublishError(f"--out {out} overlaps the set {src}; publish writes a folder of its own beside it")
+
+
+def _check_out(src: Path, out: Path) -> None:
+    """Refuse an `out` that overlaps `src`, or a non-empty folder this step did not write whole."""
+    _check_overlap(src, out)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise PublishError(f"--out {out} is not a folder")
     if not out.is_dir() or not any(out.iterdir()):
         return
     recorded = _recorded(out)
     present = {p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir() or p.is_symlink()}
-    if recorded is None or not present <= recorded | {PUBLISH_RECORD}:
+    # a folder is ours only when it holds a recorded file (`data/`): an empty one is the user's, never removed
+    folders = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_dir() and not p.is_symlink()}
+    ours = {parent.as_posix() for name in recorded or () for parent in Path(name).parents if parent != Path(".")}
+    if recorded is None or not present <= recorded | {PUBLISH_RECORD} or not folders <= ours:
         raise PublishError(f"--out {out} is not empty and holds files publish did not write; "
                            "name a new folder (publish never deletes what it did not write)")
 
@@ -170,8 +185,11 @@ def _origin(source: Any) -> tuple[str, str | None] | None:
 
 
 def _curated(src: Path) -> tuple[pa.Table, CardFacts]:
-    shards = sorted((src / "data").glob("shard-*.parquet"))
-    table = pa.concat_tables([pq.read_table(p) for p in shards])
+    try:  # the set's one reader: a set whose completion marker is missing or disagrees is refused
+        samples = list(read_curated(src))
+    except ArtifactError as exc:
+        raise PublishError(str(exc)) from None
+    table = pa.Table.from_pylist([s.model_dump() for s in samples], schema=SCHEMA)
     manifest, report = _json(src / "manifest.json"), _json(src / "report.json")
     if not manifest:
         raise PublishError(f"{src} has no manifest.json: the card could not name its sources")
@@ -203,18 +221,18 @@ def _regen_row(record: dict[str, Any]) -> PublishedRow:
 
 
 def _regenerated(src: Path) -> tuple[pa.Table, CardFacts]:
-    records = read_jsonl(src / "regenerated.jsonl", objects=True)
-    for number, record in enumerate(records, start=1):
-        try:
-            RegeneratedSample.model_validate(record)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise PublishError(f"{src / 'regenerated.jsonl'}:{number}: not a regenerated row ({where}: {first['msg']})") from None
-    rows = [_regen_row(r) for r in records]
+    try:  # the run's one reader: a run without its completion marker (killed, failed, running) is refused
+        rows = [_regen_row(sample.model_dump()) for sample in read_regenerated(src)]
+    except ArtifactError as exc:
+        raise PublishError(str(exc)) from None
     run, status = _json(src / "run.json"), _json(src / "status.json")
     curated = Path(run["input"]) if run.get("input") else None
     curated_dir = curated if curated is None or curated.is_dir() else curated.parent
+    if curated is not None and curated_folder_of(curated) is not None:
+        try:  # the card names the curated set's sources: a set rewritten since (or torn) would name the wrong ones
+            read_state(curated_folder_of(curated) or curated)
+        except ArtifactError as exc:
+            raise PublishError(f"the curated set the run read cannot describe it: {exc}") from None
     manifest = _json(curated_dir / "manifest.json") if curated_dir else {}
     quality = (status.get("quality") or {}).values()
     failed = len(read_jsonl(src / "errors.jsonl")) if (src / "errors.jsonl").is_file() else 0
@@ -236,7 +254,7 @@ def set_kind(src: Path) -> str:
     """Return `curated` or `regenerated` for a set folder; raise PublishError for anything else."""
     if (src / "regenerated.jsonl").is_file():
         return "regenerated"
-    if any((src / "data").glob("shard-*.parquet")):
+    if is_curated_set(src):
         return "curated"
     raise PublishError(f"{src} is neither a curated set (data/shard-*.parquet) nor a regeneration run "
                        "(regenerated.jsonl)")
@@ -256,35 +274,69 @@ def build_folder(
     The folder is built whole in a fresh temporary folder beside `out` and renamed into place, so a kill
     leaves the old folder or the new one. An existing `out` is replaced only when it is empty or holds nothing
     but the files a previous publish recorded writing (`.publish.json`); anything else is refused."""
+    out = Path(out)
     kind = set_kind(src)
-    table, facts = _regenerated(src) if kind == "regenerated" else _curated(src)
-    if table.num_rows == 0:
-        raise PublishError(f"{src} holds no rows to publish")
-    _check_out(src, out)
-    _fill_licenses(facts.sources, licenses or {})
-    for source in facts.sources:
-        if not source.get("revision") and (pins or {}).get(source["hub_id"]):
-            source["pin"] = (pins or {})[source["hub_id"]]
-    warnings = check_licenses(facts.sources, accepted=accept_license_risk)
-    facts.repo_id, facts.version = repo_id, version
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name[:64]}-", dir=out.parent))
-    try:
-        shards = _write_shards(table, staging / "data", staging)
-        atomic_write_bytes(staging / "README.md", render_card(facts).encode("utf-8"), root=staging)
-        licence = render_license(facts)  # the card's `license_link` when the sources' licences differ
-        if licence is not None:
-            atomic_write_bytes(staging / LICENSE_FILE, licence.encode("utf-8"), root=staging)
-        files = sorted([*(p.relative_to(staging).as_posix() for p in shards), "README.md",
-                        *([LICENSE_FILE] if licence is not None else [])])
-        atomic_write_bytes(staging / PUBLISH_RECORD, (json.dumps({"files": files}) + "\n").encode(), root=staging)
-        _swap_in(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    _check_overlap(src, out)
+    with hold_folder(out.parent, lock_file=out.parent / f".{out.name}.publish.lock"):  # one publish per --out
+        remove_leftovers(out)
+        table, facts = _regenerated(src) if kind == "regenerated" else _curated(src)
+        if table.num_rows == 0:
+            raise PublishError(f"{src} holds no rows to publish")
+        _check_out(src, out)
+        _fill_licenses(facts.sources, licenses or {})
+        for source in facts.sources:
+            if not source.get("revision") and (pins or {}).get(source["hub_id"]):
+                source["pin"] = (pins or {})[source["hub_id"]]
+        warnings = check_licenses(facts.sources, accepted=accept_license_risk)
+        facts.repo_id, facts.version = repo_id, version
+        staging = _new_folder(out, "")
+        try:
+            shards = _write_shards(table, staging / "data", staging)
+            atomic_write_bytes(staging / "README.md", render_card(facts).encode("utf-8"), root=staging)
+            licence = render_license(facts)  # the card's `license_link` when the sources' licences differ
+            if licence is not None:
+                atomic_write_bytes(staging / LICENSE_FILE, licence.encode("utf-8"), root=staging)
+            files = sorted([*(p.relative_to(staging).as_posix() for p in shards), "README.md",
+                            *([LICENSE_FILE] if licence is not None else [])])
+            atomic_write_bytes(staging / PUBLISH_RECORD, (json.dumps({"files": files}) + "\n").encode(), root=staging)
+            _swap_in(staging, out)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     shards = [out / p.relative_to(staging) for p in shards]
     logger.info("wrote %d rows in %d shard(s) and a dataset card to %s", table.num_rows, len(shards), out)
     return PublishedFolder(out, kind, table.num_rows, shards, warnings)
+
+
+def _prefix(out: Path) -> str:
+    """The start of the name of every temporary folder a publish to `out` makes beside it: `out`'s name (cut
+    short) and a digest of the whole name, so the leftovers of one `--out` are never taken for another's."""
+    return f".tmp-{out.name[:40]}-{hashlib.sha256(out.name.encode()).hexdigest()[:12]}-"
+
+
+def _new_folder(out: Path, kind: str) -> Path:
+    """Make a fresh temporary folder beside `out` (`kind`: "" to build in, "old-" to move the old one into),
+    with the mode the umask gives a new folder (as `out` itself would have), not mkdtemp's 0700."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(8):
+        path = out.parent / f"{_prefix(out)}{kind}{secrets.token_hex(4)}"
+        try:
+            path.mkdir(0o777)
+            return path
+        except FileExistsError:
+            continue
+    raise PublishError(f"could not make a temporary folder beside {out}")
+
+
+def remove_leftovers(out: Path) -> list[Path]:
+    """Remove the temporary folders a killed publish to `out` left beside it; return them. Called with the
+    publish lock held, so no live publish's folder is among them."""
+    pattern = re.compile(re.escape(_prefix(out)) + r"(old-)?[0-9a-f]{8}")
+    found = [p for p in out.parent.glob(".tmp-*") if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
+    for path in found:
+        logger.warning("removing %s, left by a publish that was killed", path)
+        shutil.rmtree(path)  # rmtree never follows a link inside it
+    return found
 
 
 def _swap_in(staging: Path, out: Path) -> None:
@@ -292,7 +344,7 @@ def _swap_in(staging: Path, out: Path) -> None:
     if not out.exists():
         os.rename(staging, out)
         return
-    old = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name[:64]}-old-", dir=out.parent))
+    old = _new_folder(out, "old-")
     os.rename(out, old / "folder")
     os.rename(staging, out)
     shutil.rmtree(old)  # only what `_check_out` found recorded as written by publish (rmtree never follows links)

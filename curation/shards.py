@@ -22,8 +22,10 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 from typing_extensions import is_typeddict
 
+from core.completion import stamp_file
+from core.curated_set import MANIFEST_FILE, REPORT_FILE, STATE_FILE, write_state_text
 from core.samples import CuratedSample
-from curation.atomic_files import remove_file, remove_temporaries, staged_file, write_file
+from curation.atomic_files import read_own, remove_file, remove_temporaries, staged_file, write_file
 
 SHARD_ROWS = 10_000
 
@@ -125,3 +127,19 @@ def write_shards(samples: Sequence[CuratedSample], data_dir: Path, *, root: Path
         if stale not in paths:
             remove_file(stale, root=root)
     return paths
+
+
+def begin_set(out_dir: Path) -> None:
+    """Remove the set's completion marker (`state.json`) before the first output is touched, so a run killed
+    from here on leaves a folder every reader refuses (`core.curated_set`)."""
+    remove_file(out_dir / STATE_FILE, root=out_dir)
+
+
+def commit_set(out_dir: Path, final: str, outputs: list[str], manifest_text: str) -> None:
+    """Write the manifest beside the set, then the completion marker last: `final` (the run's key), the
+    `outputs` (relative paths) and the stamp (size, sha256) of each of them, of the report and of the manifest."""
+    if read_own(out_dir / MANIFEST_FILE, root=out_dir) != manifest_text.encode("utf-8"):
+        remove_file(out_dir / STATE_FILE, root=out_dir)  # a kill before the marker below leaves no stale one
+        atomic_write_bytes(out_dir / MANIFEST_FILE, manifest_text.encode("utf-8"), root=out_dir)
+    files = {name: stamp_file(out_dir / name) for name in [*outputs, REPORT_FILE, MANIFEST_FILE]}
+    atomic_write_bytes(out_dir / STATE_FILE, write_state_text(final, outputs, files), root=out_dir)

@@ -9,6 +9,8 @@ Rules that make a run exactly-once across crashes:
 - `retry_failed` first rewrites `errors.jsonl` without the failed rows (atomically, via a temp file and
   rename), then runs them again: a row is never in both files. Should both files still name an id (edited
   by hand), the success wins and the error line is dropped.
+- A line is written whole or not at all: a write the disk refuses part-way (full, or a file-size limit) is
+  cut back to the last complete line before the error goes on, so no torn line outlives a failed write.
 - Lines are flushed to the OS on every write (a SIGKILL loses nothing written); `fsync` runs at most every
   `fsync_interval_s` seconds (0 = every line) and at close, bounding what a power loss can take.
 """
@@ -98,6 +100,7 @@ class Journal:
     done_lengths: list[int] = field(default_factory=list)
     done_quality: dict[str, QualityCounts] = field(default_factory=dict)
     _handles: dict[str, IO[bytes]] = field(default_factory=dict)
+    _ends: dict[str, int] = field(default_factory=dict)  # each file's size after its last complete line
     _last_fsync: float = 0.0
 
     @property
@@ -124,6 +127,7 @@ class Journal:
         self.failed_ids = set(failed) - drop
         for name, path in ((DONE_FILE, self.done_path), (ERRORS_FILE, self.errors_path)):
             self._handles[name] = open_append(path)  # a link planted at the name is refused, never followed
+            self._ends[name] = os.fstat(self._handles[name].fileno()).st_size
         self._last_fsync = time.monotonic()
 
     def finished(self, row_id: str) -> bool:
@@ -131,9 +135,16 @@ class Journal:
         return row_id in self.done_ids or row_id in self.failed_ids
 
     def _append(self, name: str, record: RegeneratedRecord | FailedRecord) -> None:
-        handle = self._handles[name]
-        handle.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
-        handle.flush()
+        fd = self._handles[name].fileno()
+        data = json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+        try:  # written straight to the file (no buffer left to flush later), all of it or none
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:  # a full disk or a file-size limit cut the line: it is cut off again, whole
+            os.ftruncate(fd, self._ends[name])
+            raise
+        self._ends[name] += len(data)
         now = time.monotonic()
         if now - self._last_fsync >= self.fsync_interval_s:
             self.sync()
@@ -161,9 +172,11 @@ class Journal:
             os.fsync(handle.fileno())
 
     def close(self) -> None:
-        """fsync and close both files."""
-        if self._handles:
-            self.sync()
-        for handle in self._handles.values():
-            handle.close()
-        self._handles.clear()
+        """fsync and close both files (closed even when the fsync fails, e.g. on a full disk)."""
+        try:
+            if self._handles:
+                self.sync()
+        finally:
+            for handle in self._handles.values():
+                handle.close()
+            self._handles.clear()

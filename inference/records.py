@@ -1,6 +1,8 @@
 """Regeneration input: curated samples read from Parquet or JSONL, each with a stable row id and its prompts.
 
-Curation writes `DIR/data/*.parquet` or `DIR/samples.jsonl`; a plain JSONL file of samples works too. A row's
+A curated set (`curate --out`, or a file of one) is read through its one reader (`core.curated_set`), which
+refuses a set whose completion marker is missing or disagrees with its files; a JSONL or Parquet file (or a
+folder of them) of your own is read as it is, `{messages}` or ShareGPT `{conversations}` per row. A row's
 id is its input `id`, else a content hash of its messages, so a resumed run recognises finished rows whatever
 order they finished in. A regenerated conversation keeps the optional leading system message and every user
 turn; the dataset's assistant turns are dropped (the target answers each user turn again). A row that uses
@@ -19,8 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from core.completion import ArtifactError
+from core.curated_set import curated_files, curated_folder_of, read_curated
 from core.jsonl import JsonlError, iter_jsonl
-from core.samples import ROLES, read_message
+from core.samples import ROLES, CuratedSample, read_message
 from core.tool_calls import Tool, ToolFormatError, read_tools
 from inference.errors import InferenceError
 
@@ -159,14 +163,37 @@ def _iter_parquet(path: Path) -> Iterator[InputRow]:
         yield _row_from_dict(raw, f"{path}[{number}]")
 
 
+def _row_from_sample(sample: CuratedSample) -> InputRow:
+    messages = [dict(read_message(m, i)) for i, m in enumerate(sample.messages)]
+    return InputRow(id=sample.id, messages=messages, needs_regeneration=sample.needs_regeneration,
+                    category=sample.category, source=sample.source.model_dump(),
+                    tools=[dict(t) for t in sample.tools] if sample.tools else None)  # type: ignore[misc]
+
+
+def _iter_curated(path: Path) -> Iterator[InputRow]:
+    """The rows of a curated set (a folder, or a file of one) through its one reader, which refuses a set
+    whose completion marker is missing or disagrees with its files."""
+    try:
+        for sample in read_curated(path):
+            yield _row_from_sample(sample)
+    except ArtifactError as exc:
+        raise InputError(str(exc)) from None
+
+
 def input_files(path: Path) -> list[Path]:
-    """Return the sample files behind `path`: itself, or a curated folder's Parquet shards / JSONL files."""
+    """Return the sample files behind `path`: itself, a curated set's Parquet shards (its completion marker
+    checked), or the JSONL / Parquet files of a folder of your own."""
     path = Path(path)
+    if not path.exists():
+        raise InputError(f"input {path} does not exist")
+    if curated_folder_of(path) is not None:
+        try:
+            return curated_files(path)
+        except ArtifactError as exc:
+            raise InputError(str(exc)) from None
     if path.is_file():
         return [path]
-    if not path.is_dir():
-        raise InputError(f"input {path} does not exist")
-    for pattern in ("data/*.parquet", "*.parquet", "samples.jsonl", "data/*.jsonl", "*.jsonl"):
+    for pattern in ("data/*.parquet", "*.parquet", "data/*.jsonl", "*.jsonl"):
         found = sorted(path.glob(pattern))
         if found:
             return found
@@ -174,7 +201,10 @@ def input_files(path: Path) -> list[Path]:
 
 
 def iter_rows(path: Path) -> Iterator[InputRow]:
-    """Yield every input row of `path` (file or curated folder) in file order."""
+    """Yield every input row of `path` (a curated set, a file, or a folder of files) in file order."""
+    if curated_folder_of(Path(path)) is not None:
+        yield from _iter_curated(Path(path))
+        return
     for file in input_files(path):
         if file.suffix == ".parquet":
             yield from _iter_parquet(file)

@@ -34,7 +34,9 @@ from core.regen_records import (
     StopMeta,
     TurnMeta,
 )
+from core.regenerated_set import FINISHED_FILE, finished_marker
 from core.tool_calls import Tool
+from inference.atomic_files import hold_folder, remove_file, write_file
 from inference.backend import GenerationBackend, Timeouts
 from inference.endpoints import AllEndpointsDown, Endpoint, EndpointPool
 from inference.errors import InferenceError
@@ -309,7 +311,7 @@ def _write_run_file(config: RunConfig, backend: GenerationBackend) -> None:
     }
     path = config.out_dir / RUN_FILE
     if path.exists():
-        before = json.loads(path.read_text(encoding="utf-8"))
+        before = _read_run_file(path)
         if before.get("sampling") != data["sampling"]:
             if not config.allow_new_sampling:
                 raise SamplingChangedError(
@@ -318,6 +320,19 @@ def _write_run_file(config: RunConfig, backend: GenerationBackend) -> None:
                 )
             logger.warning("resuming with other sampling settings than before: %s → %s", before.get("sampling"), data["sampling"])
     write_json_atomic(path, data)
+
+
+def _read_run_file(path: Path) -> dict[str, object]:
+    """The run file an earlier run of this folder wrote; InputError when it is not one (garbage, another file)."""
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: not JSON, or not UTF-8
+        raise InputError(f"{path} is not a run file regen wrote ({type(exc).__name__}); use another --out, or "
+                         "remove it to start the run over") from None
+    if not isinstance(before, dict):
+        raise InputError(f"{path} is not a run file regen wrote (not a JSON object); use another --out, or remove "
+                         "it to start the run over")
+    return before
 
 
 def select_rows(config: RunConfig) -> tuple[list[InputRow], int]:
@@ -358,8 +373,10 @@ def endpoint_pool(config: RunConfig, backend: GenerationBackend) -> EndpointPool
 
 
 def _open_run(config: RunConfig, backend: GenerationBackend, rows: list[InputRow]) -> tuple[Journal, StatusTracker]:
-    """Create the run folder, its run file and journal; return the journal and a tracker seeded from it."""
+    """Create the run folder, its run file and journal; return the journal and a tracker seeded from it. The
+    completion marker goes first: from here until every row has its final record the run is unfinished."""
     config.out_dir.mkdir(parents=True, exist_ok=True)
+    remove_file(config.out_dir / FINISHED_FILE)
     _write_run_file(config, backend)
     register_run(config.out_dir)
     journal = Journal(config.out_dir, fsync_interval_s=config.fsync_interval_s)
@@ -426,22 +443,29 @@ async def _drive(run: _Run, queue: asyncio.Queue[InputRow]) -> None:
         tracker.state, tracker.error = "interrupted", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        await _cancel(background)
-        run.journal.close()
-        run.write_status()
-        await run.backend.aclose()  # an HTTP session's connections, an in-process model's caches and threads
+        try:
+            await _cancel(background)
+            run.journal.close()
+            if tracker.state == "finished":  # every row has its final record: the run's completion marker, last
+                write_file(run.config.out_dir / FINISHED_FILE, finished_marker(run.config.out_dir))
+            run.write_status()
+        finally:  # closed even when a full disk failed the lines above: no connection is left for the collector
+            await run.backend.aclose()  # an HTTP session's connections, an in-process model's caches and threads
 
 
 async def run_regeneration(config: RunConfig, backend: GenerationBackend) -> RunSummary:
-    """Regenerate every unfinished row of `config.input_path` into `config.out_dir`; return the summary."""
+    """Regenerate every unfinished row of `config.input_path` into `config.out_dir`; return the summary. The
+    run holds the folder's lock from before its first write to its end: a second run on the folder is refused
+    (FolderBusyError) before it writes anything (a bad input is refused before the folder is made)."""
     rows, duplicates = select_rows(config)
     backend.reasoning, backend.tool_rendering = config.reasoning, config.tool_rendering
     check_tool_template(rows, backend, config.tool_rendering)
     pool = endpoint_pool(config, backend)
-    journal, tracker = _open_run(config, backend, rows)
-    pending = [row for row in rows if not journal.finished(row.id)]
-    run = _Run(config, backend, pool, journal, tracker)
-    await _drive(run, _queue_pending(pending, journal, tracker))
+    with hold_folder(config.out_dir):
+        journal, tracker = _open_run(config, backend, rows)
+        pending = [row for row in rows if not journal.finished(row.id)]
+        run = _Run(config, backend, pool, journal, tracker)
+        await _drive(run, _queue_pending(pending, journal, tracker))
     return RunSummary(
         total=len(rows), done=tracker.done, failed=tracker.failed, skipped=len(rows) - len(pending),
         duplicates=duplicates, completion_tokens=tracker.completion_tokens, status=tracker.snapshot(pool.snapshot()),

@@ -39,6 +39,7 @@ from inference.quality import QualityCounts, QualityShares, category_of, record_
 STATUS_FILE = "status.json"
 WINDOW_S = 60.0
 RECENT_TURNS = 8  # the answered turns whose wall time says how long the next one takes
+MAX_STATUS_DEPTH = 32  # containers within containers a status file may hold (the runner writes 4)
 
 
 class RunInfo(TypedDict, total=False):
@@ -163,9 +164,24 @@ def read_status(run_dir: Path) -> RunStatus | None:
         raise UnreadableStatusError(f"{path} is unreadable: it nests too deep to be a run status") from None
     if not isinstance(status, dict):
         raise UnreadableStatusError(f"{path} holds a JSON {type(status).__name__}, not a run status object")
+    if _depth(status) > MAX_STATUS_DEPTH:  # the runner's own is 4 deep; hundreds of levels fail every serializer
+        raise UnreadableStatusError(f"{path} is unreadable: it nests too deep to be a run status")
     if not _is_run_status(status):
         raise UnreadableStatusError(f"{path}: updated_at is not a time stamp")
     return status
+
+
+def _depth(value: object) -> int:
+    """How deep JSON containers nest in `value` (0 for a scalar), counted without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth + 1)
+            if deepest > MAX_STATUS_DEPTH:
+                break
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _is_run_status(status: dict[object, object]) -> TypeGuard[RunStatus]:

@@ -29,6 +29,7 @@ from fastapi.routing import iter_route_contexts
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
+from starlette.types import ASGIApp
 
 from core.settings import Settings, get_settings
 from curation.catalog import store
@@ -81,6 +82,14 @@ async def _database_error(request: Request, exc: Exception) -> JSONResponse:
                         status_code=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "30"})
 
 
+class _App(FastAPI):
+    """The service's FastAPI app, with the security headers outside everything, Starlette's error middleware
+    included: `add_middleware` places a middleware inside that one, so an unexpected 500 went out without them."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeadersMiddleware(super().build_middleware_stack())  # outermost: 500s and refusals too
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -100,7 +109,7 @@ def create_app(
     """
     settings = settings or get_settings()
     sweep = resume_unfinished if sweep_abandoned is None else sweep_abandoned
-    app = FastAPI(
+    app = _App(
         title="datahunt",
         summary="Launch discovery campaigns, review and approve datasets, export the manifest.",
         version="0.1.0",
@@ -113,7 +122,6 @@ def create_app(
     app.add_middleware(StrictJsonMiddleware)  # inside the body limit: buffers at most MAX_BODY_BYTES
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(AllowedHostsMiddleware, allowed=settings.allowed_host_list)
-    app.add_middleware(SecurityHeadersMiddleware)  # outermost: refusals get the headers too
     app.add_exception_handler(store.CatalogError, _catalog_error)
     app.add_exception_handler(sa_exc.DatabaseError, _database_error)
     app.add_exception_handler(RequestValidationError, validation_error_with_hints)

@@ -141,7 +141,10 @@ def default_export_name(now: datetime | None = None) -> str:
 
 def resolve_export_path(data_dir: Path, requested: str | None) -> Path:
     """Return the absolute file path to write, confined to `data_dir`; raise ExportPathError otherwise."""
-    root = data_dir.resolve()
+    try:
+        root = data_dir.resolve()
+    except (RuntimeError, OSError) as exc:  # the data directory itself is a link loop
+        raise ExportPathConflictError(f"the data directory {data_dir} cannot be resolved: {exc}") from None
     text = (requested or "").strip() or default_export_name()
     if "\x00" in text:
         raise ExportPathError("export path contains a NUL byte")
@@ -156,7 +159,10 @@ def resolve_export_path(data_dir: Path, requested: str | None) -> Path:
     except ConfinedPathError as exc:
         raise ExportPathError(f"export path {text[:80]!r}: {exc}") from None
     candidate = Path(text) if pure.is_absolute() else root / pure
-    resolved = candidate.resolve()  # follows symlinks, so a link pointing outside is caught below
+    try:
+        resolved = candidate.resolve()  # follows symlinks, so a link pointing outside is caught below
+    except (RuntimeError, OSError) as exc:  # Python 3.11 raises RuntimeError for a link loop, later ones OSError
+        raise ExportPathConflictError(f"export path {text!r} cannot be resolved: {exc}") from None
     if not resolved.is_relative_to(root) or resolved == root:
         error = ExportPathConflictError if candidate.absolute().is_relative_to(root) else ExportPathError
         raise error(f"export path {text!r} is outside the data directory {root}")  # a link inside leads out

@@ -40,6 +40,9 @@ ALLOWED: dict[str, set[str]] = {
 DECODING = "inference.decoding"
 DECODING_ALLOWED = {"core", "inference.errors", DECODING}
 CORE_THIRD_PARTY = {"pydantic", "pydantic_settings", "typing_extensions"}  # the last: pydantic's own, for TypedDict
+# The curated set's one reader parses its format, Parquet: that module alone in core/ may import pyarrow (inside
+# the reader, so importing core stays pydantic-only).
+CORE_FORMAT_READERS = {"core/curated_set.py": {"pyarrow"}}
 ENV_NAMES = {"environ", "getenv", "putenv", "environb", "getenvb", "unsetenv"}
 
 
@@ -104,7 +107,7 @@ def violations(path: Path, root: Path = ROOT) -> list[str]:
         elif top in REPO_ONLY:
             bad.append(f"{name} (a repository folder, not a package of the product)")
         elif package == "core" and top not in CORE_THIRD_PARTY and top not in sys.stdlib_module_names \
-                and top != "__future__":
+                and top != "__future__" and top not in CORE_FORMAT_READERS.get(path.relative_to(root).as_posix(), ()):
             bad.append(f"{name} (core/ holds pydantic types only)")
     return bad
 
@@ -263,3 +266,18 @@ def test_a_planted_command_cross_import_is_caught(tmp_path: Path) -> None:
     (folder / "two.py").write_text('"""Two."""\ndef register(app):\n    pass\n\ndef helper():\n    pass\n')
     (folder / "notes.py").write_text('"""A helper module, not a command."""\n')
     assert command_cross_imports(tmp_path) == ["server.commands.one imports server.commands.two"]
+def test_only_the_curated_reader_of_core_may_import_pyarrow(tmp_path: Path) -> None:
+    (tmp_path / "core").mkdir()
+    for name in ("curated_set.py", "other.py"):
+        (tmp_path / "core" / name).write_text("def read():\n    import pyarrow.parquet as pq\n    return pq\n")
+    assert violations(tmp_path / "core" / "curated_set.py", tmp_path) == []
+    assert violations(tmp_path / "core" / "other.py", tmp_path) == ["pyarrow.parquet (core/ holds pydantic types only)"]
+
+
+def test_importing_core_imports_no_pyarrow() -> None:
+    import subprocess
+
+    code = ("import sys, core.curated_set, core.regenerated_set, core.completion, core.folder_lock; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyarrow'))")
+    found = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"

@@ -98,5 +98,6 @@ def test_one_name_means_one_thing() -> None:
                 seen.setdefault(name, []).append(str(path.relative_to(ROOT)))
     twice = {name: where for name, where in seen.items() if len(where) > 1 and not name.startswith("_")}
     assert "CampaignBusyError" not in twice and "VerifiedCandidate" not in twice and "Message" not in twice
-    # each stage binds the one atomic writer (core/atomic_files.py) to an UnsafePathError of its own root, by design
-    assert {name for name in twice if name.endswith("Error")} == {"UnsafePathError"}, twice
+    # each stage binds the one atomic writer (core/atomic_files.py) to an UnsafePathError of its own root, and the
+    # one folder lock (core/folder_lock.py) to a FolderBusyError of its own root, by design
+    assert {name for name in twice if name.endswith("Error")} == {"UnsafePathError", "FolderBusyError"}, twice

@@ -28,6 +28,7 @@ import logging
 import resource
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
@@ -37,6 +38,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from inference.decoding.hidden_states import AuxLayers, default_aux_layers
+from training.atomic_files import hold_folder
 from training.data import TokenizedRow, load_conversations, run_rendering, tokenize_rows
 from training.errors import TrainingError
 from training.offline_cache import (
@@ -107,13 +109,20 @@ class CaptureResult:
 
 
 def run_capture(cfg: CaptureConfig, on_progress: Progress | None = None) -> CaptureResult:
-    """Capture cfg.data through cfg.target into cfg.out (resuming a cache left unfinished); return the summary."""
+    """Capture cfg.data through cfg.target into cfg.out (resuming a cache left unfinished); return the summary.
+    Rank 0 holds the cache folder's lock for the whole capture: a second capture into it is refused at once."""
+    started = time.perf_counter()
+    rank, world, device = setup_distributed(cfg.device)
+    with hold_folder(cfg.out) if rank == 0 else nullcontext():  # one writer per cache folder (rank 0 holds it)
+        return _capture(cfg, on_progress, started, rank, world, device)
+
+
+def _capture(cfg: CaptureConfig, on_progress: Progress | None, started: float, rank: int, world: int,
+             device: torch.device) -> CaptureResult:
     from transformers import AutoConfig, AutoTokenizer
 
     from training.trainer import tokenizer_hash
 
-    started = time.perf_counter()
-    rank, world, device = setup_distributed(cfg.device)
     if device.type == "cpu":
         release_large_frees()
     if not cfg.target.is_dir():

@@ -31,7 +31,10 @@ from core.chat_render import (
     template_kwargs,
     tool_support,
 )
+from core.completion import ArtifactError
+from core.curated_set import STATE_FILE, curated_files, curated_folder_of, read_curated
 from core.jsonl import JsonlError, iter_jsonl
+from core.regenerated_set import is_run_folder, read_regenerated, regenerated_file
 from core.samples import ROLES, read_message
 from core.tool_calls import Tool, ToolFormatError, read_tools
 from training.atomic_files import write_file
@@ -136,17 +139,34 @@ FOLDER_FILES = ("regenerated.jsonl", "samples.jsonl")
 
 
 def training_file(path: Path) -> Path:
-    """Return the JSONL file `path` names: itself, or for a folder the regen run's (or curated set's) file in it.
-    Raises DataError saying which it is when there is none."""
-    if path.is_dir():
-        for name in FOLDER_FILES:
-            if (path / name).is_file():
-                return path / name
-        raise DataError(f"training data {path} is a folder with no {' or '.join(FOLDER_FILES)}: pass a regen run "
-                        "folder or the JSONL file itself")
-    if not path.is_file():
-        raise DataError(f"training data {path} does not exist")
-    return path
+    """Return the file whose bytes decide the rows `path` names: itself, a regen run's journal, or for a curated
+    set its marker (`state.json`, which stamps every file of the set); a run or set (or a file of one) is checked
+    against its completion marker first (`core.regenerated_set`, `core.curated_set`). Raises DataError saying
+    what is missing, or that the run or set is unfinished."""
+    try:
+        if (folder := curated_folder_of(path)) is not None:
+            files = curated_files(path)
+            return files[0] if path.is_file() else folder / STATE_FILE
+        if path.is_dir() and not (path / FOLDER_FILES[0]).is_file():
+            raise DataError(f"training data {path} is a folder with no {' or '.join(FOLDER_FILES)}: pass a regen "
+                            "run folder or the JSONL file itself")
+        return regenerated_file(path)
+    except ArtifactError as exc:
+        raise DataError(str(exc)) from None
+
+
+def _numbered_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line or row number, row) of every row `path` names: a finished regen run's or curated set's rows through
+    their one reader (validated), any other JSONL file as it is."""
+    try:
+        if curated_folder_of(path) is not None:
+            return [(n, s.model_dump()) for n, s in enumerate(read_curated(path), start=1)]
+        file = training_file(path)
+        if file.name == FOLDER_FILES[0] and is_run_folder(file.parent):
+            return [(n, s.model_dump()) for n, s in enumerate(read_regenerated(file), start=1)]
+        return list(iter_jsonl(file, objects=True))
+    except (ArtifactError, JsonlError) as exc:
+        raise DataError(str(exc)) from None
 
 
 def _recorded(meta: object, key: str, kind: type[Reasoning] | type[ToolRendering], where: str) -> Any:
@@ -163,12 +183,8 @@ def load_conversations(path: Path, field: str = "conversations") -> list[Convers
 
     For the default field, rows holding `messages` instead are accepted too. Raises DataError on a bad row.
     """
-    path = training_file(path)
+    numbered = _numbered_rows(path)
     rows = []
-    try:
-        numbered = list(iter_jsonl(path, objects=True))
-    except JsonlError as exc:
-        raise DataError(str(exc)) from None
     for n, row in numbered:
         raw = row.get(field)
         if raw is None and field == "conversations":

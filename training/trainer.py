@@ -29,6 +29,7 @@ from inference.decoding.attention_kernels import without_cudnn
 from inference.decoding.draft_model import DraftConfig, Eagle3Draft
 from inference.decoding.hidden_states import AuxLayers, capture, default_aux_layers, target_embeddings
 from inference.decoding.static_llama import StaticLlama, UnsupportedTarget
+from training.atomic_files import hold_folder
 from training.checkpoints import newest_checkpoint, resume, save_checkpoint
 from training.config import ConfigError, TrainConfig
 from training.data import (
@@ -82,9 +83,16 @@ class TrainResult:
 
 def train(cfg: TrainConfig, features: Any = None) -> TrainResult:
     """Train a draft for cfg.target on cfg.data; return where the run ended. `features`: with
-    cfg.features_server, the engine's row fetcher (`training.engine_features.Fetch`, which the caller opens)."""
+    cfg.features_server, the engine's row fetcher (`training.engine_features.Fetch`, which the caller opens).
+    The run folder has one writer: rank 0 holds its lock for the whole run, and a second run on it is refused
+    before anything loads."""
     # --- Where we run: one process, or one rank of a torchrun job.
     rank, world, device = _setup_distributed(cfg)
+    with hold_folder(cfg.out) if rank == 0 else nullcontext():
+        return _train(cfg, rank, world, device, features)
+
+
+def _train(cfg: TrainConfig, rank: int, world: int, device: torch.device, features: Any) -> TrainResult:
     # A resume with other settings than the checkpoint's is refused before anything loads (training/resume_check.py).
     newest = newest_checkpoint(cfg) if cfg.resume else None
     changed = check_resume(newest, cfg) if newest is not None else {}

@@ -34,6 +34,7 @@ from datatrove.executor import LocalPipelineExecutor
 from datatrove.pipeline.base import PipelineStep
 
 from core.settings import Settings
+from curation.atomic_files import hold_folder
 from curation.engine.counts import SourceCounts
 from curation.engine.dedup import band_partition, exact_partition, resolve_near, write_near
 from curation.engine.outputs import (
@@ -47,11 +48,11 @@ from curation.engine.plan import EnginePlan, Shard, partitions_for, shards_for, 
 from curation.engine.report import build_report, failure_bound, per_category, shard_metas
 from curation.engine.select import decontaminate_shard, mix_thresholds, save_index
 from curation.engine.stage import stage_shard
-from curation.manifest import Manifest
+from curation.manifest import Manifest, dump_manifest
 from curation.manifest_plan import ManifestPlan
 from curation.pipeline import CurateResult, build_index, make_context, plan_run
 from curation.report import CurationReport, EvalSetStatus
-from curation.shards import atomic_write_json
+from curation.shards import atomic_write_json, begin_set, commit_set
 from curation.staging import CODE_VERSION, LoadContext, stage_hash
 from curation.summary import render_plot, render_summary, write_summary
 
@@ -198,41 +199,44 @@ def curate_datatrove(
     """Curate the manifest into `out_dir` with datatrove; the same outputs and report as `curation.pipeline.curate`."""
     say = progress or (lambda line: logger.info("%s", line))
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = make_context(manifest, out_dir, mirror, hub_root, settings=settings, sources_root=sources_root)
-    seed = manifest.budget.seed if seed is None else seed
-    workers = workers or os.cpu_count() or 1
-    load = plan_run(manifest, ctx)
-    key = run_key(manifest, load, ctx, seed, jsonl)
-    root = out_dir / "engine"
-    for stale in root.glob("*") if root.is_dir() else []:
-        if stale.name != key:
-            shutil.rmtree(stale, ignore_errors=True)
-    shards, partitions = _shards(load, ctx)
-    plan = EnginePlan(manifest, load, ctx, seed, jsonl, root / key, shards, partitions)
-    plan.work.mkdir(parents=True, exist_ok=True)
-    reused = len(list((plan.work / "logs" / "stage" / "completions").glob("*"))) if (
-        plan.work / "logs" / "stage" / "completions").is_dir() else 0
+    with hold_folder(out_dir):  # one writer per output folder, released however the run ends
+        begin_set(out_dir)  # no completion marker until every output below is written
+        out_dir.mkdir(parents=True, exist_ok=True)
+        ctx = make_context(manifest, out_dir, mirror, hub_root, settings=settings, sources_root=sources_root)
+        seed = manifest.budget.seed if seed is None else seed
+        workers = workers or os.cpu_count() or 1
+        load = plan_run(manifest, ctx)
+        key = run_key(manifest, load, ctx, seed, jsonl)
+        root = out_dir / "engine"
+        for stale in root.glob("*") if root.is_dir() else []:
+            if stale.name != key:
+                shutil.rmtree(stale, ignore_errors=True)
+        shards, partitions = _shards(load, ctx)
+        plan = EnginePlan(manifest, load, ctx, seed, jsonl, root / key, shards, partitions)
+        plan.work.mkdir(parents=True, exist_ok=True)
+        reused = len(list((plan.work / "logs" / "stage" / "completions").glob("*"))) if (
+            plan.work / "logs" / "stage" / "completions").is_dir() else 0
 
-    index, eval_status = build_index(load.eval_sets, ctx)
-    save_index(plan, index)
-    _retry_failed(plan)
-    ran = _run_job(plan, "stage", len(shards), workers, say)
-    for order, source in enumerate(manifest.sources):
-        for meta, shard in zip(shard_metas(plan, order), plan.shards_of(order), strict=True):
-            if meta["error"]:
-                say(f"failed shard: source {source.key} (shard {shard.part + 1}/{shard.parts}) at row "
-                    f"{meta['failed_row']}: {meta['error']}")
-    ran = _run_job(plan, "dedup", 2 * partitions, workers, say, stale=ran) or ran
-    near = resolve_near(plan)
-    write_near(plan, near)
-    say(f"near dedup: {len(near)} near duplicate(s) from the candidate pairs")
-    ran = _run_job(plan, "decontaminate", len(shards), workers, say, stale=ran) or ran
-    available, plan_quota, thresholds = mix_thresholds(plan)
-    _run_job(plan, "write", len(shards), workers, say, TaskExtra(thresholds=thresholds), stale=ran)
-    report = _finish(plan, out_dir, near, available, plan_quota, eval_status)
-    say(f"merge: {report.rows_out} rows into {len(report.shards)} file(s)")
-    return CurateResult(report=report, reused=[f"engine:{reused} stage task(s)"] if reused else [])
+        index, eval_status = build_index(load.eval_sets, ctx)
+        save_index(plan, index)
+        _retry_failed(plan)
+        ran = _run_job(plan, "stage", len(shards), workers, say)
+        for order, source in enumerate(manifest.sources):
+            for meta, shard in zip(shard_metas(plan, order), plan.shards_of(order), strict=True):
+                if meta["error"]:
+                    say(f"failed shard: source {source.key} (shard {shard.part + 1}/{shard.parts}) at row "
+                        f"{meta['failed_row']}: {meta['error']}")
+        ran = _run_job(plan, "dedup", 2 * partitions, workers, say, stale=ran) or ran
+        near = resolve_near(plan)
+        write_near(plan, near)
+        say(f"near dedup: {len(near)} near duplicate(s) from the candidate pairs")
+        ran = _run_job(plan, "decontaminate", len(shards), workers, say, stale=ran) or ran
+        available, plan_quota, thresholds = mix_thresholds(plan)
+        _run_job(plan, "write", len(shards), workers, say, TaskExtra(thresholds=thresholds), stale=ran)
+        report = _finish(plan, out_dir, near, available, plan_quota, eval_status)
+        commit_set(out_dir, key, report.shards, dump_manifest(manifest))
+        say(f"merge: {report.rows_out} rows into {len(report.shards)} file(s)")
+        return CurateResult(report=report, reused=[f"engine:{reused} stage task(s)"] if reused else [])
 
 
 def _finish(plan: EnginePlan, out_dir: Path, near: Any, available: dict[str, int],

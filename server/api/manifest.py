@@ -1,11 +1,14 @@
 """Manifest routes: show the manifest of the approved set, or export it as a file inside the data directory.
 
 Both call `server.usecases.manifest`, as `datahunt manifest export` does, so the two doors write the same file.
-The export answers with the path written and the manifest itself; a path outside the data directory is a 422.
+The export answers with the path written and the manifest itself; a path outside the data directory is a 422,
+one the directory's contents refuse (a file in the way, a link loop) a 409, and a data directory that refuses
+the write (full: 507) a 5xx with the reason, never a bare 500.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 from typing import Annotated
 
@@ -60,6 +63,10 @@ def export_manifest(
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     except (ExportPathError, ValueError) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+    except OSError as exc:  # the data directory refused the write itself: full, over quota, read-only
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        raise HTTPException(status.HTTP_507_INSUFFICIENT_STORAGE if full else status.HTTP_503_SERVICE_UNAVAILABLE,
+                            f"the manifest could not be written in the data directory: {exc.strerror or exc}") from None
     if exported.warning:
         logger.warning("%s", exported.warning)
     return ManifestExported(path=str(exported.path), manifest=exported.manifest)

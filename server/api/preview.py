@@ -32,7 +32,8 @@ MAX_VALUE_CHARS = 400
 MAX_JSON_BYTES = 8 * 1024 * 1024  # whole-file JSON is parsed only when small
 MAX_CLIP_DEPTH = 8  # a preview cell deeper than this is shown as "…"
 # What a hostile or damaged file can raise while its first rows are read.
-_UNREADABLE = (OSError, ValueError, csv.Error, EOFError, RecursionError, zlib.error)
+# RuntimeError: Python 3.11's Path.resolve() on a symbolic link loop (a link to itself) raises it, not OSError.
+_UNREADABLE = (OSError, ValueError, csv.Error, EOFError, RecursionError, zlib.error, RuntimeError)
 
 
 def _clip(value: Any, depth: int = 0) -> Any:
@@ -91,7 +92,11 @@ def mirrored_ids(mirror: Path | None) -> set[str]:
     """Return the Hub ids a local mirror holds (empty without a mirror or with an unreadable index)."""
     if mirror is None:
         return set()
-    entries = _mirror_entries(mirror.resolve())
+    try:
+        entries = _mirror_entries(mirror.resolve())
+    except _UNREADABLE as exc:  # the mirror folder itself is a link loop
+        logger.warning("unreadable mirror %s: %s", mirror, exc)
+        return set()
     return {hub_id for e in entries if isinstance(hub_id := e.get("id"), str) and hub_id}
 
 
@@ -111,7 +116,11 @@ def sample_preview(hub_id: str, mirror: Path | None, *, limit: int = PREVIEW_ROW
                    "message": "no preview available offline: no local copy of this dataset"}
     if mirror is None:
         return unavailable
-    root = mirror.resolve()
+    try:
+        root = mirror.resolve()
+    except _UNREADABLE as exc:  # the mirror folder itself is a link loop
+        logger.warning("unreadable mirror %s: %s", mirror, exc)
+        return unavailable
     for entry in _mirror_entries(root):
         if entry.get("id") != hub_id:
             continue

@@ -106,6 +106,7 @@ def _engine_capture(data: Path, target: Path, out: Path, messages_field: str, ma
 
     from inference.errors import InferenceError
     from server.usecases.engine_features import capture_from_engine
+    from training.atomic_files import hold_folder
     from training.engine_capture import EngineCaptureConfig
     from training.errors import TrainingError
 
@@ -128,9 +129,10 @@ def _engine_capture(data: Path, target: Path, out: Path, messages_field: str, ma
                        rate=f"{done / elapsed:.1f} rows/s  {tokens / elapsed:,.0f} tok/s")
 
         try:
-            result = capture_from_engine(cfg, url=server, python=python, concurrency=concurrency,
-                                         storage=storage or out / ".engine-states", on_wait=waiting,
-                                         on_progress=progress)
+            with hold_folder(out):  # one writer per cache folder, taken before the engine starts writing into it
+                result = capture_from_engine(cfg, url=server, python=python, concurrency=concurrency,
+                                             storage=storage or out / ".engine-states", on_wait=waiting,
+                                             on_progress=progress)
         except InferenceError as exc:  # the engine went away or answered nonsense: what is finished stays
             done = len(list(out.glob("shard_*.done")))
             fail(f"{exc}; {done} finished shard(s) are kept in {out}: run the same command again to resume",

@@ -96,14 +96,13 @@ def curate(
 
 def _run(manifest: Path, out: Path, curation_engine: str, *, seed: int | None, jsonl: bool, mirror: Path | None,
          workers: int | None, measured: list[MeasuredValue] | None = None) -> CurateResult:
-    """Curate `manifest` into `out` on the curation engine named (in process, or datatrove) and keep the
-    manifest beside the set. A curation error ends through the CLI's one map (failure.py: a bad manifest or
+    """Curate `manifest` into `out` on the curation engine named (in process, or datatrove; either keeps the
+    manifest beside the set and writes its completion marker last). A curation error ends through the CLI's one map (failure.py: a bad manifest or
     engine name exits 2, a failed run 1); a file that cannot be read or written exits 2."""
     from core.settings import get_settings
     from curation.engine import check_engine, curate_on
-    from curation.manifest import dump_manifest, load_manifest
+    from curation.manifest import load_manifest
     from curation.pipeline import curate as run_curation
-    from curation.shards import atomic_write_bytes
 
     check_engine(curation_engine)
     try:
@@ -129,7 +128,6 @@ def _run(manifest: Path, out: Path, curation_engine: str, *, seed: int | None, j
                 workers=workers, progress=lambda line: typer.echo(f"[{curation_engine}] {line}", err=True),
                 sources_root=manifest.resolve().parent,
             )
-        atomic_write_bytes(out / "manifest.json", dump_manifest(loaded).encode("utf-8"))
     except OSError as exc:
         fail(str(exc), EXIT_USAGE)
     return result

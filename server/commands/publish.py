@@ -68,6 +68,7 @@ def publish(
     """Write DIR as a Hub dataset folder (Parquet shards and a dataset card), then upload it when online."""
     from core.settings import get_settings
     from core.types import parse_hub_id
+    from curation.atomic_files import FolderBusyError
     from curation.errors import CurationError
     from curation.publish import build_folder, upload
 
@@ -82,6 +83,8 @@ def publish(
     try:
         written = build_folder(src, folder, repo_id=repo_id, version=_version(), licenses=_mirror_licenses(),
                                accept_license_risk=accept_license_risk, pins=_mirror_pins())
+    except FolderBusyError as exc:  # another publish to the same --out is running: tried, not a usage error
+        fail(str(exc), EXIT_FAILED)
     except (CurationError, OSError, ValueError, KeyError) as exc:
         fail(f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc), EXIT_USAGE)
         return

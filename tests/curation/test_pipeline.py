@@ -169,10 +169,11 @@ def test_same_manifest_and_seed_give_identical_bytes(mirror: Path, tmp_path: Pat
 
 def test_rerun_resumes_and_budget_change_reuses_stages(mirror: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    first = curate(_manifest(mirror), out, settings=get_settings())
+    manifest = _manifest(mirror)  # one manifest: its creation time is kept beside the set (manifest.json)
+    first = curate(manifest, out, settings=get_settings())
     assert first.reused == []
     before = _files(out)
-    again = curate(_manifest(mirror), out, settings=get_settings())
+    again = curate(manifest, out, settings=get_settings())
     assert "final" in again.reused and len(again.reused) == 8
     assert _files(out) == before
     budgeted = curate(_manifest(mirror, budget=Budget(total=20)), out, settings=get_settings())

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import DatasetCard
 
+from core.regenerated_set import finished_marker
 from core.settings import get_settings
 from core.types import Category
 from curation.dataset_card import card_license, hub_license, size_category
@@ -101,6 +102,7 @@ def _regeneration_run(run: Path, curated: Path) -> None:
     (run / "errors.jsonl").write_text(json.dumps({"id": "f0", "error": "HTTP 400"}) + "\n")
     (run / "status.json").write_text(json.dumps({"quality": {"math": {"rows": 2, "cut_at_limit": 1, "cut_share": 0.5,
                                                                       "repetitive": 0, "repetition_share": 0.0}}}))
+    (run / "finished.json").write_bytes(finished_marker(run))  # every row has its final record
 
 
 def test_a_regenerated_run_loads_back_and_its_card_names_the_model_and_sampling(tmp_path: Path) -> None:

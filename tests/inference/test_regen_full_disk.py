@@ -56,10 +56,15 @@ def test_a_disk_that_really_fills_up_is_one_line_and_the_run_resumes(tmp_path: P
     assert "Traceback" not in full.stderr, full.stderr[-2000:]
     errors = [line for line in full.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "File too large" in errors[0] and "run the same command again" in errors[0]
+    assert "Unclosed" not in full.stderr, full.stderr[-2000:]  # the HTTP session is closed on the way out
     assert not list(run.rglob(".tmp-*"))
-    # The rows written before the disk filled are kept (a torn last line is cut off by the next run).
-    kept = (run / "regenerated.jsonl").read_text().split("\n")[:-1]
+    # The rows written before the disk filled are kept, and the line the disk cut is cut off whole at once:
+    # no torn line outlives the failed write.
+    text = (run / "regenerated.jsonl").read_text()
+    assert text.endswith("\n")
+    kept = text.split("\n")[:-1]
     assert 0 < len(kept) < 60 and all(json.loads(line)["conversations"] for line in kept)
+    assert not (run / "finished.json").exists()
     again = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr[-2000:]
     done = [json.loads(line)["id"] for line in (run / "regenerated.jsonl").read_text().splitlines()]

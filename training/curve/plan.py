@@ -27,8 +27,11 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.completion import ArtifactError
+from core.curated_set import curated_folder_of, read_curated
 from core.json_types import JSONObject
 from core.jsonl import JsonlError, iter_jsonl
+from core.regenerated_set import regenerated_file as find_regenerated
 from training.atomic_files import write_file
 from training.config import TrainConfig, make_config
 from training.data import load_conversations
@@ -150,11 +153,12 @@ def answer_order(prompts: list[str], answers: set[str] | list[str]) -> list[str]
 
 
 def regenerated_file(data: Path) -> Path:
-    """The regenerated JSONL behind `data` (the file itself, or a run folder's regenerated.jsonl)."""
-    path = data / REGENERATED_FILE if data.is_dir() else data
-    if not path.is_file():
-        raise CurveError(f"regenerated data {path} does not exist")
-    return path
+    """The regenerated JSONL behind `data` (the file itself, or a run folder's regenerated.jsonl), a run's
+    checked against its completion marker (`core.regenerated_set`)."""
+    try:
+        return find_regenerated(data)
+    except ArtifactError as exc:
+        raise CurveError(str(exc)) from None
 
 
 def load_curve_data(settings: CurveSettings) -> CurveData:
@@ -192,39 +196,36 @@ def originals_named_by_run(regenerated: Path) -> Path:
 def load_originals(path: Path, wanted: set[str]) -> dict[str, list[dict[str, str]]]:
     """Prompt id -> the dataset's own conversation (`original_messages` with an assistant turn) of a curated
     set: a JSONL or Parquet file, or a curated folder (data/*.parquet, samples.jsonl)."""
-    files = _curated_files(path)
     out: dict[str, list[dict[str, str]]] = {}
-    for file in files:
-        for raw in _curated_rows(file):
-            turns = raw.get("original_messages")
-            rid = str(raw.get("id", ""))
-            if rid in wanted and isinstance(turns, list) and any(
-                    isinstance(t, dict) and t.get("role") == "assistant" and t.get("content") for t in turns):
-                out[rid] = [{"role": str(t["role"]), "content": str(t["content"])} for t in turns
-                            if isinstance(t, dict) and t.get("content")]
+    for raw in _curated_rows(path):
+        turns = raw.get("original_messages")
+        rid = str(raw.get("id", ""))
+        if rid in wanted and isinstance(turns, list) and any(
+                isinstance(t, dict) and t.get("role") == "assistant" and t.get("content") for t in turns):
+            out[rid] = [{"role": str(t["role"]), "content": str(t["content"])} for t in turns
+                        if isinstance(t, dict) and t.get("content")]
     return out
 
 
-def _curated_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    if path.is_dir():
-        for pattern in ("data/*.parquet", "*.parquet", "samples.jsonl", "data/*.jsonl"):
-            if found := sorted(path.glob(pattern)):
-                return found
-    raise CurveError(f"--control: curated set {path} does not exist or holds no samples.jsonl / *.parquet")
-
-
-def _curated_rows(file: Path) -> list[dict[str, Any]]:
-    if file.suffix == ".parquet":
+def _curated_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of the curated set `path`: a set (or a file of one) through its one reader, which checks its
+    completion marker (`core.curated_set`); a JSONL or Parquet file of your own as it is."""
+    try:
+        if curated_folder_of(path) is not None:
+            return [sample.model_dump() for sample in read_curated(path)]
+    except ArtifactError as exc:
+        raise CurveError(f"--control: {exc}") from None
+    if not path.is_file():
+        raise CurveError(f"--control: curated set {path} does not exist or holds no samples.jsonl / *.parquet")
+    if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         try:
-            return list(pq.read_table(file, columns=None).to_pylist())
+            return list(pq.read_table(path, columns=None).to_pylist())
         except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-            raise CurveError(f"{file}: not a readable Parquet file ({exc})") from None
+            raise CurveError(f"{path}: not a readable Parquet file ({exc})") from None
     try:
-        return [row for _, row in iter_jsonl(file, objects=True)]
+        return [row for _, row in iter_jsonl(path, objects=True)]
     except JsonlError as exc:
         raise CurveError(str(exc)) from None
 

@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from core.jsonl import JsonlError, iter_jsonl
+from core.completion import ArtifactError
 from core.measured_value import UnitKind, ValueOp
-from core.samples import RegeneratedSample
+from core.regenerated_set import read_regenerated
 from training.atomic_files import write_file
 from training.config import TrainConfig, make_config
 from training.curve.plan import CURVE_OWNED, CurveError, regenerated_file
@@ -135,18 +135,14 @@ def load_pool(data: Path, by: UnitKind) -> Pool:
     ids: list[str] = []
     rows: dict[str, list[dict[str, str]]] = {}
     unit: dict[str, str] = {}
-    try:
-        for n, raw in iter_jsonl(path, objects=True):
-            try:
-                sample = RegeneratedSample.model_validate(raw)
-            except ValidationError as exc:
-                raise ValueRunError(f"{path}:{n}: not a regenerated row ({exc.errors()[0]['msg']})") from None
+    try:  # the set's one reader: a run that did not finish is refused, every row validated
+        for n, sample in enumerate(read_regenerated(path), start=1):
             if sample.id in rows:
                 raise ValueRunError(f"{path}:{n}: row id {sample.id!r} appears twice")
             ids.append(sample.id)
             rows[sample.id] = [{"role": m["role"], "content": m["content"]} for m in sample.conversations]
             unit[sample.id] = unit_of(sample.meta, by)
-    except (JsonlError, OSError) as exc:
+    except (ArtifactError, OSError) as exc:
         raise ValueRunError(str(exc)) from None
     if not ids:
         raise ValueRunError(f"{path} holds no rows")
