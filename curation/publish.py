@@ -46,7 +46,7 @@ from curation.dataset_card import (
 )
 from curation.errors import CurationError
 from curation.licenses import risky_sources
-from curation.shards import SCHEMA, SHARD_ROWS, atomic_write_bytes
+from curation.shards import SCHEMA, SHARD_ROWS, atomic_write_bytes, shard_row
 
 logger = logging.getLogger(__name__)
 PUBLISH_RECORD = ".publish.json"  # the files a publish wrote: the only ones a later publish may replace
@@ -189,7 +189,7 @@ def _curated(src: Path) -> tuple[pa.Table, CardFacts]:
         samples = list(read_curated(src))
     except ArtifactError as exc:
         raise PublishError(str(exc)) from None
-    table = pa.Table.from_pylist([s.model_dump() for s in samples], schema=SCHEMA)
+    table = pa.Table.from_pylist([shard_row(s) for s in samples], schema=SCHEMA)
     manifest, report = _json(src / "manifest.json"), _json(src / "report.json")
     if not manifest:
         raise PublishError(f"{src} has no manifest.json: the card could not name its sources")

@@ -26,6 +26,7 @@ from core.chat_render import Reasoning, has_tool_turns
 from core.regen_records import TurnMeta
 from core.samples import ROLES
 from core.tool_calls import ToolCall, same_calls
+from inference.errors import InferenceError
 from inference.generation import TurnResult, strip_thinking
 from inference.records import PromptError
 from inference.tool_parser import parse_tool_calls
@@ -56,7 +57,7 @@ class TurnsDone:
     stop: Stop | None = None
 
 
-class EmptyAnswer(Exception):
+class EmptyAnswer(InferenceError):
     """An answer with neither text nor calls; the runner fails the row with it."""
 
     def __init__(self, result: TurnResult, server: str, attempts: int, turn: int) -> None:

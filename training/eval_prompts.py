@@ -51,14 +51,23 @@ def prompt_turns(row: PromptRow) -> list[dict[str, Any]]:
     if isinstance(row.get("turns"), list) and row["turns"]:
         first_turn = row["turns"][0]
         return [{"role": "user", "content": str(first_turn)}] if isinstance(first_turn, str) and first_turn else []
-    try:
-        turns = [dict(read_message(t, i)) for i, t in enumerate(row.get("conversations") or row.get("messages") or [])]
-    except ToolFormatError as exc:
-        raise DataError(f"a prompt row's tool call cannot be read: {exc.detail}") from None
-    if turns and turns[-1]["role"] != "assistant":
-        return turns
-    first = next((i for i, turn in enumerate(turns) if turn["role"] == "assistant"), len(turns))
-    return turns[:first]
+    raw = row.get("conversations") or row.get("messages") or []
+
+    def read(index: int) -> dict[str, Any]:
+        try:
+            return dict(read_message(raw[index], index))
+        except ToolFormatError as exc:
+            raise DataError(f"a prompt row's tool call cannot be read: {exc.detail}") from None
+
+    if raw and read(len(raw) - 1)["role"] != "assistant":
+        return [read(i) for i in range(len(raw))]
+    turns = []  # only the turns before the first answer are the prompt: a damaged later turn is never read
+    for index in range(len(raw)):
+        turn = read(index)
+        if turn["role"] == "assistant":
+            break
+        turns.append(turn)
+    return turns
 
 
 def prompt_tools(row: PromptRow) -> list[Tool] | None:

@@ -242,7 +242,8 @@ def _check(manifest: Path, out: Path, mirror: Path | None, as_json: bool) -> Non
     if missing:  # a source that resolves nowhere fails the run; an eval set is coverage, stated above
         fail(f"{len(missing)} of {sum(r.kind == 'source' for r in found)} sources resolve nowhere: "
              f"{', '.join(missing)}", EXIT_FAILED)
-    typer.echo(f"next: datahunt curate --manifest {manifest} --out {out}")
+    # With --json, stdout holds the JSON document alone; the hint goes to stderr.
+    typer.echo(f"next: datahunt curate --manifest {manifest} --out {out}", err=as_json)
 
 
 def _check_lines(found: list[Any], *, named: int) -> list[str]:

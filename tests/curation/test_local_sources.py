@@ -215,5 +215,5 @@ def test_curate_command_reads_local_sources_beside_its_manifest(project: Path, t
     assert report["per_source"]["traffic/requests"]["scrubbed"]["openai_key"] == 1
     checked = CliRunner().invoke(app, ["curate", "--manifest", str(project / "manifest.json"), "--out", str(out),
                                        "--check", "--json"])
-    assert [r["where"] for r in json.loads(checked.output) if r["kind"] == "source"] == ["file", "file"]
+    assert [r["where"] for r in json.loads(checked.stdout) if r["kind"] == "source"] == ["file", "file"]
     _assert_no_secret(out)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from paused_writer import CLI, REPO
 
+from curation.dataset_card import LICENSE_FILE
 from curation.publish import PUBLISH_RECORD, PublishError, build_folder
 from tests.curation.test_publish import curated_set
 
@@ -46,8 +47,9 @@ def test_a_folder_publish_wrote_is_replaced_whole(tmp_path: Path) -> None:
     assert (out / PUBLISH_RECORD).is_file() and first.shards[0].is_file()
     second = build_folder(src, out, repo_id="me/x", version="0.2.0", accept_license_risk=True)
     assert "0.2.0" in (out / "README.md").read_text()
-    assert sorted(_tree(out)) == sorted([PUBLISH_RECORD, "README.md", *(p.relative_to(out).as_posix()
-                                                                       for p in second.shards)])
+    # The fixture's sources carry different licences, so the card links the LICENSE.md publish writes.
+    assert sorted(_tree(out)) == sorted([PUBLISH_RECORD, "README.md", LICENSE_FILE,
+                                         *(p.relative_to(out).as_posix() for p in second.shards)])
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
     (out / "notes.txt").write_text("added by the user")
     with pytest.raises(PublishError, match="did not write"):
@@ -113,4 +115,4 @@ def test_a_sigkilled_publish_leaves_a_temporary_folder_the_next_publish_removes(
     foreign.mkdir()
     build_folder(src, out, repo_id="me/x", version="0.1.0", accept_license_risk=True)
     assert not left[0].exists() and foreign.is_dir()
-    assert sorted(p.name for p in out.iterdir()) == [".publish.json", "README.md", "data"]
+    assert sorted(p.name for p in out.iterdir()) == [".publish.json", LICENSE_FILE, "README.md", "data"]

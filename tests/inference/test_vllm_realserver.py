@@ -175,10 +175,7 @@ def test_capture_refuses_a_server_without_the_extraction_config(vllm: str, made:
     from inference.hidden_states_client import EngineStatesError, ExtractionServer, HiddenStatesClient
 
     write_samples(tmp_path / "rows.jsonl", 2, turns=1, prefix="Say hi. ")
-    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
-    for row in rows:  # something to supervise
-        row["conversations"].append({"role": "assistant", "content": "Hi."})
-    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # write_samples' rows hold `messages` with an assistant turn each: something to supervise.
     done = CliRunner().invoke(app, ["capture", "--engine", "vllm", "--server", vllm, "--data",
                                     str(tmp_path / "rows.jsonl"), "--target", str(made["target"]), "--out",
                                     str(tmp_path / "cache")])

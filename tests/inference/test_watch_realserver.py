@@ -149,8 +149,10 @@ class Watch:
         self.ticks: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
         self.errors: list[str] = []
-        threading.Thread(target=self._read_out, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
+        self.readers = [threading.Thread(target=self._read_out, daemon=True),
+                        threading.Thread(target=self._read_err, daemon=True)]
+        for reader in self.readers:
+            reader.start()
 
     def _read_out(self) -> None:
         assert self.process.stdout is not None
@@ -185,6 +187,11 @@ class Watch:
     def stop(self) -> None:
         self.process.kill()
         self.process.wait()
+        for reader in self.readers:  # both end at the pipes' end of file; then the pipes are closed, not left to GC
+            reader.join(timeout=30)
+        for pipe in (self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 @pytest.fixture

@@ -147,9 +147,9 @@ def test_a_float32_draft_for_a_bfloat16_target_is_never_launched_in_float32(tmp_
     for command, draft in (("sglang-command", sglang_dir), ("vllm-command", vllm_dir)):
         done = runner.invoke(app, [command, "--target", str(target), "--draft", str(draft)])
         assert done.exit_code == 0, done.output
-        line = done.output.strip().splitlines()[-1]
+        line = done.stdout.strip().splitlines()[-1]  # the hint after it goes to stderr
         assert "--dtype bfloat16" in line and "--dtype float32" not in line, (command, line)
         assert "the draft is float32 and is cast to it" in done.output
         hub = runner.invoke(app, [command, "--target", "org/model", "--draft", str(draft)])
         if command == "sglang-command":  # without the target's config: no --dtype rather than float32
-            assert hub.exit_code == 0 and "--dtype" not in hub.output.strip().splitlines()[-1], hub.output
+            assert hub.exit_code == 0 and "--dtype" not in hub.stdout.strip().splitlines()[-1], hub.output

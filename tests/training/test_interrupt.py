@@ -169,8 +169,8 @@ def test_the_train_command_stopped_by_sigterm_exits_143_and_says_how_to_resume(
     log = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert max(entry["step"] for entry in log) == step  # nothing past the checkpoint was trained
 
-    resumed = subprocess.run([*command[:8], "--steps", str(step + 2), *command[10:]], capture_output=True, text=True,
-                             timeout=120)
+    resumed = subprocess.run([*command[:8], "--steps", str(step + 2), *command[10:], "--json"], capture_output=True,
+                             text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"step_{step:07d}" in resumed.stderr.split("resumed from", 1)[1].splitlines()[0]
     assert json.loads(resumed.stdout.splitlines()[-1])["steps"] == step + 2

@@ -3,7 +3,8 @@
 `tests/data/legacy/` holds what datahunt wrote at commit e2fca4e (before this change) for the mirror's glaive
 tool-call rows and a ToolBench answer: a curated folder (Parquet shard and samples.jsonl, whose tool calls are
 `<tool_call>` text in assistant turns and whose results are `<tool_response>` user turns) and a regeneration
-run's regenerated.jsonl made from it. Every reader takes them as the text they are: the contract validates
+run's regenerated.jsonl made from it. The curated folder's `state.json` is in that release's shape
+(`final`, `outputs`, no file stamps; its `final` key is a placeholder): a set is read only with its marker. Every reader takes them as the text they are: the contract validates
 them, regeneration reads the prompts, training renders and masks the rows, evaluation cuts the prompts.
 """
 
