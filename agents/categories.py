@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from agents.errors import AgentError
 from core.types import Category
-from prompts import PromptError, load_prompt
+from prompts import PromptFileError, load_prompt
 
 _SECTIONS = {
     "description": "Description",
@@ -123,7 +123,7 @@ def load_category(category: Category) -> CategoryDefinition:
     """Return the parsed definition of `category` from `prompts/categories/<name>.md`."""
     try:
         text = load_prompt(f"categories/{category.value}")
-    except PromptError:
+    except PromptFileError:
         raise CategoryDefinitionError(f"no definition file prompts/categories/{category.value}.md") from None
     return parse_category_definition(category, text)
 

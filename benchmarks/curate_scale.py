@@ -1,4 +1,4 @@
-"""Curation at scale: in-process (`--engine local`) against datatrove (`--engine datatrove`), side by side.
+"""Curation at scale: in-process (`--executor local`) against datatrove (`--executor datatrove`), side by side.
 
 Synthetic chat sources of 30K, 120K (and, with `--sizes 1000000`, 1M) conversations are written straight to
 disk (never all in memory): the mirror's real training rows (DATAHUNT_MIRROR when set, else the trimmed
@@ -103,7 +103,7 @@ def run_curate(manifest_path: Path, out: Path, home: Path, engine: str, workers:
     """Run `datahunt curate` in a child process; return wall seconds and the tree's peak RSS and PSS in MiB."""
     env = dict(os.environ, DATAHUNT_HOME=str(home), DATAHUNT_OFFLINE="1", HF_HUB_OFFLINE="1")
     command = [sys.executable, "-c", "from server.cli import app; app(prog_name='datahunt')", "curate",
-               "--manifest", str(manifest_path), "--out", str(out), "--engine", engine, "--workers", str(workers)]
+               "--manifest", str(manifest_path), "--out", str(out), "--executor", engine, "--workers", str(workers)]
     start = time.perf_counter()
     child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc = psutil.Process(child.pid)
@@ -122,7 +122,7 @@ def run_curate(manifest_path: Path, out: Path, home: Path, engine: str, workers:
     done.set()
     sampler.join()
     if code:
-        raise SystemExit(f"curate --engine {engine} exited {code}")
+        raise SystemExit(f"curate --executor {engine} exited {code}")
     return {"wall_s": time.perf_counter() - start, "peak_tree_rss_mib": peak[0] / 2**20,
             "peak_tree_pss_mib": peak[1] / 2**20}
 

@@ -9,7 +9,7 @@ writes, so a resume runs only the branches that had not finished.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from core.candidates import VerifiedCandidate
 from core.types import Reason, RunStatus
@@ -30,6 +30,10 @@ class BranchResult(TypedDict):
     deliverable: dict[str, Any] | None  # core.candidates.Deliverable as JSON; None when it never came
     error: str | None  # why the subagent failed or delivered nothing usable
     elapsed_s: float
+    # The run's verdict, judged once where the deliverable arrives (`graph.verifier.judge_run`); absent in a
+    # result checkpointed by an earlier release, which the verifier then judges.
+    status: NotRequired[RunStatus]
+    reasons: NotRequired[list[Reason]]
 
 
 class VerifiedRun(TypedDict):

@@ -268,8 +268,12 @@ def enrich(candidate: Candidate, metadata: DatasetMetadata | None) -> Candidate:
 def verify_run(
     result: BranchResult, deliverable: Deliverable | None, context: VerifyContext, looked_up: dict[str, DatasetMetadata]
 ) -> VerifiedRun:
-    """Judge one branch result and each of its candidates; return the run ready to persist."""
-    status, run_reasons = judge_run(deliverable, result["error"])
+    """Judge each candidate of one branch result (the run itself was judged where it came back); return the run
+    ready to persist."""
+    if "status" in result and "reasons" in result:
+        status, run_reasons = RunStatus(result["status"]), list(result["reasons"])
+    else:  # a result checkpointed before verdicts travelled with it, or a branch that never came back
+        status, run_reasons = judge_run(deliverable, result["error"])
     candidates: list[VerifiedCandidate] = []
     per_backend: dict[str, int] = {}
     for query in deliverable.queries if deliverable else []:

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
 from inference.quality import UNKNOWN_CATEGORY, QualityShares
-from inference.status import Eta, RunStatus, TokenRate, TurnCounts, read_status
+from inference.status import Eta, StatusFile, TokenRate, TurnCounts, read_status
 
 
 def format_duration(seconds: float | None) -> str:
@@ -40,7 +40,7 @@ def format_duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
-def process_gone(status: RunStatus) -> bool:
+def process_gone(status: StatusFile) -> bool:
     """True when the status says running but its process no longer exists on this machine (killed or crashed)."""
     pid = status.get("pid")
     if status.get("state") != "running" or not isinstance(pid, int):
@@ -54,7 +54,7 @@ def process_gone(status: RunStatus) -> bool:
     return False
 
 
-def render(status: RunStatus) -> RenderableType:
+def render(status: StatusFile) -> RenderableType:
     """Return the monitor's view of one status snapshot."""
     rows = status["rows"]
     progress = Progress(
@@ -158,7 +158,7 @@ class LiveStatus:
             self._thread.join()
 
 
-def watch(run_dir: Path, *, once: bool = False, interval_s: float = 1.0, console: Console | None = None) -> RunStatus:
+def watch(run_dir: Path, *, once: bool = False, interval_s: float = 1.0, console: Console | None = None) -> StatusFile:
     """Show the run in `run_dir` until it stops running (or once); return the last status seen."""
     console = console or Console()
     status = read_status(run_dir)

@@ -56,7 +56,7 @@ from inference.records import (
     load_rows,
     stratified,
 )
-from inference.status import STATUS_FILE, RunStatus, StatusTracker, register_run, write_json_atomic
+from inference.status import STATUS_FILE, StatusFile, StatusTracker, register_run, write_json_atomic
 from inference.turns import EmptyAnswer, Stop, total, turn_meta, walk
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class RunSummary:
     skipped: int
     duplicates: int
     completion_tokens: int
-    status: RunStatus
+    status: StatusFile
 
 
 class ToolTemplateError(InferenceError, ValueError):

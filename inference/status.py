@@ -108,7 +108,7 @@ class Eta(TypedDict, total=False):
     unknown: str
 
 
-class RunStatus(RunInfo, total=False):
+class StatusFile(RunInfo, total=False):
     """The status file, as `StatusTracker.snapshot` writes it. Not total: a file written by an older version, or
     by hand, is read back too, and may lack keys."""
 
@@ -150,7 +150,7 @@ class UnreadableStatusError(InferenceError, ValueError):
     writes it atomically, so it never reads half-written."""
 
 
-def read_status(run_dir: Path) -> RunStatus | None:
+def read_status(run_dir: Path) -> StatusFile | None:
     """Return the status of the run in `run_dir`, or None when it has none (yet); UnreadableStatusError when
     the file is there but damaged."""
     path = Path(run_dir) / STATUS_FILE
@@ -184,9 +184,9 @@ def _depth(value: object) -> int:
     return deepest
 
 
-def _is_run_status(status: dict[object, object]) -> TypeGuard[RunStatus]:
+def _is_run_status(status: dict[object, object]) -> TypeGuard[StatusFile]:
     """True when a JSON object read from a status file can be taken as one: its time stamp, when there, is a
-    string. The other keys are taken as the runner wrote them; RunStatus is not total, so an older file's
+    string. The other keys are taken as the runner wrote them; StatusFile is not total, so an older file's
     missing keys are allowed for."""
     return isinstance(status.get("updated_at", ""), str)
 
@@ -387,7 +387,7 @@ class StatusTracker:
                 "high_s": max(expected, left_s(per_row["p90"]))}
 
     def snapshot(self, endpoints: list[EndpointSnapshot] | None = None, *, in_flight_tokens: int = 0
-                 ) -> RunStatus:
+                 ) -> StatusFile:
         """Return the status as JSON-ready data; `in_flight_tokens`: tokens written so far by unfinished answers."""
         recent, overall = self._tok_s(in_flight_tokens)
         eta, per_turn = self._eta(recent or overall, in_flight_tokens)

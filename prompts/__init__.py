@@ -18,7 +18,7 @@ from jinja2 import meta
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
 
 
-class PromptError(ValueError):
+class PromptFileError(ValueError):
     """A prompt is missing, or was rendered with missing or unused values."""
 
 
@@ -41,7 +41,7 @@ def load_prompt(name: str) -> str:
     """Return the raw text of prompt `name` (`agent/node`, `categories/<category>` or `rules/<rule>`)."""
     path = _root().joinpath(*f"{name}.md".split("/"))
     if not path.is_file():
-        raise PromptError(f"no prompt named {name!r}")
+        raise PromptFileError(f"no prompt named {name!r}")
     return path.read_text(encoding="utf-8")
 
 
@@ -51,12 +51,12 @@ def placeholders(name: str) -> set[str]:
 
 
 def render_prompt(name: str, **values: object) -> str:
-    """Return prompt `name` rendered with `values`; raise PromptError on a missing or unused value."""
+    """Return prompt `name` rendered with `values`; raise PromptFileError on a missing or unused value."""
     expected = placeholders(name)
     missing = expected - values.keys()
     unused = values.keys() - expected
     if missing or unused:
-        raise PromptError(f"prompt {name!r}: missing values {sorted(missing)}, unused values {sorted(unused)}")
+        raise PromptFileError(f"prompt {name!r}: missing values {sorted(missing)}, unused values {sorted(unused)}")
     return _ENV.from_string(load_prompt(name)).render(**values)
 
 

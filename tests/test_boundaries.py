@@ -266,6 +266,35 @@ def test_a_planted_command_cross_import_is_caught(tmp_path: Path) -> None:
     (folder / "two.py").write_text('"""Two."""\ndef register(app):\n    pass\n\ndef helper():\n    pass\n')
     (folder / "notes.py").write_text('"""A helper module, not a command."""\n')
     assert command_cross_imports(tmp_path) == ["server.commands.one imports server.commands.two"]
+# Each stage binds the one link-refusing writer (`core/atomic_files.py`) to its own error root, under one name.
+STAGE_BOUND_NAMES = {"FolderBusyError", "UnsafePathError"}
+
+
+def duplicate_class_names(root: Path = ROOT) -> dict[str, list[str]]:
+    """Each top-level class name defined in more than one product module (a name with two meanings), with
+    the modules that define it; the per-stage bindings of one error (STAGE_BOUND_NAMES) excepted."""
+    found: dict[str, list[str]] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")) if (root / package).is_dir() else []:
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.ClassDef) and node.name not in STAGE_BOUND_NAMES:
+                    found.setdefault(node.name, []).append(path.relative_to(root).as_posix())
+    return {name: where for name, where in found.items() if len(where) > 1}
+
+
+def test_no_class_name_has_two_meanings() -> None:
+    assert duplicate_class_names() == {}
+
+
+def test_a_planted_duplicate_class_name_is_caught(tmp_path: Path) -> None:
+    for package in ("core", "inference"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "status.py").write_text('"""Status."""\nclass RunStatus:\n    pass\n')
+    (tmp_path / "inference" / "atomic_files.py").write_text('"""Files."""\nclass UnsafePathError(Exception):\n'
+                                                           '    pass\n')
+    assert duplicate_class_names(tmp_path) == {"RunStatus": ["core/status.py", "inference/status.py"]}
+
+
 def test_only_the_curated_reader_of_core_may_import_pyarrow(tmp_path: Path) -> None:
     (tmp_path / "core").mkdir()
     for name in ("curated_set.py", "other.py"):

@@ -40,7 +40,7 @@ class ServerEvalError(TrainingError, RuntimeError):
     """A server that cannot be measured: unreachable, an HTTP error, or no speculation counters."""
 
 
-class SamplingParams(TypedDict):
+class GreedyParams(TypedDict):
     """The greedy sampling of every measured request."""
 
     max_new_tokens: int
@@ -50,7 +50,7 @@ class SamplingParams(TypedDict):
 class GenerateBody(TypedDict):
     """A native `/generate` request: the prompt as `input_ids`, or as `text` when the caller chose to."""
 
-    sampling_params: SamplingParams
+    sampling_params: GreedyParams
     input_ids: NotRequired[list[int]]
     text: NotRequired[str]
 

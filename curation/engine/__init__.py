@@ -34,10 +34,10 @@ class EngineUnavailable(EngineError):
 def check_engine(name: str) -> str:
     """Return `name` when it can run here; raise UnknownEngine or EngineUnavailable with a one-line reason."""
     if name not in ENGINES:
-        raise UnknownEngine(f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}")
+        raise UnknownEngine(f"unknown curation executor {name!r}; known executors: {', '.join(ENGINES)}")
     if name != "local" and importlib.util.find_spec(name) is None:
         raise EngineUnavailable(
-            f"the {name} engine is not installed: pip install 'datahunt[{EXTRA[name]}]' (the {EXTRA[name]} extra)"
+            f"the {name} executor is not installed: pip install 'datahunt[{EXTRA[name]}]' (the {EXTRA[name]} extra)"
         )
     return name
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -26,6 +26,9 @@ from rich.table import Table
 
 from core.types import Category, RunStatus
 from server.commands.failure import EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from graph.state import RunCounts  # one category's line of a finished campaign
 
 campaign_app = typer.Typer(help="Discovery campaigns: search the ten categories, verify, fill the catalog.",
                            no_args_is_help=True)
@@ -154,20 +157,6 @@ def _tight_table(title: str) -> Table:
     every header whole (with cell padding the campaign summary took 86)."""
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0),
                  collapse_padding=True)
-
-
-class RunCounts(TypedDict):
-    """One category's line of a finished campaign (the `by_category` values `graph.persist.run_counts` sends)."""
-
-    status: str
-    error: str | None
-    candidates: int
-    accepted: int
-    unverified: int
-    flagged: int
-    eval_sets: int
-    rejected: int
-    reasons: dict[str, int]  # each flag or rejection code, counted once per candidate
 
 
 def summary_table(by_category: dict[str, RunCounts]) -> Table:

@@ -49,9 +49,12 @@ def curate(
     as_json: Annotated[bool, typer.Option("--json", help="With --check: print the resolutions as JSON.")] = False,
     curation_engine: Annotated[
         str,
-        typer.Option("--engine", help="Curation engine: local (in-process, default) or datatrove (the same steps "
-                     "out of core)."),
+        typer.Option("--executor", help="What runs the curation steps: local (in-process, default) or datatrove "
+                     "(the same steps out of core)."),
     ] = "local",
+    old_engine: Annotated[
+        str | None, typer.Option("--engine", hidden=True, help="The old spelling of --executor (warned).")
+    ] = None,
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Curation engine worker processes (default: the CPU "
                                  "count).")
@@ -72,6 +75,10 @@ def curate(
     """
     if mirror is not None and not (mirror / "MIRROR.json").is_file():
         fail(f"{mirror} is not a mirror folder (no MIRROR.json)", EXIT_USAGE)
+    if old_engine is not None:  # `--engine` names the inference engine everywhere else (capture, eval-accept)
+        typer.echo(f"warning: `curate --engine` is now `--executor` (read as --executor {old_engine}); "
+                   "--engine names an inference engine in the other commands", err=True)
+        curation_engine = old_engine
     if mix not in {"default", "measured"}:
         fail(f"--mix {mix!r}: default or measured", EXIT_USAGE)
     if values is not None and mix != "measured":

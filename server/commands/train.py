@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from training.trainer import TrainResult
 
 
-class Sampling(TypedDict):
+class LocalDecoding(TypedDict):
     """How `eval-accept` decodes locally: `training.accept.evaluate`'s keyword arguments of that name."""
 
     max_new: int
@@ -393,7 +393,7 @@ def eval_accept(
         return
     if draft is None or target is None:
         fail("local evaluation needs --draft and --target (or pass --server URL)", EXIT_USAGE)
-    sampling = Sampling(max_new=max_new, temperature=temperature, seed=seed, schedule=schedule)
+    sampling = LocalDecoding(max_new=max_new, temperature=temperature, seed=seed, schedule=schedule)
     reports, per_set = _eval_local(rows, draft, target, device, steps, batch, sampling, rendering, record)
     if record:
         _record(draft, per_set, reports, record_as, prompts, device)
@@ -437,11 +437,11 @@ def _record(draft: Path, per_set: dict[str, Any], reports: list[Any], label: str
 
 
 def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, steps: list[int],
-                batch: list[int], sampling: Sampling, rendering: Rendering, by_set: bool = False
+                batch: list[int], sampling: LocalDecoding, rendering: Rendering, by_set: bool = False
                 ) -> tuple[list[Any], dict[str, Any]]:
     """Load the target and the draft on `device`, then run one evaluation per (batch, k) under a bar on stderr;
     return their reports, and with `by_set` each prompt set's report of the first (batch, k) (every run then
-    decodes set by set and pools the sets). Sampling holds `evaluate`'s max_new, temperature, seed and schedule."""
+    decodes set by set and pools the sets). LocalDecoding holds `evaluate`'s max_new, temperature, seed and schedule."""
     import torch
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -1,4 +1,4 @@
-"""`--engine datatrove` against the in-process run: the same rows, drop reasons, report and files.
+"""`--executor datatrove` against the in-process run: the same rows, drop reasons, report and files.
 
 On the small mirror of `test_pipeline` (real files plus planted problems) and on a synthetic chat source
 with planted exact, re-cased and reworded copies, split over several shards and partitions so the
@@ -130,7 +130,7 @@ def test_sigkilled_run_resumes_without_rereading_finished_shards(mirror: Path, t
     path.write_text(dump_manifest(manifest))
     out = tmp_path / "engine"
     command = [sys.executable, "-c", "from server.cli import app; app(prog_name='datahunt')", "curate", "-m",
-               str(path), "-o", str(out), "--engine", "datatrove", "--workers", "2"]
+               str(path), "-o", str(out), "--executor", "datatrove", "--workers", "2"]
     child = subprocess.Popen(command, env=dict(os.environ), start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stage_tasks = len(manifest.sources)
@@ -173,7 +173,7 @@ def test_failed_source_is_tried_again_on_rerun(mirror: Path, tmp_path: Path) -> 
 
 def test_engine_names_are_checked() -> None:
     assert check_engine("local") == "local" and check_engine("datatrove") == "datatrove"
-    with pytest.raises(UnknownEngine, match="known engines: local, datatrove"):
+    with pytest.raises(UnknownEngine, match="known executors: local, datatrove"):
         check_engine("spark")
 
 
@@ -200,10 +200,11 @@ def test_cli_engine_option(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
     path = tmp_path / "manifest.json"
     path.write_text(dump_manifest(_manifest(mirror)))
     result = runner.invoke(app, ["curate", "-m", str(path), "-o", str(tmp_path / "out"), "--engine", "datatrove",
-                                 "--workers", "2"])
+                                 "--workers", "2"])  # the old spelling: still read, and warned
     assert result.exit_code == 0, result.output
+    assert "`curate --engine` is now `--executor` (read as --executor datatrove)" in result.stderr
     assert f"[datatrove] stage: {len(_manifest(mirror).sources)} task(s)" in result.output and "rows in" in result.output
     assert "Stats" not in result.output  # datatrove's own console log goes to its log folder
-    bad = runner.invoke(app, ["curate", "-m", str(path), "-o", str(tmp_path / "x"), "--engine", "spark"])
-    assert bad.exit_code == 2 and "known engines: local, datatrove" in bad.output
+    bad = runner.invoke(app, ["curate", "-m", str(path), "-o", str(tmp_path / "x"), "--executor", "spark"])
+    assert bad.exit_code == 2 and "known executors: local, datatrove" in bad.output
     assert len(bad.output.strip().splitlines()) == 1

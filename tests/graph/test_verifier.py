@@ -187,3 +187,23 @@ def test_run_judgement_names_missing_empty_and_all_failed_deliverables() -> None
     partly.queries.append(QueryRecord(backend="hub", query="math", status="failed", error="timed out"))
     status, reasons = judge_run(partly, None)
     assert status == "succeeded" and codes(reasons) == [("backend_failed", False)]
+
+
+def test_the_verifier_keeps_the_verdict_the_branch_judged_and_judges_an_older_result_itself() -> None:
+    """A run is judged once, where its deliverable comes back (`graph.branch`); the verifier carries that verdict
+    and judges only a result written before verdicts travelled with it (an earlier release's checkpoint)."""
+    from core.types import ReasonCode, RunStatus
+    from graph.state import BranchResult
+    from graph.verifier import reason, verify_run
+
+    got = deliverable_for(Category.MATH)
+    context = VerifyContext(existence={}, first_found_by={}, target_language="en")
+    judged = BranchResult(category="math", run_id=1, deliverable=got.model_dump(mode="json"), error=None,
+                          elapsed_s=1.0, status=RunStatus.EMPTY,
+                          reasons=[reason(ReasonCode.EMPTY_DELIVERABLE, "as the branch saw it", blocking=True)])
+    run = verify_run(judged, got, context, {})
+    assert run["status"] == "empty" and [r["detail"] for r in run["reasons"]] == ["as the branch saw it"]
+    assert len(run["candidates"]) == len(got.candidates)  # the candidates are still judged here, one by one
+    older = BranchResult(category="math", run_id=1, deliverable=got.model_dump(mode="json"), error=None,
+                         elapsed_s=1.0)
+    assert verify_run(older, got, context, {})["status"] == "succeeded"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prompts import PromptError, placeholders, prompt_names, render_prompt
+from prompts import PromptFileError, placeholders, prompt_names, render_prompt
 
 
 @pytest.mark.parametrize("name", prompt_names())
@@ -19,8 +19,8 @@ def test_missing_and_unused_values_fail() -> None:
     names = [n for n in prompt_names() if placeholders(n)]
     assert names, "expected at least one prompt with placeholders"
     name = names[0]
-    with pytest.raises(PromptError, match="missing"):
+    with pytest.raises(PromptFileError, match="missing"):
         render_prompt(name)
     values = dict.fromkeys(placeholders(name), "x")
-    with pytest.raises(PromptError, match="unused"):
+    with pytest.raises(PromptFileError, match="unused"):
         render_prompt(name, not_a_placeholder="x", **values)
