@@ -9,6 +9,7 @@ target's own decoding (speedup) and sampled acceptance measured. Resumable: fini
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from pathlib import Path
@@ -238,6 +239,14 @@ def estimate_train_s(args: argparse.Namespace, results: Any, samples: int, regen
     return args.epochs * samples * per_row / speed + 25.0
 
 
+@functools.cache
+def rows_memo() -> Any:
+    """The renderings this process's points share (they train on nested subsets of one pool)."""
+    from training.tokenized import RenderedRows
+
+    return RenderedRows()
+
+
 def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerated: bool,
                    rows: list[Any], regen: dict[str, dict[str, Any]], head: str) -> list[dict[str, Any]]:
     """Train one draft on `rows` (ids of regenerated answers, or prompt rows for the datasets' own answers),
@@ -253,7 +262,7 @@ def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerat
                      originals={r["id"]: r["original_messages"] for r in rows} if not regenerated else {})
     picked = point_rows(point, data)
     file = write_point_data(picked, work / f"{name}.jsonl")
-    result = train(train_config(args, file, "conversations", work / "runs" / name, head_init=head))
+    result = train(train_config(args, file, "conversations", work / "runs" / name, head_init=head), memo=rows_memo())
     info = train_stats(result)
     evals = eval_items(args)
     greedy = {r["id"]: r for r in _jsonl(work / "eval_greedy" / "regenerated.jsonl")}

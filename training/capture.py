@@ -40,6 +40,7 @@ from torch import Tensor
 from inference.decoding.hidden_states import AuxLayers, default_aux_layers
 from training.atomic_files import hold_folder
 from training.data import TokenizedRow, load_conversations, run_rendering, tokenize_rows
+from training.distributed import join_ranks, release_large_frees
 from training.errors import TrainingError
 from training.offline_cache import (
     DTYPES,
@@ -121,7 +122,7 @@ def _capture(cfg: CaptureConfig, on_progress: Progress | None, started: float, r
              device: torch.device) -> CaptureResult:
     from transformers import AutoConfig, AutoTokenizer
 
-    from training.trainer import tokenizer_hash
+    from training.tokenized import tokenizer_hash
 
     if device.type == "cpu":
         release_large_frees()
@@ -145,36 +146,10 @@ def _capture(cfg: CaptureConfig, on_progress: Progress | None, started: float, r
 
 
 def setup_distributed(choice: str) -> tuple[int, int, torch.device]:
-    """(rank, world, device): one process, or one rank of a `torchrun` job (NCCL on GPUs, gloo on CPUs)."""
+    """(rank, world, device): one process, or one rank of a `torchrun` job (`training.distributed`)."""
     if choice == "cuda" and not torch.cuda.is_available():
         raise CaptureError("device cuda: no CUDA device is available here (use --device cpu or auto)")
-    use_cuda = choice == "cuda" or (choice == "auto" and torch.cuda.is_available())
-    if dist.is_torchelastic_launched() and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-    if use_cuda:
-        torch.cuda.set_device(rank % torch.cuda.device_count())
-        return rank, world, torch.device("cuda", rank % torch.cuda.device_count())
-    return rank, world, torch.device("cpu")
-
-
-def release_large_frees(threshold: int = 1 << 20) -> None:
-    """On glibc, serve every allocation above `threshold` by its own mapping, returned to the system when freed.
-
-    glibc raises its mmap threshold after the first large free, so later all-gather buffers of FSDP on CPU come
-    from the heap and, freed, stay in the process: a sharded rank's private memory grew by ~8 MB per layer and
-    ended above one whole unsharded process's. A fixed threshold keeps it at the shard plus one layer's
-    buffers (measured by `benchmarks/capture_memory.py`). Elsewhere (no glibc) this does nothing."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
-    try:
-        ctypes.CDLL(name).mallopt(-3, threshold)  # M_MMAP_THRESHOLD; also turns off the dynamic threshold
-    except (OSError, AttributeError):
-        return
+    return join_ranks(choice == "cuda" or (choice == "auto" and torch.cuda.is_available()))
 
 
 def tokenize(data: Path, messages_field: str, max_length: int, tokenizer: Any) -> list[TokenizedRow]:

@@ -18,9 +18,10 @@ import torch
 from training.checkpoints import checkpoint_folders, load_weights
 from training.config import CONFIG_FILE, load_config
 from training.data import run_folder_rendering
+from training.draft_setup import export_dtype, new_draft
 from training.errors import TrainingError
 from training.export import Engine, convert_export, export_draft
-from training.trainer import aux_layers, export_dtype, load_target, new_draft
+from training.trainer import aux_layers, load_target
 
 logger = logging.getLogger(__name__)
 

@@ -82,7 +82,7 @@ def run_engine_capture(cfg: EngineCaptureConfig, engine: EngineFacts, fetch: Fet
     """Capture cfg.data through the engine into cfg.out (resuming a cache left unfinished); the summary."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from training.trainer import tokenizer_hash
+    from training.tokenized import tokenizer_hash
 
     started = time.perf_counter()
     if not cfg.target.is_dir():

@@ -184,7 +184,7 @@ def test_an_engine_that_does_not_name_its_layers_is_taken_on_trust_and_recorded(
 def test_the_online_source_gives_the_caches_states_and_logits(tmp_path: Path, target: tuple[Path, Any],
                                                               rows: Path) -> None:
     from training.engine_features import engine_head_target
-    from training.trainer import tokenizer_hash
+    from training.tokenized import tokenizer_hash
 
     folder, model = target
     run_engine_capture(EngineCaptureConfig(data=rows, target=folder, out=tmp_path / "c", dtype="float32"), _facts(),

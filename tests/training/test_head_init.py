@@ -10,7 +10,7 @@ import torch
 from tiny_models import make_gemma, make_llama
 
 from training.config import make_config
-from training.trainer import build_draft
+from training.draft_setup import build_draft
 from training.vocab import build_draft_vocab
 
 

@@ -16,10 +16,11 @@ from inference.decoding.hidden_states import capture, target_embeddings
 from training.accept import target_greedy
 from training.config import ConfigError, make_config
 from training.data import TokenizedRow, load_conversations, tokenize_rows
+from training.draft_setup import new_draft
 from training.export import export_draft, load_draft
 from training.replay import replay_counts
 from training.selection import BEST_FOLDER, Estimate, Selection, estimate_acceptance, read_best, save_best
-from training.trainer import aux_layers, load_target, new_draft, train
+from training.trainer import aux_layers, load_target, train
 from training.vocab import build_draft_vocab, count_supervised
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from training import trainer
+from training import tokenized
 from training.config import make_config
 from training.data import TokenizedRow
 from training.token_cache import CACHE_FILE, cache_key, cached_rows, load_rows, save_rows
@@ -79,8 +79,7 @@ def test_a_resumed_run_loads_its_rows_and_a_changed_file_is_tokenized_again(
     def refuse(*_: Any, **__: Any) -> Any:
         raise AssertionError("tokenized again")
 
-    trainer._TOKENIZED.clear()  # the in-process cache too: only the run folder's file may answer
-    monkeypatch.setattr(trainer, "tokenize_rows", refuse)
+    monkeypatch.setattr(tokenized, "tokenize_rows", refuse)  # no memo is shared: only the run folder's file answers
     with caplog.at_level(logging.INFO, logger="training"):
         assert train(make_config({**base, "max_steps": 4})).steps == 4
     assert "reusing 300 tokenized rows" in caplog.text and "resumed from" in caplog.text
@@ -88,3 +87,34 @@ def test_a_resumed_run_loads_its_rows_and_a_changed_file_is_tokenized_again(
     data.write_text("\n".join(lines[:-1]) + "\n")  # one row fewer: the same run folder must not reuse the rows
     with pytest.raises(AssertionError, match="tokenized again"):
         train(make_config({**base, "max_steps": 6}))
+
+
+def test_runs_sharing_a_memo_render_each_conversation_once(
+        tmp_path: Path, llama_dir: Path, regenerated_data: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a data-scaling sweep does: runs in other folders, on a subset of the same rows, with one memo; the
+    memo answers the subset (nothing rendered again), and a run without it renders its rows itself."""
+    from training.tokenized import RenderedRows, tokenize_file
+
+    lines = regenerated_data["train"].read_text().splitlines()
+    (tmp_path / "all.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "half.jsonl").write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(llama_dir))
+    memo = RenderedRows()
+
+    def config(name: str) -> Any:
+        return make_config({"data": str(tmp_path / f"{name}.jsonl"), "target": str(llama_dir),
+                            "out": str(tmp_path / name), "draft_vocab_size": 150, "device": "cpu"})
+
+    everything = tokenize_file(config("all"), tokenizer, memo)
+    assert len(memo) == len(lines) and everything
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("rendered again")
+
+    monkeypatch.setattr(tokenized, "tokenize_rows", refuse)
+    half = tokenize_file(config("half"), tokenizer, memo)
+    assert [r.input_ids for r in half] == [r.input_ids for r in everything[: len(half)]]
+    with pytest.raises(AssertionError, match="rendered again"):
+        tokenize_file(config("half").model_copy(update={"out": tmp_path / "alone"}), tokenizer)

@@ -23,7 +23,7 @@ from curation.adapters import adapt, adapt_tools
 from curation.loading import read_records
 from server.cli import app
 from training.data import DataError, Rendering, check_template, load_conversations, tokenize_row
-from training.trainer import tokenize_file
+from training.tokenized import tokenize_file
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "benchmarks" / "templates"

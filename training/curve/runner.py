@@ -159,6 +159,9 @@ def run_curve(settings: CurveSettings, *, evaluator: Evaluator | None = None,
     say(f"curve: {len(doc.plan)} points on {doc.rows_available:,} rows; steps rule: {doc.steps_rule}")
     for s in doc.skipped:
         say(f"not measured: {s}")
+    from training.tokenized import RenderedRows
+
+    memo = RenderedRows()  # the runs train on subsets of one pool: each conversation is rendered once
     for index, point in enumerate(doc.plan, start=1):
         head = f"point {index}/{len(doc.plan)} {point.name} ({point.samples:,} rows)"
         if doc.done(point.name):
@@ -170,7 +173,7 @@ def run_curve(settings: CurveSettings, *, evaluator: Evaluator | None = None,
         say(f"{head}: training")
         from training.trainer import train
 
-        result = train(cfg)
+        result = train(cfg, memo=memo)
         say(f"{head}: {result.steps} steps, loss {result.loss:.4f}; evaluating")
         started = time.perf_counter()
         sets = evaluator(result.export_dir, on_prompt)

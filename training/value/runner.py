@@ -215,6 +215,9 @@ def run_value(settings: ValueSettings, *, evaluator: Evaluator | None = None,
         f"(pool {doc.pool_rows:,} rows)")
     for line in doc.skipped:
         say(f"not measured: {line}")
+    from training.tokenized import RenderedRows
+
+    memo = RenderedRows()  # the runs train on subsets of one pool: each conversation is rendered once
     for index, draft in enumerate(doc.plan, start=1):
         head = f"draft {index}/{len(doc.plan)} {draft.name}"
         if doc.done(draft.name):
@@ -226,7 +229,7 @@ def run_value(settings: ValueSettings, *, evaluator: Evaluator | None = None,
         say(f"{head}: training on {len(rows):,} rows")
         from training.trainer import train
 
-        result = train(cfg)
+        result = train(cfg, memo=memo)
         started = time.perf_counter()
         sets = evaluator(result.export_dir)
         doc.drafts.append(DraftResult(
