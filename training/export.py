@@ -2,7 +2,8 @@
 
 The folder holds `config.json` (`architectures: ["LlamaForCausalLMEagle3"]`, sizes, `draft_vocab_size`,
 `target_hidden_size`, `max_position_embeddings`, dtype, `eagle_config.eagle_aux_hidden_state_layer_ids`) and
-`model.safetensors` with `fc.weight`, `midlayer.*`, `norm.weight`, `lm_head.weight`, `d2t`, `t2d`. The token
+`model.safetensors` with `fc.weight`, `midlayer.*`, `norm.weight`, `lm_head.weight`, `d2t`, `t2d` (the last
+two left out of the vLLM layout of a draft over the target's whole vocab, which vLLM refuses). The token
 embeddings are left out: SGLang and vLLM borrow the target's. The same ids mean other layers in the two
 engines, so a folder is exported for one (`engine`): for SGLang the aux ids are written in the output-of-layer
 convention starting at 1 (`[1, L//2-1, L-4]` for the default), which old and new SGLang both turn into the
@@ -166,6 +167,36 @@ def config_json(cfg: DraftConfig, layers: AuxLayers, dtype: str, target_layers: 
     }
 
 
+def full_vocab(cfg: DraftConfig) -> bool:
+    """True when the draft predicts over the target's whole vocab: its d2t is then the identity (all offsets 0,
+    `training.vocab.build_draft_vocab` keeps ids sorted) and t2d all true."""
+    return cfg.draft_vocab_size == cfg.vocab_size
+
+
+def engine_weights(state: dict[str, Tensor], cfg: DraftConfig, engine: Engine) -> dict[str, Tensor]:
+    """The tensors the `engine` layout holds. vLLM (0.32) makes no `draft_id_to_target_id` parameter when the
+    draft's vocab is the target's whole vocab and refuses a `d2t` it cannot place; the identity maps are left
+    out there, and put back for SGLang (whose loader reads them either way). A full-vocab d2t that is not the
+    identity cannot be served by vLLM: ExportError."""
+    if not full_vocab(cfg):
+        return state
+    if engine == "vllm":
+        d2t = state.get("d2t")
+        if d2t is not None and bool(d2t.ne(0).any()):
+            raise ExportError("the draft predicts over the target's whole vocab but its d2t is not the identity: "
+                              "vLLM reads no d2t for such a draft; export it for SGLang")
+        return {k: v for k, v in state.items() if k not in ("d2t", "t2d")}
+    return identity_vocab(state, cfg)
+
+
+def identity_vocab(state: dict[str, Tensor], cfg: DraftConfig) -> dict[str, Tensor]:
+    """`state` with the identity d2t and t2d of a full-vocab draft where a vLLM-layout folder left them out."""
+    if not full_vocab(cfg) or ("d2t" in state and "t2d" in state):
+        return state
+    return {**state, "d2t": torch.zeros(cfg.draft_vocab_size, dtype=torch.int64),
+            "t2d": torch.ones(cfg.vocab_size, dtype=torch.bool)}
+
+
 def export_draft(draft: Eagle3Draft, layers: AuxLayers, folder: Path, dtype: str = "bfloat16",
                  target_layers: int | None = None, engine: Engine = "sglang",
                  rendering: dict[str, str] | None = None) -> Path:
@@ -179,7 +210,8 @@ def export_draft(draft: Eagle3Draft, layers: AuxLayers, folder: Path, dtype: str
 
 
 def convert_export(source: Path, out: Path, engine: Engine) -> Path:
-    """Copy an exported draft to `out` with the layer-id layout of `engine`; the weights are copied as they are.
+    """Copy an exported draft to `out` with the layer-id layout of `engine`; the weights are copied as they are
+    (but for a full-vocab draft's identity vocab maps, which only the SGLang layout holds: `engine_weights`).
     ExportError when the source does not record which layers it was trained on, or `out` is the source."""
     config = read_config(source)
     layers = aux_layers_of(config)
@@ -197,9 +229,15 @@ def convert_export(source: Path, out: Path, engine: Engine) -> Path:
                               "eagle_aux_hidden_state_layer_ids": engine_layer_ids(layers, engine)}
     config["datahunt"] = {**config["datahunt"], "engine": engine}
     out.mkdir(parents=True, exist_ok=True)
+    cfg = draft_config_from_json(config)
+    if full_vocab(cfg):  # the identity vocab maps are in one layout and not in the other
+        tensors = engine_weights(identity_vocab(load_file(str(weights)), cfg), cfg, engine)
+        data = save(tensors, metadata={"format": "pt"})
+    else:
+        data = weights.read_bytes()
     try:  # as write_export: config.json, which readers require, goes last
         remove_file(out / "config.json")
-        write_file(out / WEIGHTS_FILE, weights.read_bytes())
+        write_file(out / WEIGHTS_FILE, data)
         write_file(out / EXPECTATIONS_FILE, expectations_file_bytes(config, carried_expectations(source)))
         write_file(out / "config.json", json.dumps(config, indent=2).encode("utf-8"))
     except UnsafePathError:
@@ -221,7 +259,7 @@ def write_export(
     tensors = {
         k: (v.to(torch.int64) if k == "d2t" else v.to(torch.bool) if k == "t2d" else v.to(target_dtype))
         .detach().cpu().contiguous()
-        for k, v in state.items()
+        for k, v in engine_weights(state, cfg, engine).items()
     }
     # config.json is the export's commit record (`read_config` requires it): removed first, written last, each
     # file whole and never through a link, so a kill leaves no config.json beside half-new weights.
@@ -304,7 +342,7 @@ def load_draft(folder: Path, embed_weight: Tensor, *, target_layers: int | None 
     layers = aux_layers_of(config)
     if layers is None:
         raise ExportError(f"{folder}/config.json has no eagle_config aux layer ids")
-    state = load_file(str(folder / WEIGHTS_FILE))
+    state = identity_vocab(load_file(str(folder / WEIGHTS_FILE)), cfg)
     problems = shape_problems({k: tuple(v.shape) for k, v in state.items()}, cfg)
     if problems:
         raise ExportError(f"draft at {folder} is malformed: " + "; ".join(problems))

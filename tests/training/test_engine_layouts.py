@@ -78,6 +78,36 @@ def test_convert_rewrites_only_the_ids_and_keeps_the_weights_byte_for_byte(tmp_p
         convert_export(foreign, tmp_path / "x", "vllm")
 
 
+def test_a_full_vocab_draft_leaves_its_identity_maps_out_of_the_vllm_layout_only(tmp_path: Path) -> None:
+    """vLLM 0.32 makes no d2t parameter for a draft over the target's whole vocab and refuses the weight; SGLang
+    reads d2t either way. The maps go where they are read, and every layout loads back as the same draft."""
+    from safetensors.torch import load_file
+
+    full = DraftConfig(**{**CFG.__dict__, "draft_vocab_size": 60})
+    torch.manual_seed(0)
+    draft = Eagle3Draft(full)
+    draft.set_vocab(torch.zeros(60, dtype=torch.long), torch.ones(60, dtype=torch.bool))
+    sglang = export_draft(draft, LAYERS, tmp_path / "sglang", engine="sglang")
+    vllm = export_draft(draft, LAYERS, tmp_path / "vllm", engine="vllm")
+    assert {"d2t", "t2d"} <= set(load_file(str(sglang / "model.safetensors")))
+    assert not {"d2t", "t2d"} & set(load_file(str(vllm / "model.safetensors")))
+    converted = convert_export(sglang, tmp_path / "to_vllm", "vllm")
+    assert load_file(str(converted / "model.safetensors")).keys() == load_file(str(vllm / "model.safetensors")).keys()
+    back = convert_export(vllm, tmp_path / "to_sglang", "sglang")
+    restored = load_file(str(back / "model.safetensors"))
+    assert torch.equal(restored["d2t"], torch.zeros(60, dtype=torch.int64)) and bool(restored["t2d"].all())
+    embed = draft.embed_tokens.weight
+    weights = [load_draft(f, embed)[0].state_dict() for f in (sglang, vllm, back)]
+    assert all(torch.equal(w[k], weights[0][k]) for w in weights[1:] for k in weights[0])
+    vllm_check = [c for c in run_preflight(_vllm_server(vllm), read_draft(vllm), TARGET) if c.name == "vocab"]
+    assert vllm_check and vllm_check[0].ok, vllm_check
+    bent = Eagle3Draft(full)  # a full-vocab draft whose map is not the identity cannot be served by vLLM
+    bent.d2t[0] = 1
+    with pytest.raises(ExportError, match="d2t is not the identity"):
+        export_draft(bent, LAYERS, tmp_path / "bent", engine="vllm")
+    assert draft.cfg.draft_vocab_size == 60 and CFG.draft_vocab_size == 40  # the shared config is untouched
+
+
 def test_the_preflight_reads_ids_the_way_the_server_engine_does(tmp_path: Path) -> None:
     sglang_dir = export_draft(_draft(), LAYERS, tmp_path / "sglang", engine="sglang")
     vllm_dir = convert_export(sglang_dir, tmp_path / "vllm", "vllm")
