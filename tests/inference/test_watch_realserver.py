@@ -245,20 +245,33 @@ def test_a_correct_draft_pays_or_not_with_numbers_and_a_restart_raises_no_alarm(
     assert not new, watch.errors  # no alarm the restart itself caused
 
 
-def test_the_wrong_layers_alarm_within_a_bounded_number_of_requests(made: dict[str, Any], running: Any) -> None:
+def test_the_wrong_layers_are_named_at_once_and_alarm_within_a_bounded_number_of_requests(
+        made: dict[str, Any], running: Any) -> None:
+    """The draft served with other aux layers than it was trained on. The watcher names the mismatch from the
+    server's own config before any request, and an alarm fires within BOUND requests. Which alarm is a finding
+    of this target: on SmolLM2-135M the wrong layers ([2, 12, 21] for [2, 15, 27]) cost about half of position-0
+    acceptance (AL 1.17 measured in one run), not all of it, so the alarm that fires first may be `below_break_even`
+    rather than `position0` (which needs less than half the recorded rate); the loss itself is asserted."""
     server = running(Server, made, made["wrong"])
     watch = running(Watch, server, made["vllm"])  # the watcher knows the draft as it was recorded
-    sent = 0
+    watch.next_tick(timeout=120)  # its config check comes with its first tick, before any request is sent
+    deadline = time.monotonic() + 30  # (on stderr, read by another thread than the tick)
+    while not any("aux layer ids [2, 12, 21] differ" in e for e in watch.errors) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert any("aux layer ids [2, 12, 21] differ" in e for e in watch.errors), watch.errors
+    ref = json.loads((made["vllm"] / "expectations.json").read_text())["sets"]
+    recorded_p0 = sum(s["accepted"][0] for s in ref.values()) / sum(s["attempted"][0] for s in ref.values())
+    sent, tick = 0, None
     for turns in made["prompts"] * 2:
         server.ask(turns)
         sent += 1
-        watch.settle()
-        if any(a.startswith(("ALERT position0", "ALERT no_acceptance")) for a in watch.alerts()):
+        tick = watch.settle()
+        if watch.alerts():
             break
-    assert any(a.startswith(("ALERT position0", "ALERT no_acceptance")) for a in watch.alerts()), watch.errors
-    assert sent <= BOUND, (sent, watch.errors)
-    assert any("aux layer ids [2, 12, 21] differ" in e for e in watch.errors), watch.errors
-    print(f"\nwrong layers: alarm after {sent} requests: {watch.alerts()[0]}")
+    assert watch.alerts() and sent <= BOUND, (sent, watch.errors)
+    assert tick is not None and tick["per_position_accept"][0] < recorded_p0, (tick, recorded_p0)
+    print(f"\nwrong layers: alarm after {sent} requests: {watch.alerts()[0]}; position 0 "
+          f"{tick['per_position_accept'][0]:.3f} against {recorded_p0:.3f} recorded")
 
 
 def test_the_other_engines_ids_are_named_and_their_loss_reported(made: dict[str, Any], running: Any) -> None:
