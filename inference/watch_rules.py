@@ -1,7 +1,13 @@
 """What counts as an alarm for a served draft: pure rules over one window of the engine's speculative counters.
 
 A window holds the rounds (target verifications with drafts), tokens and per-position acceptance the engine
-counted over its span. Four alert classes, each from a failure seen in the field:
+counted over its span. Five alert classes, each from a failure seen in the field:
+
+- `misconfigured`: the server's own configuration says it feeds the draft other aux layers than the draft was
+  checked for (read from `/server_info` and the served folder's `config.json`, before any request; raised by
+  `inference.watcher`, not judged from counters). The layer-id class caught at its cause: how much acceptance
+  it costs depends on the draft (on a weak CPU-trained SmolLM2 draft, measured, nothing; on a trained one,
+  most of position 0), so the counters alone may never show it.
 
 - `no_acceptance`: acceptance length ≤ 1.05. The draft is never (or almost never) right: the EAGLE/EAGLE3 flag
   class (SGLang started with `EAGLE` for an EAGLE-3 draft feeds it the wrong hidden states and accepts 1.00),
@@ -22,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-AlertKind = Literal["no_acceptance", "position0", "below_break_even", "drift"]
-ALERT_KINDS: tuple[AlertKind, ...] = ("no_acceptance", "position0", "below_break_even", "drift")
+AlertKind = Literal["misconfigured", "no_acceptance", "position0", "below_break_even", "drift"]
+ALERT_KINDS: tuple[AlertKind, ...] = ("misconfigured", "no_acceptance", "position0", "below_break_even", "drift")
 
 
 @dataclass(frozen=True)

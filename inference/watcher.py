@@ -85,18 +85,26 @@ def served_draft_notes(info: ServerInfo, expectations: DraftExpectations | None)
     if expectations is not None and info.engine != expectations.engine:
         notes.append(f"the draft's expectations were recorded for {expectations.engine}'s layer-id layout; this "
                      f"server is {info.engine}: its acceptance may fall short of them (see datahunt export-draft)")
+    return notes
+
+
+def layer_mismatch(info: ServerInfo, expectations: DraftExpectations | None) -> Alert | None:
+    """The `misconfigured` alert when the folder the server says it serves (readable here) names other aux layer
+    ids than the draft was checked for; None when they agree or cannot be read."""
     path = info.speculative_draft_model_path
     config = Path(path) / "config.json" if path else None
-    if expectations is not None and config is not None and config.is_file():
-        try:
-            served = json.loads(config.read_text(encoding="utf-8"))
-            ids = list((served.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or [])
-        except (OSError, ValueError, AttributeError):
-            ids = []
-        if ids and ids != expectations.aux_layer_ids:
-            notes.append(f"the server serves {path} whose aux layer ids {ids} differ from the ids the draft was "
-                         f"checked for, {expectations.aux_layer_ids} ({expectations.engine})")
-    return notes
+    if expectations is None or config is None or not config.is_file():
+        return None
+    try:
+        served = json.loads(config.read_text(encoding="utf-8"))
+        ids = list((served.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not ids or ids == expectations.aux_layer_ids:
+        return None
+    return Alert("misconfigured", f"the server serves {path} whose aux layer ids {ids} differ from the ids the "
+                 f"draft was checked for, {expectations.aux_layer_ids} ({expectations.engine}): the draft is fed "
+                 "other target layers than it learned from", {})
 
 
 class Watcher:
@@ -108,6 +116,7 @@ class Watcher:
         self.window = RollingWindow(settings.window_rounds)
         self.info: ServerInfo | None = None
         self.firing: dict[AlertKind, Alert] = {}
+        self.config_alerts: dict[AlertKind, Alert] = {}  # from what the server says it serves (`identify`)
 
     def expected(self) -> Expected:
         """What this interval is judged against."""
@@ -116,7 +125,7 @@ class Watcher:
     def judge(self, stats: WindowStats) -> Tick:
         """Judge a window: the line, and which rules started or stopped firing."""
         expected = self.expected()
-        alerts = {a.kind: a for a in judge(stats, expected, self.settings.thresholds)}
+        alerts = {**self.config_alerts, **{a.kind: a for a in judge(stats, expected, self.settings.thresholds)}}
         started = [a for k, a in alerts.items() if k not in self.firing]
         resolved = [k for k in self.firing if k not in alerts]
         self.firing = alerts
@@ -130,7 +139,12 @@ class Watcher:
     def take(self, reading: SpecTotals | None, at: float) -> Tick:
         """Add one reading and judge the window."""
         if reading is None:
-            return Tick("the server runs without speculation: nothing to watch")
+            if not self.config_alerts:
+                return Tick("the server runs without speculation: nothing to watch")
+            # It says it serves a draft but counts no rounds yet: its configuration is judged already.
+            started = [a for k, a in self.config_alerts.items() if k not in self.firing]
+            self.firing = dict(self.config_alerts)
+            return Tick("no speculative rounds counted yet", started=started, firing=list(self.firing.values()))
         restarted = self.window.add(reading, at)
         if restarted:
             if self.metrics is not None:
@@ -145,6 +159,8 @@ class Watcher:
     async def identify(self, client: httpx.AsyncClient) -> list[str]:
         """Read what the server is and serves; the notes about its draft."""
         self.info = await fetch_server_info(client, self.settings.url)
+        mismatch = layer_mismatch(self.info, self.expectations)
+        self.config_alerts = {mismatch.kind: mismatch} if mismatch is not None else {}
         return served_draft_notes(self.info, self.expectations)
 
     async def step(self, client: httpx.AsyncClient) -> Tick:

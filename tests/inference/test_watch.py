@@ -94,7 +94,7 @@ class Scripted:
     """A local server: `/version` and `/v1/models` as recorded, `/metrics` the script's next reading (the last
     one repeated once it ends), and a webhook at `/hook` that keeps what it is sent."""
 
-    def __init__(self, script: list[Reading]) -> None:
+    def __init__(self, script: list[Reading], draft_path: Path | None = None) -> None:
         self.script, self.hits = script, 0
         self.hooks: list[dict[str, Any]] = []
         owner = self
@@ -116,6 +116,10 @@ class Scripted:
                     self._send(200, (RECORDED / "vllm" / "version.json").read_text())
                 elif self.path == "/v1/models":
                     self._send(200, (RECORDED / "vllm" / "models.json").read_text())
+                elif self.path.startswith("/server_info") and draft_path is not None:  # dev mode, as recorded
+                    info = json.loads((RECORDED / "vllm" / "server_info_dev_mode.json").read_text())
+                    info["vllm_config"]["speculative_config"]["model"] = str(draft_path)
+                    self._send(200, json.dumps(info))
                 elif self.path == "/metrics":
                     reading = owner.script[min(owner.hits, len(owner.script) - 1)]
                     owner.hits += 1
@@ -137,8 +141,8 @@ class Scripted:
 def scripted() -> Iterator[Any]:
     servers: list[Scripted] = []
 
-    def make(script: list[Reading]) -> Scripted:
-        servers.append(Scripted(script))
+    def make(script: list[Reading], draft_path: Path | None = None) -> Scripted:
+        servers.append(Scripted(script, draft_path))
         return servers[-1]
 
     yield make
@@ -178,6 +182,24 @@ def test_once_judges_everything_since_start(scripted: Any, draft: Path) -> None:
     assert "ALERT position0: position-0 acceptance 0.030 is below 0.5 × the draft's recorded 0.700" in alarm.stderr
     assert "ALERT no_acceptance" in alarm.stderr and "ALERT below_break_even" in alarm.stderr
     assert "NOT paying: AL 1.03" in alarm.stdout
+
+
+def test_a_server_feeding_the_draft_other_layers_is_misconfigured_before_any_round(
+        scripted: Any, draft: Path, tmp_path: Path) -> None:
+    """The served folder (named by the server's own config) says other aux layer ids than the draft was checked
+    for: an alarm from the configuration, before a single speculative round, whatever the counters will say."""
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "config.json").write_text(json.dumps({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 12, 21]}}))
+    runner = CliRunner()
+    wrong = scripted([Reading(0, (0, 0))], draft_path=served)
+    alarm = runner.invoke(app, ["watch", "--server", wrong.url, "--draft", str(draft), "--once", "--window", "100"])
+    assert alarm.exit_code == 1, alarm.output
+    assert (f"ALERT misconfigured: the server serves {served} whose aux layer ids [2, 12, 21] differ from the ids "
+            "the draft was checked for, [2, 15, 27] (vllm)") in alarm.stderr
+    right = scripted([Reading(0, (0, 0))], draft_path=draft)
+    fine = runner.invoke(app, ["watch", "--server", right.url, "--draft", str(draft), "--once", "--window", "100"])
+    assert fine.exit_code == 0 and "ALERT" not in fine.stderr, fine.output
 
 
 def test_loop_survives_a_restart_then_alerts_on_the_wrong_layers(scripted: Any, draft: Path, tmp_path: Path) -> None:

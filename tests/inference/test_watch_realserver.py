@@ -50,7 +50,6 @@ VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 REGENERATED = REPO / "benchmarks" / "results" / "gpu_scaling" / "regenerated_smollm2_16k.jsonl.gz"
 K = 2  # draft tokens a round: the draft is trained on two TTT steps
 WINDOW = 100  # rounds the watcher judges over
-BOUND = 8  # requests within which the wrong layers must raise an alarm
 MAX_TOKENS = 48
 
 
@@ -245,33 +244,31 @@ def test_a_correct_draft_pays_or_not_with_numbers_and_a_restart_raises_no_alarm(
     assert not new, watch.errors  # no alarm the restart itself caused
 
 
-def test_the_wrong_layers_are_named_at_once_and_alarm_within_a_bounded_number_of_requests(
+def test_the_wrong_layers_alarm_before_any_request_and_their_cost_is_reported(
         made: dict[str, Any], running: Any) -> None:
-    """The draft served with other aux layers than it was trained on. The watcher names the mismatch from the
-    server's own config before any request, and an alarm fires within BOUND requests. Which alarm is a finding
-    of this target: on SmolLM2-135M the wrong layers ([2, 12, 21] for [2, 15, 27]) cost about half of position-0
-    acceptance (AL 1.17 measured in one run), not all of it, so the alarm that fires first may be `below_break_even`
-    rather than `position0` (which needs less than half the recorded rate); the loss itself is asserted."""
+    """The draft served with other aux layers than it was trained on ([2, 12, 21] for [2, 15, 27]). The watcher
+    raises `misconfigured` from the server's own config before a single request (the issue asks for an alarm
+    within a bounded number of requests: none are needed), and keeps it firing while the draft is served so. What the wrong layers cost is a
+    finding, printed, not asserted: on this CPU-trained SmolLM2 draft (recorded AL about 1.26, position 0 about
+    0.24) one run measured AL 1.259 against 1.258 recorded, i.e. nothing; such a weak draft leans on its own
+    token and state more than on the target's layers, and no rule over counters could have caught it."""
     server = running(Server, made, made["wrong"])
     watch = running(Watch, server, made["vllm"])  # the watcher knows the draft as it was recorded
-    watch.next_tick(timeout=120)  # its config check comes with its first tick, before any request is sent
-    deadline = time.monotonic() + 30  # (on stderr, read by another thread than the tick)
-    while not any("aux layer ids [2, 12, 21] differ" in e for e in watch.errors) and time.monotonic() < deadline:
+    first = watch.next_tick(timeout=120)
+    deadline = time.monotonic() + 30  # the ALERT goes to stderr, read by another thread than the tick
+    while not watch.alerts() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert any("aux layer ids [2, 12, 21] differ" in e for e in watch.errors), watch.errors
+    alerts = watch.alerts()
+    assert alerts and alerts[0].startswith("ALERT misconfigured: the server serves "), watch.errors
+    assert "aux layer ids [2, 12, 21] differ from the ids the draft was checked for, [2, 15, 27]" in alerts[0]
+    assert "misconfigured" in first["firing"] and not first["rounds"], first  # judged before any round
     ref = json.loads((made["vllm"] / "expectations.json").read_text())["sets"]
     recorded_p0 = sum(s["accepted"][0] for s in ref.values()) / sum(s["attempted"][0] for s in ref.values())
-    sent, tick = 0, None
-    for turns in made["prompts"] * 2:
-        server.ask(turns)
-        sent += 1
-        tick = watch.settle()
-        if watch.alerts():
-            break
-    assert watch.alerts() and sent <= BOUND, (sent, watch.errors)
-    assert tick is not None and tick["per_position_accept"][0] < recorded_p0, (tick, recorded_p0)
-    print(f"\nwrong layers: alarm after {sent} requests: {watch.alerts()[0]}; position 0 "
-          f"{tick['per_position_accept'][0]:.3f} against {recorded_p0:.3f} recorded")
+    tick = _serve_prompts(server, watch, made["prompts"])
+    assert tick["rounds"] > 0 and "misconfigured" in tick["firing"], tick
+    assert len([a for a in watch.alerts() if a.startswith("ALERT misconfigured")]) == 1  # fired once, still firing
+    print(f"\nwrong layers: {alerts[0]}\n  served so: {tick['line']} (position 0 "
+          f"{tick['per_position_accept'][0]:.3f} against {recorded_p0:.3f} recorded)")
 
 
 def test_the_other_engines_ids_are_named_and_their_loss_reported(made: dict[str, Any], running: Any) -> None:
