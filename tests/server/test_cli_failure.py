@@ -77,7 +77,7 @@ def test_a_stage_error_escaping_a_command_ends_in_the_one_map(tmp_path: Path) ->
     assert bad_manifest.output.startswith("error: ") and bad_manifest.output.count("\n") == 1
     assert "Traceback" not in bad_manifest.output
     no_engine = runner.invoke(app, ["curate", "--manifest", str(manifest), "--out", str(tmp_path / "c"),
-                                    "--engine", "spark"])
+                                    "--executor", "spark"])
     assert no_engine.exit_code == EXIT_USAGE and no_engine.output.startswith("error: ")  # UnknownEngine
     assert no_engine.output.count("\n") == 1
     results = tmp_path / "scaling.json"
