@@ -10,7 +10,7 @@
     ├── TargetError, UnsupportedTarget   a source that cannot become a target / a model no fast runner has
     ├── LocalServerError                 a local server not installed or not coming up (local_server)
     ├── DecodeKernelUnavailable          no Triton, or no CUDA device, for the split-KV decode kernel (decode_kernel)
-    ├── UnknownRunError                  no registered run with that id (status)
+    ├── UnknownRunError                  no registered run with that id (run_registry)
     ├── UnreadableStatusError            a run's status file that is there but damaged (status)
     └── RetryableError, RowError, RowFailed   one request's or row's failure, handled inside the runner
 

@@ -56,7 +56,9 @@ from inference.records import (
     load_rows,
     stratified,
 )
-from inference.status import STATUS_FILE, StatusFile, StatusTracker, register_run, write_json_atomic
+from inference.run_registry import register_run
+from inference.status import STATUS_FILE, StatusFile, write_json_atomic
+from inference.status_tracker import StatusTracker
 from inference.turns import EmptyAnswer, Stop, total, turn_meta, walk
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,8 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, status
 
-from inference.status import UnknownRunError, UnreadableStatusError, list_runs, read_status, resolve_run
+from inference.run_registry import UnknownRunError, list_runs, resolve_run
+from inference.status import UnreadableStatusError, read_status
 from server.api.deps import SettingsDep, require_read_token
 
 router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[Depends(require_read_token)])

@@ -42,7 +42,7 @@ BAD_INPUT = (
     ("curation.manifest", "ManifestError"), ("curation.adapters", "FormatError"), ("curation.engine", "EngineError"),
     ("curation.publish", "PublishError"), ("curation.atomic_files", "UnsafePathError"),
     ("curation.catalog.errors", "InvalidValueError"),
-    ("inference.records", "InputError"), ("inference.status", "UnknownRunError"),
+    ("inference.records", "InputError"), ("inference.run_registry", "UnknownRunError"),
     ("inference.atomic_files", "UnsafePathError"),
     ("training.config", "ConfigError"), ("training.data", "DataError"), ("training.launch", "LaunchError"),
     ("training.curve.plan", "CurveError"),

@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 
 from inference.monitor import render
-from inference.status import StatusTracker
+from inference.status_tracker import StatusTracker
 
 JOURNAL = Path(__file__).resolve().parents[1] / "data" / "regen_multiturn" / "regenerated.jsonl"
 STATUS_EVERY_S = 1.0  # the runner rewrites its status file about once a second

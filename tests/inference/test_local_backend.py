@@ -241,7 +241,7 @@ def test_the_engine_reports_tokens_of_answers_in_flight_and_the_status_counts_th
 
     from inference.decoding.continuous import ContinuousEngine, Request
     from inference.decoding.static_llama import StaticLlama
-    from inference.status import StatusTracker
+    from inference.status_tracker import StatusTracker
 
     model = LlamaForCausalLM.from_pretrained(tiny_dir).eval()
     engine = ContinuousEngine(StaticLlama(model, slots=2, max_len=80), set(), seed=0, sync_every=4, use_graph=False)

@@ -8,7 +8,8 @@ import pytest
 from rich.console import Console
 
 from inference.monitor import format_duration, render
-from inference.status import STATUS_FILE, StatusTracker, UnreadableStatusError, read_status, write_json_atomic
+from inference.status import STATUS_FILE, UnreadableStatusError, read_status, write_json_atomic
+from inference.status_tracker import StatusTracker
 
 
 def test_eta_range_follows_the_observed_completion_lengths() -> None:

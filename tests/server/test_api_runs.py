@@ -9,7 +9,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from core.settings import get_settings
-from inference.status import STATUS_FILE, StatusTracker, register_run, write_json_atomic
+from inference.run_registry import register_run
+from inference.status import STATUS_FILE, write_json_atomic
+from inference.status_tracker import StatusTracker
 from server.api import runs
 
 
