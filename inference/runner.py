@@ -10,21 +10,19 @@ an empty answer ends the row in `errors.jsonl`. Finished rows go to the journal 
 process at any moment and running the same command again resumes exactly where it stopped. A row that uses
 tools is regenerated turn by turn against its recording (`inference.turns`): where the target's calls leave the
 recording the row stops, its prefix kept, and the reason is recorded on the row and counted in the status.
+What a run settles before its first request (its settings, run file, rows and pool) is `inference.run_setup`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import random
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from core.chat_render import ToolRendering, has_tool_turns
 from core.regen_records import (
     FailedRecord,
     PassthroughMeta,
@@ -40,58 +38,29 @@ from inference.atomic_files import hold_folder, remove_file, write_file
 from inference.backend import GenerationBackend, Timeouts
 from inference.endpoints import AllEndpointsDown, Endpoint, EndpointPool
 from inference.errors import InferenceError
-from inference.generation import (
-    Reasoning,
-    RetryableError,
-    RowError,
-    Sampling,
-    TurnResult,
-)
+from inference.generation import RetryableError, RowError, Sampling, TurnResult
 from inference.journal import Journal
-from inference.records import (
-    InputError,
-    InputRow,
-    PromptError,
-    expand_samples,
-    load_rows,
-    stratified,
-)
+from inference.records import InputRow, PromptError
 from inference.run_registry import register_run
+from inference.run_setup import (
+    RUN_FILE,
+    RunConfig,
+    check_tool_template,
+    endpoint_pool,
+    read_run_file,
+    run_file_data,
+    select_rows,
+)
 from inference.status import STATUS_FILE, StatusFile, write_json_atomic
 from inference.status_tracker import StatusTracker
 from inference.turns import EmptyAnswer, Stop, total, turn_meta, walk
 
 logger = logging.getLogger(__name__)
 
-RUN_FILE = "run.json"
+# The runner's interface: it takes a RunConfig (declared with the rest of a run's setup) and returns a RunSummary.
+__all__ = ["RowFailed", "RunConfig", "RunSummary", "SamplingChangedError", "backoff_s", "passthrough_record",
+           "regenerate", "run_regeneration"]
 
-
-@dataclass
-class RunConfig:
-    """Everything one regeneration run needs besides the backend."""
-
-    input_path: Path
-    out_dir: Path
-    endpoints: list[str]  # the servers' URLs; empty for a backend without endpoints (in process)
-    concurrency: int = 32
-    sampling: Sampling = field(default_factory=Sampling)
-    reasoning: Reasoning = Reasoning.KEEP
-    tool_rendering: ToolRendering = ToolRendering.NATIVE  # how tool calls reach the prompts (recorded per row)
-    max_attempts: int = 6
-    backoff_base_s: float = 0.5
-    backoff_cap_s: float = 30.0
-    connect_timeout_s: float = 10.0
-    request_timeout_s: float = 600.0
-    retry_failed: bool = False
-    status_interval_s: float = 1.0
-    fsync_interval_s: float = 1.0
-    reprobe_interval_s: float = 2.0
-    dead_after_s: float = 600.0
-    limit: int | None = None
-    sample: int | None = None  # a stratified trial: this many rows spread over the categories (records.stratified)
-    model: str | None = None
-    allow_new_sampling: bool = False  # resume a run whose earlier rows used other sampling settings
-    samples: int = 1  # answers per prompt to regenerate (expand_samples)
 
 
 @dataclass
@@ -106,9 +75,6 @@ class RunSummary:
     completion_tokens: int
     status: StatusFile
 
-
-class ToolTemplateError(InferenceError, ValueError):
-    """Rows use tools but the template prompts are rendered with cannot render them natively."""
 
 
 class SamplingChangedError(InferenceError, ValueError):
@@ -299,21 +265,11 @@ def passthrough_record(row: InputRow) -> PassthroughRow:
 
 
 def _write_run_file(config: RunConfig, backend: GenerationBackend) -> None:
-    data = {
-        "input": str(config.input_path),
-        "endpoints": config.endpoints,
-        "api": backend.api,
-        "backend": backend.describe(),
-        "model": config.model,
-        "sampling": config.sampling.model_dump(),
-        "reasoning": config.reasoning.value,
-        "tool_rendering": config.tool_rendering.value,
-        "concurrency": config.concurrency,
-        "samples": config.samples,
-    }
+    """Record the run's settings in its folder; a resume with other sampling is refused unless allowed."""
+    data = run_file_data(config, backend)
     path = config.out_dir / RUN_FILE
     if path.exists():
-        before = _read_run_file(path)
+        before = read_run_file(path)
         if before.get("sampling") != data["sampling"]:
             if not config.allow_new_sampling:
                 raise SamplingChangedError(
@@ -324,54 +280,6 @@ def _write_run_file(config: RunConfig, backend: GenerationBackend) -> None:
     write_json_atomic(path, data)
 
 
-def _read_run_file(path: Path) -> dict[str, object]:
-    """The run file an earlier run of this folder wrote; InputError when it is not one (garbage, another file)."""
-    try:
-        before = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: not JSON, or not UTF-8
-        raise InputError(f"{path} is not a run file regen wrote ({type(exc).__name__}); use another --out, or "
-                         "remove it to start the run over") from None
-    if not isinstance(before, dict):
-        raise InputError(f"{path} is not a run file regen wrote (not a JSON object); use another --out, or remove "
-                         "it to start the run over")
-    return before
-
-
-def select_rows(config: RunConfig) -> tuple[list[InputRow], int]:
-    """Return the rows this run covers (limit, stratified sample, samples per prompt) and the duplicates dropped."""
-    rows, duplicates = load_rows(config.input_path)
-    if config.limit is not None:
-        rows = rows[: config.limit]
-    if config.sample is not None:
-        rows = stratified(rows, config.sample)
-    rows = expand_samples(rows, config.samples)
-    if not rows:
-        raise InputError(f"{config.input_path} holds no rows to regenerate")
-    return rows, duplicates
-
-
-def check_tool_template(rows: list[InputRow], backend: GenerationBackend, rendering: ToolRendering) -> None:
-    """Raise ToolTemplateError, in one line with the two ways on, when rows use tools and the backend renders
-    them natively through a template that cannot."""
-    using = sum(1 for r in rows if r.needs_regeneration and has_tool_turns(r.messages, r.tools))
-    problem = backend.tool_support_problem() if using and rendering is ToolRendering.NATIVE else None
-    if problem is not None:
-        raise ToolTemplateError(
-            f"the target's chat template does not render tool use ({problem}) and {using} rows use tools: give the "
-            "target a template that does (datahunt target prepare SOURCE --out DIR --chat-template FILE) or "
-            "regenerate with datahunt's text rendering of tool calls (--tool-rendering text)")
-
-
-def endpoint_pool(config: RunConfig, backend: GenerationBackend) -> EndpointPool:
-    """Return the run's pool of request slots: one group per server, or, for a backend without endpoints,
-    one group named by the backend itself."""
-    if backend.has_endpoints and not config.endpoints:
-        raise InputError(f"the {backend.api} backend answers through servers: give at least one endpoint")
-    if not backend.has_endpoints and config.endpoints:
-        raise InputError(f"{backend.describe()} runs in this process: it takes no endpoints ({config.endpoints})")
-    names = config.endpoints if backend.has_endpoints else [backend.describe()]
-    return EndpointPool.from_urls(names, config.concurrency, reprobe_interval_s=config.reprobe_interval_s,
-                                  dead_after_s=config.dead_after_s)
 
 
 def _open_run(config: RunConfig, backend: GenerationBackend, rows: list[InputRow]) -> tuple[Journal, StatusTracker]:
