@@ -17,15 +17,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from training.aux_layers import plus_one_rule, server_capture
+from training.draft_checkpoint import DraftCheckpoint, is_eagle3_draft
 from training.errors import TrainingError
 from training.model_config import ModelConfig
-from training.preflight import (
-    DraftCheckpoint,
-    check_aux_layers,
-    is_eagle3_draft,
-    plus_one_rule,
-    server_capture,
-)
+from training.preflight import check_aux_layers
 
 
 class LaunchError(TrainingError, ValueError):

@@ -16,22 +16,32 @@ Two engines read the same `eagle_aux_hidden_state_layer_ids` differently: SGLang
 target's family) and captures the inputs of those layers, vLLM takes them as given (id k = the residual stream
 entering layer k). The server info's `engine` ("sglang" or "vllm") picks the reading, so a draft exported for one engine is refused on the other with the fix named. What vLLM
 does not report (its speculative method and draft path, without `VLLM_SERVER_DEV_MODE=1`) is said as unseen.
+The draft as the checks read it is `training.draft_checkpoint`; the engines' readings of the ids,
+`training.aux_layers`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 import torch
-from torch import Tensor
 
 from core.server_info import ServerInfo
-from training.export import WEIGHTS_FILE, ExportError, read_config
-from training.model_config import DraftModelConfig, ModelConfig
+from training.aux_layers import PlusOne, engine_capture, plus_one_rule, server_capture
+from training.draft_checkpoint import (
+    DraftCheckpoint,
+    draft_fingerprint,
+    is_eagle3_draft,
+    read_draft,
+    text_config,
+)
+from training.model_config import ModelConfig
+
+# The preflight's interface: read a draft (`read_draft`), then run every check on it (`run_preflight`).
+__all__ = ["Check", "DraftCheckpoint", "check_algorithm", "check_aux_layers", "check_context", "check_draft",
+           "check_dtype", "check_fc_input", "check_lm_head", "check_vocab", "read_draft", "run_preflight",
+           "serving_context"]
 
 
 @dataclass(frozen=True)
@@ -41,51 +51,6 @@ class Check:
     name: str
     ok: bool
     detail: str
-
-
-@dataclass
-class DraftCheckpoint:
-    """What the checks read from a draft folder: config.json, tensor shapes, and the vocab maps if present."""
-
-    config: DraftModelConfig
-    shapes: dict[str, tuple[int, ...]]
-    d2t: Tensor | None = None
-    t2d: Tensor | None = None
-    folder: Path | None = None
-
-
-def read_draft(folder: Path) -> DraftCheckpoint:
-    """Read config.json and the safetensors header (shapes only; d2t and t2d in full) of a draft folder."""
-    from safetensors import safe_open
-
-    config = read_config(folder)
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        raise ExportError(f"no safetensors weights in {folder} (expected {WEIGHTS_FILE})")
-    shapes: dict[str, tuple[int, ...]] = {}
-    maps: dict[str, Tensor] = {}
-    for path in files:
-        with safe_open(str(path), "pt") as f:
-            for key in f.keys():  # noqa: SIM118 - safe_open is not a mapping
-                shapes[key] = tuple(f.get_slice(key).get_shape())
-                if key in {"d2t", "t2d"}:
-                    maps[key] = f.get_tensor(key)
-    return DraftCheckpoint(config=config, shapes=shapes, d2t=maps.get("d2t"), t2d=maps.get("t2d"), folder=folder)
-
-
-def _text_config(config: ModelConfig | None) -> ModelConfig:
-    """The language model's keys: a multimodal config's `text_config`, else the config itself."""
-    if not config:
-        return {}
-    return config.get("text_config") or config
-
-
-def is_eagle3_draft(draft: DraftCheckpoint) -> bool:
-    """An EAGLE-3 draft: its architecture says so, it names aux layers, or it has an `fc` reading 3 states."""
-    arch = " ".join(draft.config.get("architectures") or [])
-    eagle = draft.config.get("eagle_config") or {}
-    return "eagle3" in arch.lower() or bool(eagle.get("eagle_aux_hidden_state_layer_ids")) or bool(
-        eagle.get("use_aux_hidden_state"))
 
 
 def check_algorithm(server: ServerInfo, draft: DraftCheckpoint) -> Check:
@@ -114,22 +79,6 @@ def check_algorithm(server: ServerInfo, draft: DraftCheckpoint) -> Check:
         return Check("algorithm", False, "the server runs EAGLE3 but the draft is not an EAGLE-3 draft "
                      "(no LlamaForCausalLMEagle3 architecture, no eagle_config aux layers)")
     return Check("algorithm", True, f"server runs {algo}, matching the draft")
-
-
-def _sha256_of(files: list[Path]) -> str:
-    """sha256 of the files' bytes in order (for one file, what `sha256sum` prints)."""
-    digest = hashlib.sha256()
-    for path in files:
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()
-
-
-def draft_fingerprint(folder: Path) -> tuple[str, str]:
-    """Return (sha256 of the canonical config.json, sha256 of the safetensors files) of a draft folder."""
-    config = json.dumps(read_config(folder), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(config.encode()).hexdigest(), _sha256_of(sorted(folder.glob("*.safetensors")))
 
 
 def check_draft(server: ServerInfo, draft: DraftCheckpoint) -> Check:
@@ -165,7 +114,7 @@ def check_draft(server: ServerInfo, draft: DraftCheckpoint) -> Check:
 
 def check_fc_input(draft: DraftCheckpoint, target: ModelConfig | None) -> Check:
     """fc must read 3 x the target's hidden size (low || mid || high aux states)."""
-    target_hidden = _text_config(target).get("hidden_size") or draft.config.get("target_hidden_size")
+    target_hidden = text_config(target).get("hidden_size") or draft.config.get("target_hidden_size")
     fc = draft.shapes.get("fc.weight")
     if fc is None:
         return Check("fc_input", False, "the draft has no fc.weight: an EAGLE-3 draft fuses 3 target states in fc")
@@ -192,61 +141,9 @@ def check_lm_head(draft: DraftCheckpoint) -> Check:
     return Check("lm_head", True, f"lm_head {list(shape)}")
 
 
-class PlusOne(StrEnum):
-    """How SGLang's model file turns a draft config's aux ids into the layers whose inputs it captures."""
-
-    ALWAYS = "always"  # llama, qwen, gemma: every id + 1
-    IF_FIRST_IS_ONE = "if_first_is_one"  # DeepSeek-V2/V3, GLM4-MoE-Lite: + 1 only when the first id is 1
-    UNLESS_MAX_IS_L = "unless_max_is_L"  # gpt-oss: + 1 unless the largest id equals the layer count
-    UNKNOWN = "unknown"
-
-
-# Matched against the target's architectures (what SGLang picks its model file by), then its model_type,
-# lower-cased without separators; the more specific names come first.
-_FAMILY_RULES: tuple[tuple[str, PlusOne], ...] = (
-    ("deepseekv2", PlusOne.IF_FIRST_IS_ONE), ("deepseekv3", PlusOne.IF_FIRST_IS_ONE),
-    ("glm4moelite", PlusOne.IF_FIRST_IS_ONE), ("gptoss", PlusOne.UNLESS_MAX_IS_L),
-    ("llama", PlusOne.ALWAYS), ("qwen", PlusOne.ALWAYS), ("gemma", PlusOne.ALWAYS),
-)
-
-
-def plus_one_rule(target: ModelConfig | None) -> PlusOne:
-    """The +1 rule of the target's model family (PlusOne.UNKNOWN for a family not listed)."""
-    config = target or {}
-    names = [*(config.get("architectures") or []), str(config.get("model_type") or ""),
-             str(_text_config(config).get("model_type") or "")]
-    for name in names:
-        key = name.lower().replace("_", "").replace("-", "")
-        for family, rule in _FAMILY_RULES:
-            if family in key:
-                return rule
-    return PlusOne.UNKNOWN
-
-
-def server_capture(config_ids: list[int] | None, num_layers: int, rule: PlusOne) -> tuple[int, ...]:
-    """Input-of-layer ids SGLang captures from a draft config's ids under `rule` (not for PlusOne.UNKNOWN).
-
-    Without ids in the draft's eagle_config, SGLang falls back to its default [2, L//2, L-3].
-    """
-    if not config_ids:
-        return (2, num_layers // 2, num_layers - 3)
-    ids = tuple(int(i) for i in config_ids)
-    add = {PlusOne.ALWAYS: True, PlusOne.IF_FIRST_IS_ONE: ids[0] == 1,
-           PlusOne.UNLESS_MAX_IS_L: max(ids) != num_layers}[rule]
-    return tuple(i + 1 for i in ids) if add else ids
-
-
-def engine_capture(config_ids: list[int] | None, num_layers: int, engine: str, rule: PlusOne) -> tuple[int, ...]:
-    """Input-of-layer ids an engine captures from a draft config's ids: vLLM takes them as given (default
-    (2, L//2, L-3)), SGLang by its +1 `rule`."""
-    if engine == "vllm":
-        return tuple(int(i) for i in config_ids) if config_ids else (2, num_layers // 2, num_layers - 3)
-    return server_capture(config_ids, num_layers, rule)
-
-
 def check_aux_layers(draft: DraftCheckpoint, target: ModelConfig | None, engine: str = "sglang") -> Check:
     """The layers the server will capture must be three distinct layers, the ones the draft was trained on."""
-    num_layers = _text_config(target).get("num_hidden_layers")
+    num_layers = text_config(target).get("num_hidden_layers")
     if not num_layers:
         return Check("aux_layers", False, "the target's layer count is unknown (pass --target-config)")
     L = int(num_layers)  # noqa: N806 - the layer count, as in the papers
@@ -316,7 +213,7 @@ def _check_vllm_layers(eagle_ids: list[int] | None, trained: tuple[int, ...] | N
 
 def serving_context(server: ServerInfo, target: ModelConfig | None) -> int | None:
     """The context the server serves: its context_length, else the target's max_position_embeddings."""
-    value = server.context_length or _text_config(target).get("max_position_embeddings")
+    value = server.context_length or text_config(target).get("max_position_embeddings")
     return int(value) if value else None
 
 
@@ -346,7 +243,7 @@ def _dtype(value: object) -> str | None:
 def check_dtype(server: ServerInfo, draft: DraftCheckpoint, target: ModelConfig | None) -> Check:
     """Draft and target must run in the same dtype (the server's, or the target's own when it says auto)."""
     served = _dtype(server.dtype)
-    text = _text_config(target)
+    text = text_config(target)
     served = served or _dtype((target or {}).get("torch_dtype") or (target or {}).get("dtype")
                               or text.get("torch_dtype") or text.get("dtype"))
     draft_dtype = _dtype(draft.config.get("torch_dtype") or draft.config.get("dtype"))
@@ -360,7 +257,7 @@ def check_dtype(server: ServerInfo, draft: DraftCheckpoint, target: ModelConfig 
 
 def check_vocab(draft: DraftCheckpoint, target: ModelConfig | None) -> Check:
     """The draft vocab must fit the target's: same full vocab, N <= V, d2t inside it, t2d consistent."""
-    target_vocab = _text_config(target).get("vocab_size")
+    target_vocab = text_config(target).get("vocab_size")
     if not target_vocab:
         return Check("vocab", False, "the target's vocab size is unknown (pass --target-config)")
     v = int(target_vocab)

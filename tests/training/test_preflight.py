@@ -13,8 +13,8 @@ import torch
 from realistic_configs import KIMI_TARGET, LLAMA_TARGET, altered, kimi_draft, llama_draft, recorded_server
 
 from core.server_info import ServerInfo
+from training.aux_layers import PlusOne, plus_one_rule, server_capture
 from training.preflight import (
-    PlusOne,
     check_algorithm,
     check_aux_layers,
     check_context,
@@ -23,9 +23,7 @@ from training.preflight import (
     check_fc_input,
     check_lm_head,
     check_vocab,
-    plus_one_rule,
     run_preflight,
-    server_capture,
 )
 
 GEMMA3_TARGET = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "num_hidden_layers": 18}
