@@ -5,7 +5,8 @@ the engine) gives the same losses, and every wrong server, target or layer choic
 Marked `vllm` (`make test-vllm`). One extraction server for the module, started with the launch line datahunt
 prints (`inference.vllm_extract.plan_extract_launch`), in float32 so that the comparison with transformers'
 float32 forward measures the engine and not a dtype, with prefix caching on and prefill chunked at 128
-tokens (the states live in the engine's KV blocks; both must leave them exact).
+tokens (the states live in the engine's KV blocks: a prefix-cached recapture must not move them beyond the
+engine's own run-to-run noise).
 
 Tolerance, per extracted layer and token: cosine ≥ 0.99999 and max |engine - transformers| ≤ 1e-5 × the
 layer's largest |value|. Both run float32 (unit roundoff 6e-8) through 30 layers whose kernels sum in other
@@ -121,9 +122,18 @@ def test_prefix_caching_and_chunked_prefill_leave_the_states_exact(made: dict[st
                  str(made["target"]), "--out", str(made["root"] / "cache_again"), "--dtype", "float32",
                  "--max-length", str(MAX_LENGTH))
     assert again.exit_code == 0, again.output
+    worst_cosine, worst_error, same = 1.0, 0.0, 0
     for a, b in zip(_shards(made["root"] / "cache_again"), _shards(caches["engine"]), strict=True):
-        # every row's prefix is cached now (the first capture sent them all): the states must not move
-        assert torch.equal(a["aux"], b["aux"]) and torch.equal(a["final"], b["final"])
+        # every row's prefix is cached now (the first capture sent them all): the states must not move. Bitwise
+        # in most runs, but the uncached tail of a row is recomputed in a batch of another shape, whose GEMMs
+        # sum in another order (one CI run differed): held to the tolerance this module holds transformers to
+        same += int(torch.equal(a["aux"], b["aux"]) and torch.equal(a["final"], b["final"]))
+        for got, want in ((a["aux"].double(), b["aux"].double()), (a["final"].double(), b["final"].double())):
+            worst_cosine = min(worst_cosine, torch.nn.functional.cosine_similarity(got, want, dim=-1).min().item())
+            worst_error = max(worst_error, ((got - want).abs().max() / want.abs().max()).item())
+    print(f"prefix-cached recapture: {same} shard(s) bitwise equal, cosine >= {worst_cosine:.9f}, "
+          f"relative max error {worst_error:.2e}")
+    assert worst_cosine >= 0.99999 and worst_error <= 1e-5, (worst_cosine, worst_error)
 
 
 def _losses(run: Path) -> list[float]:
