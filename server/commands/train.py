@@ -569,13 +569,7 @@ def _server_prompts(rows: list[PromptRow], target: Path | None, send_text: bool,
 def _eval_server(rows: list[PromptRow], server: str, baseline: str | None, draft: Path | None,
                  target: Path | None, target_config: Path | None, max_new: int, send_text: bool,
                  rendering: Rendering) -> None:
-    from training.server_eval import (
-        ServerEvalError,
-        ServerEvalReport,
-        VllmEvalReport,
-        evaluate_server,
-        evaluate_vllm,
-    )
+    from inference.served_acceptance import ServerEvalReport, VllmEvalReport, evaluate_server, evaluate_vllm
 
     if draft is None:
         fail("--server needs --draft so the preflight can run first", EXIT_USAGE)
@@ -586,16 +580,8 @@ def _eval_server(rows: list[PromptRow], server: str, baseline: str | None, draft
     prompts = _server_prompts(rows, target, send_text, rendering)
     report: ServerEvalReport | VllmEvalReport
     if info.engine == "vllm":  # a ServerEvalError ends as one line, exit 1 (server/commands/failure.py)
-        from inference.server_info import ServerInfoError, get_vllm_counters
-
-        def read_counters() -> Any:
-            try:
-                return get_vllm_counters(server)
-            except ServerInfoError as exc:
-                raise ServerEvalError(str(exc)) from None
-
         model = str(info.raw.get("served_model_name") or info.model_path or "")
-        report = evaluate_vllm(server, model, prompts, read_counters, max_new_tokens=max_new, baseline_url=baseline)
+        report = evaluate_vllm(server, model, prompts, max_new_tokens=max_new, baseline_url=baseline)
     else:
         report = evaluate_server(server, prompts, max_new_tokens=max_new, baseline_url=baseline,
                                  speculating=info.speculating)
