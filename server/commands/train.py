@@ -518,6 +518,7 @@ def forecast(
     """Fit acceptance length against data size and say how many conversations a target AL needs."""
     from training.forecast import forecast as run_forecast
     from training.forecast import load_results, plot_forecast
+    from training.forecast_text import forecast_lines
 
     doc = load_results(results)  # a ForecastError ends as one line, exit 1 (server/commands/failure.py)
     doc["forecast"] = fc = run_forecast(doc["runs"], target_accept=target_accept)
@@ -525,28 +526,8 @@ def forecast(
     if json_out:
         typer.echo(json.dumps({**{k: v for k, v in fc.items() if k not in {"grid", "band_10_90"}}, "plot": str(png)}))
         return
-    fit = fc["fit"]
-    typer.echo(f"fit: AL(n) = {fit['a']:.3f} - {fit['b']:.3f} * n^-{fit['c']:.2f} over {len(fc['points'])} data sizes "
-               f"({', '.join(fc['eval_sets'])})")
-    for n, al in fc["points"]:
-        typer.echo(f"  {int(n):>8} samples: mean AL {al:.3f} (fit {fit['a'] - fit['b'] * n ** -fit['c']:.3f})")
-    if not fc["saturation_identified"]:
-        typer.echo("note: these points do not show saturation (the exponent sits at the fit's edge); the numbers "
-                   "below extrapolate growth in log(data), and more data sizes would pin the ceiling down")
-    if fc.get("steepening"):
-        gains = fc["gain_per_doubling"]
-        typer.echo(f"note: the top step gains {gains[-1]:+.3f} AL per doubling of the data against {gains[-2]:+.3f} "
-                   f"in the step before, and lies {fc['top_above_fit']:+.3f} off the fit: the points steepen, "
-                   "which a saturating curve cannot follow, so the samples below are likely overstated; measure "
-                   "the next size")
-    need, band = fc["samples_needed"], fc["samples_needed_band_10_90"]
-    if need is None:
-        typer.echo(f"AL {target_accept} lies above the fitted ceiling {fc['ceiling']:.2f}: more data of this kind "
-                   "alone does not reach it")
-    else:
-        typer.echo(f"AL {target_accept} needs about {need:,} samples (bootstrap 10-90%: "
-                   f"{'?' if not band or band[0] is None else f'{band[0]:,}'} to "
-                   f"{'unreachable' if not band or band[1] is None else f'{band[1]:,}'})")
+    for line in forecast_lines(fc, target_accept, show_points=True):
+        typer.echo(line)
     typer.echo(f"plot: {png}")
 
 
