@@ -13,9 +13,9 @@ import json
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -25,17 +25,9 @@ if TYPE_CHECKING:
     from training.config import TrainConfig
     from training.data import Rendering
     from training.eval_prompts import PromptRow
+    from training.local_eval import LocalDecoding
     from training.model_config import ModelConfig
     from training.trainer import TrainResult
-
-
-class LocalDecoding(TypedDict):
-    """How `eval-accept` decodes locally: `training.accept.evaluate`'s keyword arguments of that name."""
-
-    max_new: int
-    temperature: float
-    seed: int
-    schedule: str
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -393,7 +385,7 @@ def eval_accept(
         return
     if draft is None or target is None:
         fail("local evaluation needs --draft and --target (or pass --server URL)", EXIT_USAGE)
-    sampling = LocalDecoding(max_new=max_new, temperature=temperature, seed=seed, schedule=schedule)
+    sampling: LocalDecoding = {"max_new": max_new, "temperature": temperature, "seed": seed, "schedule": schedule}
     reports, per_set = _eval_local(rows, draft, target, device, steps, batch, sampling, rendering, record)
     if record:
         _record(draft, per_set, reports, record_as, prompts, device)
@@ -439,51 +431,34 @@ def _record(draft: Path, per_set: dict[str, Any], reports: list[Any], label: str
 def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, steps: list[int],
                 batch: list[int], sampling: LocalDecoding, rendering: Rendering, by_set: bool = False
                 ) -> tuple[list[Any], dict[str, Any]]:
-    """Load the target and the draft on `device`, then run one evaluation per (batch, k) under a bar on stderr;
-    return their reports, and with `by_set` each prompt set's report of the first (batch, k) (every run then
-    decodes set by set and pools the sets). LocalDecoding holds `evaluate`'s max_new, temperature, seed and schedule."""
-    import torch
+    """`training.local_eval.evaluate_locally` under a bar on stderr (one line per (batch, k) run, started once
+    the models are loaded); return its reports and, with `by_set`, the first run's report per prompt set."""
+    from contextlib import ExitStack
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from inference.decoding.hidden_states import target_embeddings
     from server.commands.failure import exit_code_for
-    from training.accept import evaluate
-    from training.eval_prompts import encode_prompt
-    from training.expectations import merge_reports, row_set
-    from training.export import load_draft
-    from training.trainer import load_target
+    from training.local_eval import device_available, evaluate_locally
 
-    if device not in {"cpu", "cuda"} or (device == "cuda" and not torch.cuda.is_available()):
+    if not device_available(device):
         fail(f"--device {device} is not available here (cpu, or cuda with a GPU)", EXIT_USAGE)
+    columns = (TextColumn("eval-accept {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     try:
-        model, tokenizer = load_target(target, torch.device(device))
-        draft_model, layers = load_draft(draft, target_embeddings(model).cpu(),
-                                         target_layers=model.config.num_hidden_layers)
-        draft_model = draft_model.to(device=model.device, dtype=model.dtype)
-        ids = [encode_prompt(tokenizer, r, rendering) for r in rows]
-        columns = (TextColumn("eval-accept {task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn())
-        eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-        names = [row_set(r) for r in rows] if by_set else ["all"] * len(rows)
-        groups = {n: [ids[i] for i, m in enumerate(names) if m == n] for n in sorted(set(names))}
-        reports: list[Any] = []
-        per_set: dict[str, Any] = {}
-        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-            for b in batch:
-                for k in steps:
-                    task = bar.add_task(f"batch {b}, k={k}", total=len(ids))
+        with ExitStack() as stack:
+            bars: list[Progress] = []
 
-                    def advance(_: int, task: Any = task) -> None:
-                        bar.advance(task)
+            def on_run(b: int, k: int, prompts: int) -> Callable[[int], None]:
+                if not bars:
+                    bars.append(stack.enter_context(Progress(*columns, console=Console(stderr=True), transient=True)))
+                task = bars[0].add_task(f"batch {b}, k={k}", total=prompts)
+                return lambda _: bars[0].advance(task)
 
-                    parts = {n: evaluate(model, draft_model, layers, g, k=k, eos=eos, on_prompt=advance, batch=b,
-                                         **sampling) for n, g in groups.items()}
-                    reports.append(merge_reports(list(parts.values())) if len(parts) > 1 else next(iter(parts.values())))
-                    per_set = per_set or parts
+            done = evaluate_locally(rows=rows, draft=draft, target=target, device=device, steps=steps, batch=batch,
+                                    sampling=sampling, rendering=rendering, by_set=by_set, on_run=on_run)
     except _user_errors() as exc:  # a stage error keeps its mapped code (a row with no user turn: 2)
         fail(str(exc), exit_code_for(exc) or EXIT_FAILED)
-    return reports, per_set
+    return done.reports, done.per_set
 
 
 def _print_reports(reports: list[Any], steps: list[int], batch: list[int]) -> None:
