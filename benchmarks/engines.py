@@ -105,9 +105,9 @@ def _write(args: argparse.Namespace, runs: dict[str, dict[str, Any]]) -> dict[st
 def main() -> None:
     from core.spec_counters import VllmSpecCounters
     from inference.chat_template import ChatRenderer
+    from inference.served_acceptance import evaluate_vllm, run_completions
     from inference.server_info import get_server_info, get_vllm_counters
     from training.export import convert_export
-    from training.server_eval import evaluate_vllm, run_completions
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", type=Path, required=True)

@@ -7,6 +7,7 @@
     ├── SamplingChangedError             a resume with other sampling settings (runner)
     ├── AllEndpointsDown                 no endpoint answered within the pool's patience (endpoints)
     ├── ServerInfoError                  a server that does not answer introspection (server_info)
+    ├── ServerEvalError                  a server whose acceptance cannot be measured (served_acceptance)
     ├── TargetError, UnsupportedTarget   a source that cannot become a target / a model no fast runner has
     ├── LocalServerError                 a local server not installed or not coming up (local_server)
     ├── DecodeKernelUnavailable          no Triton, or no CUDA device, for the split-KV decode kernel (decode_kernel)

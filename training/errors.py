@@ -6,7 +6,6 @@
     ├── VocabError        an inconsistent or stale draft vocab (vocab)
     ├── ExportError       a checkpoint with missing, extra or mis-shaped tensors (export)
     ├── LaunchError       flags that contradict each other or the draft (launch)
-    ├── ServerEvalError   a server that cannot be measured (server_eval)
     ├── ForecastError     results that cannot be fitted (forecast)
     ├── CurveError        a scaling curve that cannot be made as asked (curve.plan)
     ├── CacheError        an offline cache that is missing, incomplete, or another target's (offline_cache)

@@ -138,8 +138,8 @@ def _run(values: dict[str, Any], out: Path) -> CurveDoc:
 def _print_curve(doc: CurveDoc, out: Path, target_al: float, as_json: bool) -> None:
     """The answer (how much data `target_al` needs) and where the summary is; with `as_json`, the points, the
     fit and the paths as one JSON line instead."""
-    from training.curve.report import answer_lines
     from training.curve.runner import CURVE_FILE, SUMMARY_FILE
+    from training.forecast_text import forecast_lines
 
     if as_json:
         typer.echo(json.dumps({"points": [{"name": p.name, "samples": p.samples, "control": p.control,
@@ -150,7 +150,7 @@ def _print_curve(doc: CurveDoc, out: Path, target_al: float, as_json: bool) -> N
                                "fit": {k: v for k, v in (doc.fit or {}).items() if k not in {"grid", "band_10_90"}},
                                "curve": str(out / CURVE_FILE), "summary": str(out / SUMMARY_FILE)}))
         return
-    for line in answer_lines(doc.fit, target_al, doc.rows_available):
+    for line in forecast_lines(doc.fit, target_al, rows_available=doc.rows_available):
         typer.echo(line)
     typer.echo(f"summary: {out / SUMMARY_FILE}")
 

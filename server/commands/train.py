@@ -1,10 +1,11 @@
-"""`datahunt train`, `check-template`, `eval-accept`, `check-server`, `sglang-command`: the retraining stage's door.
+"""`datahunt train`, `export-checkpoint`, `check-template`, `forecast`, `sglang-command`: the retraining stage's door.
 
-`train` trains and exports an EAGLE-3 draft; `check-template` shows which tokens a row supervises;
-`eval-accept` measures acceptance length locally (target + draft, greedy) or on a server (after the
-preflight); `check-server` runs the preflight alone and exits 0 only when every check passes;
-`sglang-command` prints (or runs) the launch command derived from the draft. Bad input ends with a one-line
-error and a non-zero exit, never a traceback.
+`train` trains and exports an EAGLE-3 draft; `export-checkpoint` exports one checkpoint of a run;
+`check-template` shows which tokens a row supervises; `forecast` fits acceptance length against data size
+(`training.forecast`, said in words by `training.forecast_text`); `sglang-command` prints (or runs) the launch
+command derived from the draft. `eval-accept` (`server.commands.eval_accept`) and `check-server`
+(`server.commands.check_server`) are registered here too, so the stage's commands keep their order. Bad input
+ends with a one-line error and a non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,34 +16,18 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from server.commands.check_server import check_server
+from server.commands.eval_accept import eval_accept
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
+from server.commands.retraining_errors import user_errors
 
 if TYPE_CHECKING:
     from training.config import TrainConfig
-    from training.data import Rendering
-    from training.eval_prompts import PromptRow
-    from training.model_config import ModelConfig
     from training.trainer import TrainResult
-
-
-class LocalDecoding(TypedDict):
-    """How `eval-accept` decodes locally: `training.accept.evaluate`'s keyword arguments of that name."""
-
-    max_new: int
-    temperature: float
-    seed: int
-    schedule: str
-
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    from inference.errors import InferenceError
-    from training.errors import TrainingError
-
-    return (TrainingError, InferenceError, OSError, ValueError)
 
 
 def train(
@@ -128,7 +113,7 @@ def train(
             result = run_training(cfg)
     except TrainingStopped:  # a TrainingError too: it must reach failure.py's map, which ends it with 128 + n
         raise
-    except _user_errors() as exc:
+    except user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
     _print_trained(result, cfg, as_json=as_json)
 
@@ -164,7 +149,7 @@ def export_checkpoint(
         fail(f"--engine {engine!r}: one of sglang, vllm, both", EXIT_USAGE)
     try:
         done = run_export(run, out, step=step, target=target, engine=engine)
-    except _user_errors() as exc:
+    except user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
     typer.echo(json.dumps({"checkpoint": str(done.checkpoint), "step": done.step, "export": str(done.export_dir),
                            "engines": done.engines}))
@@ -254,7 +239,7 @@ def check_template(
         tokenizer = AutoTokenizer.from_pretrained(str(target))
         check_tool_support(tokenizer, [chosen], rendering)
         result = run_check(tokenizer, chosen[1], chosen.tools, rendering)
-    except _user_errors() as exc:
+    except user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
     if as_json:
         typer.echo(json.dumps({"id": chosen[0], "rendering": rendering.as_json(), "text": result.text,
@@ -272,243 +257,6 @@ def check_template(
         raise typer.Exit(EXIT_FAILED)  # the check's own lines above say why
 
 
-def _target_config(folder: Path | None, served_model: object) -> ModelConfig | None:
-    """The target's config.json: --target-config, else the server's model_path when it is a local folder."""
-    from training.model_config import read_model_config
-
-    candidates = [folder] if folder else [Path(str(served_model or ""))]
-    for candidate in candidates:
-        if candidate and (candidate / "config.json").is_file():
-            return read_model_config(candidate / "config.json")
-    if folder:
-        fail(f"no config.json in {folder}", EXIT_USAGE)
-    return None
-
-
-def _preflight(url: str, draft: Path, target_config: Path | None) -> tuple[bool, list[Any], Any]:
-    """Run every check against the server at `url`; return (all passed, the checks, the server's ServerInfo)."""
-    from inference.server_info import get_server_info
-    from training.preflight import read_draft, run_preflight
-
-    try:  # a ServerInfoError (no builtin base) passes on to the CLI's map: one line, exit 1
-        info = get_server_info(url)
-        checkpoint = read_draft(draft)
-        checks = run_preflight(info, checkpoint, _target_config(target_config, info.raw.get("model_path")))
-    except _user_errors() as exc:
-        fail(str(exc), EXIT_FAILED)
-    return all(c.ok for c in checks), checks, info
-
-
-def _print_checks(checks: list[Any], as_json: bool) -> None:
-    if as_json:
-        typer.echo(json.dumps([{"check": c.name, "ok": c.ok, "detail": c.detail} for c in checks]))
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("check", "result", "explanation", show_lines=True)
-    for c in checks:
-        table.add_row(c.name, "[green]pass[/green]" if c.ok else "[red]FAIL[/red]", c.detail)
-    Console(width=140).print(table)
-
-
-def check_server(
-    url: str = typer.Argument(..., help="SGLang or vLLM server base URL (the serving engine is detected)."),
-    draft: Path = typer.Option(..., "--draft", help="Exported draft folder."),
-    target_config: Path | None = typer.Option(None, "--target-config",
-                                              help="Target folder with config.json (default: server's model_path)."),
-    as_json: bool = typer.Option(False, "--json"),
-) -> None:
-    """Check a draft against a running server; exit 0 only when every check passes."""
-    ok, checks, _ = _preflight(url, draft, target_config)
-    _print_checks(checks, as_json)
-    if not ok:
-        raise typer.Exit(EXIT_FAILED)  # the failed checks are printed above
-
-
-def _read_prompt_rows(path: Path, limit: int | None) -> list[PromptRow]:
-    """Every prompt row of `path`, checked before any model loads: a bad file or row is one line, exit 2."""
-    from training.data import DataError
-    from training.eval_prompts import read_prompts
-
-    try:
-        return read_prompts(path, limit=limit)
-    except DataError as exc:
-        fail(str(exc), EXIT_USAGE)
-
-
-def eval_accept(
-    prompts: Path = typer.Option(..., "--prompts", help="JSONL of prompts: EAGLE-bench/MT-bench 'turns', SpecForge "
-                                 "'conversations', OpenAI 'messages', or {'text': ...} taken literally."),
-    draft: Path | None = typer.Option(None, "--draft", help="Exported draft folder."),
-    target: Path | None = typer.Option(None, "--target", help="Target folder (model + tokenizer; with --server "
-                                       "only its config.json and tokenizer are read)."),
-    steps: list[int] = typer.Option([5], "--steps", min=1, help="Draft chain length k (repeat to compare, e.g. "
-                                    "--steps 3 --steps 5: the k to run is then recommended per batch)."),
-    max_new: int = typer.Option(64, "--max-new", help="New tokens per prompt."),
-    limit: int | None = typer.Option(None, "--limit", help="Use only the first N prompts."),
-    server: str | None = typer.Option(None, "--server", help="Measure on this SGLang or vLLM server instead (vLLM: "
-                                      "from its /metrics counters, so nothing else may use it meanwhile)."),
-    baseline: str | None = typer.Option(None, "--baseline", help="A server without speculation, for tok/s."),
-    target_config: Path | None = typer.Option(None, "--target-config", help="For the preflight (with --server)."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda, for local evaluation."),
-    temperature: float = typer.Option(0.0, "--temperature", min=0.0,
-                                      help="Local: 0 = greedy chain; above 0 = speculative sampling at it."),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed (with --temperature above 0)."),
-    send_text: bool = typer.Option(False, "--send-text", help="With --server: send prompts as text instead of "
-                                   "token ids (SGLang then adds special tokens: a template's BOS arrives twice)."),
-    batch: list[int] = typer.Option([1], "--batch", min=1, help="Local: B prompts decoded at once (greedy above 1; "
-                                    "repeat for several runs, e.g. --batch 1 --batch 8)."),
-    schedule: str = typer.Option("continuous", "--schedule", help="Batches above 1: 'continuous' (a finished row "
-                                 "takes the next prompt at once, as a serving engine does) or 'static' (groups of "
-                                 "B, each as slow as its slowest row)."),
-    reasoning: str | None = typer.Option(None, "--reasoning", help="served-on | served-off | keep | drop: how the "
-                                         "prompts are rendered (default: as the draft's training rows were)."),
-    tool_rendering: str | None = typer.Option(None, "--tool-rendering", help="native | text (default: as the "
-                                              "draft's training rows were)."),
-    record: bool = typer.Option(False, "--record", help="Local, greedy: write the acceptance per prompt set (a row's "
-                                "`set` or `category`) and the round cost per batch into the draft's expectations.json, "
-                                "what `datahunt watch` compares the served draft with."),
-    record_as: str = typer.Option("eval", "--record-as", help="With --record: eval (public eval prompts) or heldout "
-                                  "(your own held-out prompts: the watcher's reference when recorded)."),
-) -> None:
-    """Acceptance length: local speculative decoding, or a server's spec_verify_ct after the preflight.
-
-    Break-even (local runs): a round (k draft steps, then one (k+1)-token
-    verify) costs c target decode steps and yields AL tokens, so speculation
-    breaks even at AL = c and runs at AL / c times the target's speed. c is
-    the run's time per round over the baseline's time per step at the same
-    batch; one table per batch prints it next to the AL, e.g.
-    'AL 2.09 vs break-even 1.42 at k=5: 1.47x expected, 1.44x measured'.
-    """
-    if server and len(steps) > 1:
-        fail("--server measures the chain length the server runs: pass one --steps", EXIT_USAGE)
-    if record and (server or temperature > 0 or record_as not in {"eval", "heldout"}):
-        fail("--record measures locally and greedily (no --server, --temperature 0), with --record-as eval or "
-             "heldout", EXIT_USAGE)
-    rows = _read_prompt_rows(prompts, limit)
-    rendering = _eval_rendering(draft, reasoning, tool_rendering)
-    if server:
-        _eval_server(rows, server, baseline, draft, target, target_config, max_new, send_text, rendering)
-        return
-    if draft is None or target is None:
-        fail("local evaluation needs --draft and --target (or pass --server URL)", EXIT_USAGE)
-    sampling = LocalDecoding(max_new=max_new, temperature=temperature, seed=seed, schedule=schedule)
-    reports, per_set = _eval_local(rows, draft, target, device, steps, batch, sampling, rendering, record)
-    if record:
-        _record(draft, per_set, reports, record_as, prompts, device)
-    _print_reports(reports, steps, batch)
-    typer.echo(f"next: datahunt sglang-command --target {target} --draft {draft} (or vllm-command): serve it and "
-               f"measure there with eval-accept --server URL", err=True)
-
-
-def _eval_rendering(draft: Path | None, reasoning: str | None, tool_rendering: str | None) -> Rendering:
-    """How the prompts are rendered: the options given, else what the draft's config records of its training
-    rows (`datahunt.rendering`), else the template's defaults."""
-    from core.chat_render import Reasoning, ToolRendering
-    from training.data import Rendering, recorded_rendering
-    from training.export import read_config
-
-    recorded: Rendering | None = None
-    if draft is not None and (draft / "config.json").is_file():
-        try:
-            recorded = recorded_rendering((read_config(draft).get("datahunt") or {}).get("rendering"))
-        except _user_errors() as exc:
-            fail(str(exc), EXIT_FAILED)
-    base = recorded or Rendering()
-    try:
-        return Rendering(Reasoning(reasoning) if reasoning else base.reasoning,
-                         ToolRendering(tool_rendering) if tool_rendering else base.tool_rendering)
-    except ValueError as exc:
-        fail(f"{exc} (--reasoning: keep, served-on, served-off, drop; --tool-rendering: native, text)", EXIT_USAGE)
-
-
-def _record(draft: Path, per_set: dict[str, Any], reports: list[Any], label: str, prompts: Path, device: str) -> None:
-    """Write the measured sets and round costs into the draft's expectations.json; say what was written."""
-    from training.expectations import record_measurements
-
-    try:
-        done = record_measurements(draft, per_set, reports, label="heldout" if label == "heldout" else "eval",
-                                   prompts_file=prompts, device=device)
-    except _user_errors() as exc:
-        fail(str(exc), EXIT_FAILED)
-    typer.echo(f"recorded {len(per_set)} {label} set(s) ({', '.join(sorted(per_set))}) and "
-               f"{len(done.round_costs)} round cost(s) into {draft / 'expectations.json'}", err=True)
-
-
-def _eval_local(rows: list[PromptRow], draft: Path, target: Path, device: str, steps: list[int],
-                batch: list[int], sampling: LocalDecoding, rendering: Rendering, by_set: bool = False
-                ) -> tuple[list[Any], dict[str, Any]]:
-    """Load the target and the draft on `device`, then run one evaluation per (batch, k) under a bar on stderr;
-    return their reports, and with `by_set` each prompt set's report of the first (batch, k) (every run then
-    decodes set by set and pools the sets). LocalDecoding holds `evaluate`'s max_new, temperature, seed and schedule."""
-    import torch
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from inference.decoding.hidden_states import target_embeddings
-    from server.commands.failure import exit_code_for
-    from training.accept import evaluate
-    from training.eval_prompts import encode_prompt
-    from training.expectations import merge_reports, row_set
-    from training.export import load_draft
-    from training.trainer import load_target
-
-    if device not in {"cpu", "cuda"} or (device == "cuda" and not torch.cuda.is_available()):
-        fail(f"--device {device} is not available here (cpu, or cuda with a GPU)", EXIT_USAGE)
-    try:
-        model, tokenizer = load_target(target, torch.device(device))
-        draft_model, layers = load_draft(draft, target_embeddings(model).cpu(),
-                                         target_layers=model.config.num_hidden_layers)
-        draft_model = draft_model.to(device=model.device, dtype=model.dtype)
-        ids = [encode_prompt(tokenizer, r, rendering) for r in rows]
-        columns = (TextColumn("eval-accept {task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn())
-        eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-        names = [row_set(r) for r in rows] if by_set else ["all"] * len(rows)
-        groups = {n: [ids[i] for i, m in enumerate(names) if m == n] for n in sorted(set(names))}
-        reports: list[Any] = []
-        per_set: dict[str, Any] = {}
-        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-            for b in batch:
-                for k in steps:
-                    task = bar.add_task(f"batch {b}, k={k}", total=len(ids))
-
-                    def advance(_: int, task: Any = task) -> None:
-                        bar.advance(task)
-
-                    parts = {n: evaluate(model, draft_model, layers, g, k=k, eos=eos, on_prompt=advance, batch=b,
-                                         **sampling) for n, g in groups.items()}
-                    reports.append(merge_reports(list(parts.values())) if len(parts) > 1 else next(iter(parts.values())))
-                    per_set = per_set or parts
-    except _user_errors() as exc:  # a stage error keeps its mapped code (a row with no user turn: 2)
-        fail(str(exc), exit_code_for(exc) or EXIT_FAILED)
-    return reports, per_set
-
-
-def _print_reports(reports: list[Any], steps: list[int], batch: list[int]) -> None:
-    """Each report's table and summary on stderr and its JSON on stdout; the k to run per batch when several
-    were compared; exit 1 when a speculative output differed from the target's greedy one."""
-    from rich.console import Console
-
-    from server.commands.accept_table import accept_table, recommend_line
-
-    err = Console(stderr=True)
-    for report in reports:
-        err.print(accept_table(report))
-        err.print(f"{report.prompts} prompts: {report.summary()}", highlight=False)
-        if report.break_even():
-            err.print(report.break_even(), highlight=False)
-        typer.echo(json.dumps(report.as_dict()))
-    if len(steps) > 1:
-        for b in batch:
-            line = recommend_line([r for r in reports if r.batch == b])
-            if line:
-                typer.echo(line, err=True)
-    if not all(r.identical for r in reports):
-        fail("speculative output differs from the target's greedy output: the verifier is broken", EXIT_FAILED)
-
-
 def forecast(
     results: Path = typer.Argument(..., help="A scaling results file (scaling.json: runs of accept length vs samples)."),
     target_accept: float = typer.Option(2.5, "--target-accept", help="The acceptance length to plan for."),
@@ -518,6 +266,7 @@ def forecast(
     """Fit acceptance length against data size and say how many conversations a target AL needs."""
     from training.forecast import forecast as run_forecast
     from training.forecast import load_results, plot_forecast
+    from training.forecast_text import forecast_lines
 
     doc = load_results(results)  # a ForecastError ends as one line, exit 1 (server/commands/failure.py)
     doc["forecast"] = fc = run_forecast(doc["runs"], target_accept=target_accept)
@@ -525,81 +274,9 @@ def forecast(
     if json_out:
         typer.echo(json.dumps({**{k: v for k, v in fc.items() if k not in {"grid", "band_10_90"}}, "plot": str(png)}))
         return
-    fit = fc["fit"]
-    typer.echo(f"fit: AL(n) = {fit['a']:.3f} - {fit['b']:.3f} * n^-{fit['c']:.2f} over {len(fc['points'])} data sizes "
-               f"({', '.join(fc['eval_sets'])})")
-    for n, al in fc["points"]:
-        typer.echo(f"  {int(n):>8} samples: mean AL {al:.3f} (fit {fit['a'] - fit['b'] * n ** -fit['c']:.3f})")
-    if not fc["saturation_identified"]:
-        typer.echo("note: these points do not show saturation (the exponent sits at the fit's edge); the numbers "
-                   "below extrapolate growth in log(data), and more data sizes would pin the ceiling down")
-    if fc.get("steepening"):
-        gains = fc["gain_per_doubling"]
-        typer.echo(f"note: the top step gains {gains[-1]:+.3f} AL per doubling of the data against {gains[-2]:+.3f} "
-                   f"in the step before, and lies {fc['top_above_fit']:+.3f} off the fit: the points steepen, "
-                   "which a saturating curve cannot follow, so the samples below are likely overstated; measure "
-                   "the next size")
-    need, band = fc["samples_needed"], fc["samples_needed_band_10_90"]
-    if need is None:
-        typer.echo(f"AL {target_accept} lies above the fitted ceiling {fc['ceiling']:.2f}: more data of this kind "
-                   "alone does not reach it")
-    else:
-        typer.echo(f"AL {target_accept} needs about {need:,} samples (bootstrap 10-90%: "
-                   f"{'?' if not band or band[0] is None else f'{band[0]:,}'} to "
-                   f"{'unreachable' if not band or band[1] is None else f'{band[1]:,}'})")
+    for line in forecast_lines(fc, target_accept, show_points=True):
+        typer.echo(line)
     typer.echo(f"plot: {png}")
-
-
-def _server_prompts(rows: list[PromptRow], target: Path | None, send_text: bool, rendering: Rendering
-                    ) -> list[Any]:
-    """The prompts for `/generate` (`training.eval_prompts.server_prompt`): token ids rendered once from the
-    target's tokenizer, or with `send_text` the rendered text; `text` rows are taken literally either way."""
-    from inference.chat_template import ChatRenderer
-    from training.eval_prompts import server_prompt
-
-    renderer = None
-    if not send_text or any("text" not in r for r in rows):
-        if target is None:
-            fail("--server needs --target for the tokenizer and chat template (the native API applies none); "
-                 "only its config.json and tokenizer files are read", EXIT_USAGE)
-        renderer = ChatRenderer.load(target)  # a TemplateError ends as one line, exit 1 (failure.py's map)
-    return [server_prompt(row, renderer, send_text, rendering) for row in rows]  # no user turn: exit 2
-
-
-def _eval_server(rows: list[PromptRow], server: str, baseline: str | None, draft: Path | None,
-                 target: Path | None, target_config: Path | None, max_new: int, send_text: bool,
-                 rendering: Rendering) -> None:
-    from training.server_eval import (
-        ServerEvalError,
-        ServerEvalReport,
-        VllmEvalReport,
-        evaluate_server,
-        evaluate_vllm,
-    )
-
-    if draft is None:
-        fail("--server needs --draft so the preflight can run first", EXIT_USAGE)
-    ok, checks, info = _preflight(server, draft, target_config or target)
-    if not ok:
-        _print_checks(checks, as_json=False)
-        fail("preflight failed; not measuring a misconfigured server", EXIT_FAILED)
-    prompts = _server_prompts(rows, target, send_text, rendering)
-    report: ServerEvalReport | VllmEvalReport
-    if info.engine == "vllm":  # a ServerEvalError ends as one line, exit 1 (server/commands/failure.py)
-        from inference.server_info import ServerInfoError, get_vllm_counters
-
-        def read_counters() -> Any:
-            try:
-                return get_vllm_counters(server)
-            except ServerInfoError as exc:
-                raise ServerEvalError(str(exc)) from None
-
-        model = str(info.raw.get("served_model_name") or info.model_path or "")
-        report = evaluate_vllm(server, model, prompts, read_counters, max_new_tokens=max_new, baseline_url=baseline)
-    else:
-        report = evaluate_server(server, prompts, max_new_tokens=max_new, baseline_url=baseline,
-                                 speculating=info.speculating)
-    typer.echo(json.dumps({"engine": info.engine, "engine_version": info.version, **report}))
 
 
 def sglang_command(
@@ -621,7 +298,7 @@ def sglang_command(
         target_config = json.loads(config_file.read_text()) if config_file.is_file() else None
         plan = plan_launch(target, draft, read_draft(draft), steps=steps, topk=topk, draft_tokens=draft_tokens,
                            context_length=context_length, port=port, target_config=target_config)
-    except _user_errors() as exc:
+    except user_errors() as exc:
         fail(str(exc), EXIT_FAILED)
     import importlib.util
 

@@ -18,9 +18,10 @@ from typer.testing import CliRunner
 from server.cli import app
 from training.curve.evaluate import SetScore, load_eval_prompts
 from training.curve.plan import CurveError, answer_order, make_settings, point_config, resolve_scales
-from training.curve.report import answer_lines, fit_runs
+from training.curve.report import fit_runs
 from training.curve.runner import CurveDoc, PointResult, runs_of, save
 from training.forecast import Fit, forecast
+from training.forecast_text import forecast_lines
 
 TOY = ["--epochs", "1", "--batch-size", "8", "--ttt-steps", "2", "--draft-vocab-size", "150", "--lr", "3e-3",
        "--max-new", "8", "--k", "3", "--device", "cpu"]
@@ -149,10 +150,10 @@ def test_the_fit_is_training_forecast_on_the_regenerated_points_alone(tmp_path: 
     assert fit["fit"] == expected["fit"] and fit["samples_needed"] == expected["samples_needed"]
     assert fit["samples_needed_band_10_90"] == expected["samples_needed_band_10_90"]
     assert abs(fit["samples_needed"] - truth.needed(2.5)) / truth.needed(2.5) < 0.1
-    lines = answer_lines(fit, 2.5, 16000)
+    lines = forecast_lines(fit, 2.5, rows_available=16000)
     assert f"AL 2.5 needs about {expected['samples_needed']:,} rows" in lines[-1]
     assert f"{expected['samples_needed'] / 16000:.1f}x the 16,000 rows" in lines[-1]
-    assert "above the fitted ceiling" in answer_lines(fit_runs(runs, 3.5), 3.5, 16000)[-1]
+    assert "above the fitted ceiling" in forecast_lines(fit_runs(runs, 3.5), 3.5, rows_available=16000)[-1]
 
     # curve.json is a results file `datahunt forecast` reads: the same answer from the saved curve.
     settings = make_settings({"data": "d", "target": "t", "out": str(tmp_path), "eval": "e", "scales": [1.0]})

@@ -40,7 +40,7 @@ def switch_target(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
 
 
 def test_served_off_travels_from_regen_to_train_to_eval(switch_target: tuple[Path, Any], tmp_path: Path) -> None:
-    from server.commands.train import _eval_rendering
+    from server.commands.eval_accept import _eval_rendering
     from training.eval_prompts import encode_prompt
 
     target, tokenizer = switch_target

@@ -3,7 +3,8 @@
 The fit is `training.forecast`'s, unchanged: AL(n) = a - b * n^(-c) through the mean acceptance length over the
 eval sets at each size of the regenerated arm (the control is plotted, never fitted), a bootstrap band over the
 sets, and n = (b / (a - AL))^(1/c) for the target AL. It needs three sizes at least; with fewer the curve says
-so and gives the points alone.
+so and gives the points alone. The answer in words is `training.forecast_text`'s, the lines `datahunt forecast`
+prints, counted in rows.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from training.forecast import (
     plot_forecast,
     plot_scaling,
 )
+from training.forecast_text import forecast_lines
 
 PLOT = "curve.png"
 FORECAST_PLOT = "curve_forecast.png"
@@ -84,33 +86,6 @@ def write_plots(runs: list[CurveRun], fit: ForecastResult | FitFailure | None, o
     return paths
 
 
-def answer_lines(fit: ForecastResult | FitFailure | None, target_al: float, rows_available: int) -> list[str]:
-    """The fit and the data the target AL needs, in words."""
-    if not fit:
-        return ["fit: not yet (no point measured)"]
-    if "error" in fit:
-        return [f"fit: not made: {fit['error']}; the points above are the measurement"]
-    f = fit["fit"]
-    lines = [f"fit: AL(n) = {f['a']:.3f} - {f['b']:.3f} * n^-{f['c']:.2f} over {len(fit['points'])} data sizes "
-             f"(mean over the sets {', '.join(fit['eval_sets'])}; ceiling {fit['ceiling']:.2f})"]
-    if not fit["saturation_identified"]:
-        lines.append("note: the points do not show saturation (the exponent sits at the fit's edge): the data "
-                     "needed below extrapolates growth in log(data); more sizes would pin the ceiling down")
-    if fit.get("steepening"):
-        lines.append("note: the top step gains more AL per doubling than the step before, which a saturating "
-                     "curve cannot follow: the data needed below is likely overstated")
-    need, band = fit["samples_needed"], fit["samples_needed_band_10_90"]
-    if need is None:
-        lines.append(f"AL {target_al} lies above the fitted ceiling {fit['ceiling']:.2f}: more data of this kind "
-                     "alone does not reach it")
-    else:
-        lo = "?" if not band or band[0] is None else f"{band[0]:,}"
-        hi = "unreachable" if not band or band[1] is None else f"{band[1]:,}"
-        lines.append(f"AL {target_al} needs about {need:,} rows ({need / max(1, rows_available):.1f}x the "
-                     f"{rows_available:,} rows of this set; bootstrap 10-90%: {lo} to {hi})")
-    return lines
-
-
 def markdown(doc: Any) -> str:
     """curve.md: what was trained under which rule, the table of points, the control's gap, the answer."""
     sets = sorted({s for p in doc.points for s in p.sets})
@@ -130,7 +105,7 @@ def markdown(doc: Any) -> str:
     gaps = control_gaps(doc.points)
     if gaps:
         lines += ["", "Regenerated minus control (mean AL): " + ", ".join(f"{n:,} rows {g:+.3f}" for n, g in gaps)]
-    lines += ["", *answer_lines(doc.fit, doc.settings.target_al, doc.rows_available)]
+    lines += ["", *forecast_lines(doc.fit, doc.settings.target_al, rows_available=doc.rows_available)]
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,6 @@
-"""Acceptance length measured on a running SGLang server, beside a no-speculation baseline's throughput.
+"""Acceptance length measured on a running SGLang or vLLM server, beside a no-speculation baseline's throughput.
 
-Each prompt goes to the native `POST /generate` greedily, as token ids rendered once by the client (the
+Each prompt goes to SGLang's native `POST /generate` greedily (the body `inference.sglang_api` builds), as token ids rendered once by the client (the
 native API applies no template, and text would be tokenized again with special tokens added: a second BOS
 for Llama/Gemma tokenizers); a plain string is sent as `text` only when the caller chose to. With
 speculation, `meta_info.spec_verify_ct` counts verification rounds, so the set's acceptance length is
@@ -12,7 +12,8 @@ sum(completion_tokens) / wall time of the sequential run; the same prompts on a 
 give the baseline, so the speedup is measured in one session.
 
 vLLM reports no counters on an answer; it keeps them server-wide at `/metrics` (`inference/vllm_info.py`).
-`evaluate_vllm` reads them before and after the run and differences them, so the server must serve nothing
+`evaluate_vllm` reads them before and after the run (`inference.server_info.get_vllm_counters`, unless the
+caller passes its own reader) and differences them, so the server must serve nothing
 else meanwhile (other requests' rounds would be counted too). Its prompts go to the OpenAI `/v1/completions`
 as token ids (vLLM takes a list of ids as the prompt and adds nothing to it), greedily; the acceptance length
 is 1 + accepted / drafts, and position i's acceptance is its accepted count over the count at position i-1.
@@ -29,30 +30,19 @@ from typing import Any, Literal, NotRequired, TypedDict
 import httpx
 
 from core.spec_counters import SpecCounters, VllmSpecCounters
-from training.errors import TrainingError
+from inference.errors import InferenceError
+from inference.generation import Sampling
+from inference.openai_api import COMPLETIONS_PATH
+from inference.server_info import get_vllm_counters
+from inference.sglang_api import GENERATE_PATH, GenerateRequest, sampling_params
 
 logger = logging.getLogger(__name__)
 
 Prompt = list[int] | str  # token ids (the default), or text the server tokenizes itself
 
 
-class ServerEvalError(TrainingError, RuntimeError):
+class ServerEvalError(InferenceError, RuntimeError):
     """A server that cannot be measured: unreachable, an HTTP error, or no speculation counters."""
-
-
-class GreedyParams(TypedDict):
-    """The greedy sampling of every measured request."""
-
-    max_new_tokens: int
-    temperature: float
-
-
-class GenerateBody(TypedDict):
-    """A native `/generate` request: the prompt as `input_ids`, or as `text` when the caller chose to."""
-
-    sampling_params: GreedyParams
-    input_ids: NotRequired[list[int]]
-    text: NotRequired[str]
 
 
 class BaselineComparison(TypedDict, total=False):
@@ -135,9 +125,10 @@ class RunStats:
             self.proposed_drafts = (self.proposed_drafts or 0) + counters.spec_num_proposed_drafts
 
 
-def request_body(prompt: Prompt, max_new_tokens: int) -> GenerateBody:
+def request_body(prompt: Prompt, max_new_tokens: int) -> GenerateRequest:
     """Return the greedy `/generate` body for `prompt`: `input_ids` for ids, `text` for a string."""
-    body: GenerateBody = {"sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}}
+    greedy = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_new_tokens)
+    body: GenerateRequest = {"sampling_params": sampling_params(greedy), "stream": False}
     if isinstance(prompt, str):
         body["text"] = prompt
     else:
@@ -152,7 +143,7 @@ def run_prompts(client: httpx.Client, url: str, prompts: list[Prompt], max_new_t
     start = time.perf_counter()
     for prompt in prompts:
         try:
-            response = client.post(f"{url.rstrip('/')}/generate", json=request_body(prompt, max_new_tokens))
+            response = client.post(url.rstrip("/") + GENERATE_PATH, json=request_body(prompt, max_new_tokens))
             response.raise_for_status()
         except httpx.HTTPError as exc:
             raise ServerEvalError(f"{url}/generate failed: {exc}") from None
@@ -215,7 +206,7 @@ def run_completions(client: httpx.Client, url: str, model: str, prompts: list[Pr
     for prompt in prompts:
         body = {"model": model, "prompt": prompt, "max_tokens": max_new_tokens, "temperature": 0.0}
         try:
-            response = client.post(f"{url.rstrip('/')}/v1/completions", json=body)
+            response = client.post(url.rstrip("/") + COMPLETIONS_PATH, json=body)
             response.raise_for_status()
             usage = response.json().get("usage") or {}
         except (httpx.HTTPError, ValueError) as exc:
@@ -233,17 +224,19 @@ def _read(read_counters: Callable[[], VllmSpecCounters | None], url: str) -> Vll
     return counters
 
 
-def evaluate_vllm(url: str, model: str, prompts: list[Prompt], read_counters: Callable[[], VllmSpecCounters | None],
-                  max_new_tokens: int = 256, baseline_url: str | None = None, baseline_model: str | None = None,
-                  timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None) -> VllmEvalReport:
-    """Acceptance on a vLLM server from its `/metrics` counters (`read_counters`, one reading a call)
-    differenced around the run; return a JSON-ready report."""
+def evaluate_vllm(url: str, model: str, prompts: list[Prompt],
+                  read_counters: Callable[[], VllmSpecCounters | None] | None = None, max_new_tokens: int = 256,
+                  baseline_url: str | None = None, baseline_model: str | None = None, timeout_s: float = 300.0,
+                  transport: httpx.BaseTransport | None = None) -> VllmEvalReport:
+    """Acceptance on a vLLM server from its `/metrics` counters (`read_counters`, one reading a call; by
+    default url's own `/metrics`) differenced around the run; return a JSON-ready report."""
     if not prompts:
         raise ServerEvalError("no prompts to send")
-    before = _read(read_counters, url)
+    reader = read_counters or (lambda: get_vllm_counters(url))  # a ServerInfoError ends as one line, exit 1
+    before = _read(reader, url)
     with httpx.Client(timeout=timeout_s, transport=transport) as client:
         spec = run_completions(client, url, model, prompts, max_new_tokens)
-        run = _read(read_counters, url) - before
+        run = _read(reader, url) - before
         base = (run_completions(client, baseline_url, baseline_model or model, prompts, max_new_tokens)
                 if baseline_url else None)
     if not run.drafts:
