@@ -1,8 +1,9 @@
 """Which search backends a campaign uses: the Hub, the web and the offline index, or the offline index alone.
 
 Online, all three run (the offline index still contributes its curated snapshot). With `DATAHUNT_OFFLINE=1`,
-with huggingface_hub in its own offline mode, or when a cheap probe of the Hub API does not answer within a few seconds, the campaign uses the offline
-index alone and the returned notes say so, so no deliverable silently pretends to have searched the Hub.
+with huggingface_hub in its own offline mode, or when a cheap probe of the Hub API does not answer within a
+few seconds, the campaign uses the offline index alone and the returned notes say so, so no deliverable
+silently pretends to have searched the Hub.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The deterministic query planner: a category's seed queries, then its uncovered keywords, without an LLM.
 
 Seed queries come first (they are written to find the best-known datasets), then the first seed query with
-the category's first Hub task filter (`task_categories:…`, applied by the Hub backend only), then each keyword no seed query
-mentions, as a query of its own (a single distinctive word such as `codesearchnet` is also what the Hub's id
-search matches best), then pairs of keywords, so `max_queries` above the seed count still widens the search.
+the category's first Hub task filter (`task_categories:…`, applied by the Hub backend only), then each keyword
+no seed query mentions, as a query of its own (a single distinctive word such as `codesearchnet` is also what
+the Hub's id search matches best), then pairs of keywords, so `max_queries` above the seed count still widens
+the search.
 """
 
 from __future__ import annotations

@@ -8,13 +8,15 @@ issue-to-patch set is bug fixing even when it never says "bug". Being found by s
 adds a little, but never lifts a candidate with no evidence at all. The sum is squashed into [0, 1] with a
 one-line reason. An evaluation-only benchmark keeps the benchmark rule's `relevance_discount` of its relevance
 (`agents/benchmark_rule.py`), a raw corpus (`agents/dataset_kind.py`) `RAW_CORPUS_DISCOUNT`: each is still
-delivered (the verifier offers a benchmark as an eval set and flags a corpus) but ranks below training data; a set whose rows need images, video or audio keeps
-`MULTIMODAL_DISCOUNT`. Keyword evidence is contrastive too: when another category's keywords fit the candidate
-better than this one's (a code-review set that also mentions summaries), its relevance keeps
-exp(-`KEYWORD_CONTRAST` × the difference × how weak its own keyword evidence is), so look-alikes from a
-neighbouring category sink without being dropped, while a dataset that fits this category strongly too (a
-keyword in its id) is spared: the judged set is multi-label, an SWE trajectory set is bug fixing as well. The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic. `guess_format`
-names the row layout (sharegpt, openai_messages, alpaca, …) from features, tags and description.
+delivered (the verifier offers a benchmark as an eval set and flags a corpus) but ranks below training data; a
+set whose rows need images, video or audio keeps `MULTIMODAL_DISCOUNT`. Keyword evidence is contrastive too:
+when another category's keywords fit the candidate better than this one's (a code-review set that also
+mentions summaries), its relevance keeps exp(-`KEYWORD_CONTRAST` × the difference × how weak its own keyword
+evidence is), so look-alikes from a neighbouring category sink without being dropped, while a dataset that
+fits this category strongly too (a keyword in its id) is spared: the judged set is multi-label, an SWE
+trajectory set is bug fixing as well. The verifier rejects candidates below `OFF_TOPIC_BELOW` as off-topic.
+`guess_format` names the row layout (sharegpt, openai_messages, alpaca, …) from features, tags and
+description.
 """
 
 from __future__ import annotations
@@ -197,7 +199,8 @@ def kind_discounts(candidate: Candidate, definition: CategoryDefinition) -> list
                           f"nothing in its id, tags or description says {domain}: ranked below {domain} data"))
     specialised = specialised_term(candidate, definition)
     if specialised:
-        discounts.append((SPECIALISED_DISCOUNT, f"its id or tags say {specialised}: a specialised set, ranked below general ones"))
+        discounts.append((SPECIALISED_DISCOUNT,
+                          f"its id or tags say {specialised}: a specialised set, ranked below general ones"))
     return discounts
 
 

@@ -4,9 +4,10 @@ A category's anchors are its description and its exemplar descriptions (`prompts
 candidate's closeness to a category is its best cosine to any of the category's anchors (a dataset only has
 to look like one kind of good dataset, not like all of them). The similarity the scorer gets is contrastive:
 that closeness, minus `CONTRAST` times how much closer the candidate is to another category's anchors, so a
-code-review set that mentions code does not read as code explanation. Candidates the offline index holds use its shipped vectors; others (Hub and
-web hits) are embedded from the same fields at run time. The deterministic scorer adds this similarity to its
-keyword evidence. Without the embedding model every similarity is None and scoring is keywords alone.
+code-review set that mentions code does not read as code explanation. Candidates the offline index holds use
+its shipped vectors; others (Hub and web hits) are embedded from the same fields at run time. The
+deterministic scorer adds this similarity to its keyword evidence. Without the embedding model every
+similarity is None and scoring is keywords alone.
 """
 
 from __future__ import annotations

@@ -114,7 +114,9 @@ class Settings(BaseSettings):
         description="How long a campaign's lease lasts unrenewed before another replica takes it over.",
     )
     target_language: str = Field(
-        default="en", min_length=2, description="Language of the target model (ISO 639-1); other-language sets are flagged."
+        default="en",
+        min_length=2,
+        description="Language of the target model (ISO 639-1); other-language sets are flagged.",
     )
     campaign_branch_timeout_s: float = Field(
         default=600.0, gt=0, description="Longest one category's subagent may run before its run is marked failed."

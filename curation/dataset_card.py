@@ -80,7 +80,8 @@ def target_identity(model: str | None) -> TargetIdentity | None:
         return identity
     if not folder.is_dir():
         return TargetIdentity(name=model)  # a Hub id: the name is the identity
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8")) if (folder / "config.json").is_file() else {}
+    config = (json.loads((folder / "config.json").read_text(encoding="utf-8"))
+              if (folder / "config.json").is_file() else {})
     name = str(config.get("_name_or_path") or folder.name)
     weights = sorted(folder.glob("*.safetensors"))
     if not weights:
@@ -165,7 +166,8 @@ def _metadata(facts: CardFacts) -> DatasetCardData:
     cover = facts.report.get("decontamination")
     if isinstance(cover, dict):
         datahunt["decontamination"] = {"eval_sets": cover.get("eval_sets", 0), "checked": len(cover.get("checked", [])),
-                                       "unavailable": len(cover.get("unavailable", [])), "failed": len(cover.get("failed", []))}
+                                       "unavailable": len(cover.get("unavailable", [])),
+                                       "failed": len(cover.get("failed", []))}
     license_id = card_license(facts.sources)
     # The Hub's card spec for `other`: an id-like `license_name` and a `license_link` to a file of the repository.
     extra: dict[str, Any] = ({"license_name": MIXED_LICENSE_NAME, "license_link": LICENSE_FILE}
@@ -183,7 +185,8 @@ def _metadata(facts: CardFacts) -> DatasetCardData:
     )
 
 
-_RISK_FLAGS = {"non_commercial": " (non-commercial)", "restricted": " (restricted)", "unknown": " (not known: check it)"}
+_RISK_FLAGS = {"non_commercial": " (non-commercial)", "restricted": " (restricted)",
+               "unknown": " (not known: check it)"}
 
 
 def _license_lines(facts: CardFacts) -> list[str]:
@@ -220,7 +223,8 @@ def _curation_lines(report: dict[str, Any]) -> list[str]:
         return ["The curation report was not found beside the set, so its cleaning counts are not stated here."]
     dup = report.get("duplicates", {})
     evals = report.get("eval_sets", {})
-    loaded = sorted(n for n, v in evals.items() if v.get("items", 0) > 0 and not v.get("error") and not v.get("unavailable"))
+    loaded = sorted(n for n, v in evals.items()
+                    if v.get("items", 0) > 0 and not v.get("error") and not v.get("unavailable"))
     checked = ", ".join(f"`{name}` ({evals[name]['items']} prompts)" for name in loaded) or "none"
     unchecked = sorted(set(evals) - set(loaded))
     missing = sorted(n for n in unchecked if evals[n].get("unavailable"))

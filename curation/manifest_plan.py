@@ -47,7 +47,8 @@ class ManifestPlan:
 
 
 def plan_manifest(manifest: Manifest, mirror: Path | None, mirror_entries: list[MirrorEntry]) -> ManifestPlan:
-    """Return the manifest's load plans: its sources in order, its eval sets plus the mirror's eval entries not named."""
+    """Return the manifest's load plans: its sources in order, its eval sets plus the mirror's eval entries
+    not named."""
     named = {e.name for e in manifest.eval_sets}
     extra = mirror_eval_sets(mirror, mirror_entries) if mirror and mirror_entries else []
     eval_sets = [*manifest.eval_sets, *(e for e in extra if e.name not in named)]

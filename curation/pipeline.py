@@ -296,7 +296,8 @@ def _finish(
 
 
 def _write_set_aside(
-    out_dir: Path, dedup: DedupResult, contaminated: dict[int, str], index: EvalIndex, row_ids: dict[tuple[str, int], str]
+    out_dir: Path, dedup: DedupResult, contaminated: dict[int, str], index: EvalIndex,
+    row_ids: dict[tuple[str, int], str],
 ) -> None:
     """Write the rows set aside beside the shards: duplicates (with the id each duplicates) and decontaminated
     rows (with the eval item each matched)."""

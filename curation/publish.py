@@ -238,12 +238,14 @@ def _regenerated(src: Path) -> tuple[pa.Table, CardFacts]:
     failed = len(read_jsonl(src / "errors.jsonl")) if (src / "errors.jsonl").is_file() else 0
     datasets = Counter(o for o in map(_origin, (json.loads(r["meta"]).get("source") for r in rows)) if o)
     facts = CardFacts(
-        repo_id="", kind="regenerated", rows=len(rows), categories=dict(Counter(r["category"] or "unknown" for r in rows)),
+        repo_id="", kind="regenerated", rows=len(rows),
+        categories=dict(Counter(r["category"] or "unknown" for r in rows)),
         sources=_sources(manifest, datasets), version="",
         report=_json(curated_dir / "report.json") if curated_dir else {},
         target_model=run.get("model"), target=target_identity(run.get("model")),
         sampling=run.get("sampling"), reasoning=run.get("reasoning"),
-        regen=RegenCounts(regenerated=sum(r["regenerated"] for r in rows), passthrough=sum(not r["regenerated"] for r in rows),
+        regen=RegenCounts(regenerated=sum(r["regenerated"] for r in rows),
+                          passthrough=sum(not r["regenerated"] for r in rows),
                           failed=failed, cut=sum(q.get("cut_at_limit", 0) for q in quality),
                           repetitive=sum(q.get("repetitive", 0) for q in quality)),
     )

@@ -5,8 +5,9 @@ row's `tools` schema (JSON Schema inside, of any shape) is stored as its JSON te
 back (`shard_row` writes it).
 
 Every file is written to a fresh temporary name and renamed into place (`curation.atomic_files`), so a crash
-never leaves a half shard, never touches shards already complete, and a planted link is never followed. Shards hold SHARD_ROWS rows in output order; nothing written holds
-a timestamp, so the same input gives byte-identical files.
+never leaves a half shard, never touches shards already complete, and a planted link is never followed. Shards
+hold SHARD_ROWS rows in output order; nothing written holds a timestamp, so the same input gives
+byte-identical files.
 """
 
 from __future__ import annotations

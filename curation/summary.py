@@ -1,4 +1,5 @@
-"""The human-readable side of a curation run: `summary.md` (counts per step, drops, mix, token histograms) and `mix.png`.
+"""The human-readable side of a curation run: `summary.md` (counts per step, drops, mix, token histograms) and
+`mix.png`.
 
 Both are drawn from the run's `CurationReport` plus the token counts, and hold no timestamps. The plot uses
 matplotlib's Agg backend: rows per category (selected and available) and the token-length histogram.

@@ -7,9 +7,9 @@ freed). The optional capabilities are declared here with their defaults, so a ca
 `check_fits(max_tokens)` (a local engine refuses a KV cache the device cannot hold), `in_flight_tokens()`
 (tokens of answers not finished yet, which the status counts in tok/s) and `tool_support_problem()` (a backend
 that renders prompts itself says when its template cannot render tool calls). `reasoning` and `tool_rendering`
-say how every prompt is rendered (`core.chat_render`); the run sets them on the backend it is given. A backend says whether it answers
-through servers at endpoints (`has_endpoints`): only then does the runner balance, probe and re-probe them;
-an in-process backend names itself (`describe()`) wherever a record names its server.
+say how every prompt is rendered (`core.chat_render`); the run sets them on the backend it is given. A backend
+says whether it answers through servers at endpoints (`has_endpoints`): only then does the runner balance,
+probe and re-probe them; an in-process backend names itself (`describe()`) wherever a record names its server.
 
 The HTTP backends (`OpenAIChatBackend`, `SGLangNativeBackend`) derive from `HttpBackend`, which owns the run's
 one aiohttp session (explicit timeouts, one pooled connection per request in flight, plus a few for health

@@ -152,7 +152,9 @@ class EndpointPool:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), timeout=self.reprobe_interval_s)
 
-    async def release(self, endpoint: Endpoint, *, error: str | None = None, fault: str = "none", tokens: int = 0) -> None:
+    async def release(
+        self, endpoint: Endpoint, *, error: str | None = None, fault: str = "none", tokens: int = 0
+    ) -> None:
         """Return `endpoint` to the pool and count the outcome.
 
         `fault` is "none" (success, or a row error the server is not to blame for), "soft" (timeout, 429,

@@ -5,8 +5,9 @@ each worker renders its prompt with the target's chat template, hands it to the 
 future; the thread keeps `slots` rows decoding, refills a slot as soon as its row ends, and resolves futures
 on the event loop. The engine (and its CUDA graph) is built at the first turn, sized from that turn's
 `max_tokens`: `max_len = max_prompt_tokens + max_tokens` positions per slot, and `slots` is the runner's
-concurrency (`start`). Like the plain backend it has no endpoint and names itself (`describe()`). A Llama-family target only (`inference.decoding.static_llama`); `LocalTransformersBackend` (plain
-`generate`) remains for the others and is the baseline the benchmark compares against.
+concurrency (`start`). Like the plain backend it has no endpoint and names itself (`describe()`). A
+Llama-family target only (`inference.decoding.static_llama`); `LocalTransformersBackend` (plain `generate`)
+remains for the others and is the baseline the benchmark compares against.
 """
 
 from __future__ import annotations

@@ -3,14 +3,15 @@
 For machines with a GPU but no inference server (`datahunt regen --api local --model DIR`). It implements the
 same `GenerationBackend` interface as the HTTP backends (`inference.backend`), so the runner's journal, resume,
 retries and status work unchanged; it has no endpoint (`has_endpoints` is False: nothing to balance or probe)
-and names itself in the records' `server` field (`describe()`, e.g. `in-process transformers (gemma-3-270m)`): every worker's `generate_turn` puts its rendered prompt on a queue and awaits a future; one batcher
-task takes up to `max_batch` pending prompts at a time, left-pads them, runs one `generate` call in a worker
-thread (the event loop keeps collecting the next batch meanwhile) and resolves the futures. Prompts are
-rendered with the tokenizer's chat template (or `chat_template`, for a base model without one). Sampling is
-seeded per batch (`seed + batch number`), so a run is reproducible for a given batch order.
-`save_gguf_tokenizer` builds the tokenizer of a GGUF target (e.g. the base Gemma 3 270M, which has no chat
-template) with a current `transformers` and saves it with the Gemma turn-marker template, so a machine with an
-older `transformers`, whose GGUF tokenizer conversion gives other ids, loads the right one.
+and names itself in the records' `server` field (`describe()`, e.g. `in-process transformers (gemma-3-270m)`):
+every worker's `generate_turn` puts its rendered prompt on a queue and awaits a future; one batcher task takes
+up to `max_batch` pending prompts at a time, left-pads them, runs one `generate` call in a worker thread (the
+event loop keeps collecting the next batch meanwhile) and resolves the futures. Prompts are rendered with the
+tokenizer's chat template (or `chat_template`, for a base model without one). Sampling is seeded per batch
+(`seed + batch number`), so a run is reproducible for a given batch order. `save_gguf_tokenizer` builds the
+tokenizer of a GGUF target (e.g. the base Gemma 3 270M, which has no chat template) with a current
+`transformers` and saves it with the Gemma turn-marker template, so a machine with an older `transformers`,
+whose GGUF tokenizer conversion gives other ids, loads the right one.
 """
 
 from __future__ import annotations

@@ -131,7 +131,9 @@ class LlamaServer:
                 pass
             time.sleep(0.25)
         self.stop()
-        raise LocalServerError(f"llama-server did not become healthy in {self.start_timeout_s:.0f}s: {self._log_tail()}")
+        raise LocalServerError(
+            f"llama-server did not become healthy in {self.start_timeout_s:.0f}s: {self._log_tail()}"
+        )
 
     def stop(self) -> None:
         """Stop the console script and its `llama-server` child (the whole process group)."""

@@ -58,7 +58,8 @@ def render(status: StatusFile) -> RenderableType:
     """Return the monitor's view of one status snapshot."""
     rows = status["rows"]
     progress = Progress(
-        TextColumn("{task.description:<34}"), BarColumn(bar_width=40), TaskProgressColumn(), TextColumn("{task.fields[note]}")
+        TextColumn("{task.description:<34}"), BarColumn(bar_width=40), TaskProgressColumn(),
+        TextColumn("{task.fields[note]}"),
     )
     finished = rows["done"] + rows["failed"]
     progress.add_task(
@@ -69,7 +70,8 @@ def render(status: StatusFile) -> RenderableType:
         mark = "[green]up[/]" if endpoint["healthy"] else "[red]down[/]"
         progress.add_task(
             short_label(endpoint["url"]), total=max(endpoint["limit"], 1), completed=endpoint["in_flight"],
-            note=f"{mark} in flight {endpoint['in_flight']}/{endpoint['limit']} · ok {endpoint['ok']} · err {endpoint['errors']}",
+            note=(f"{mark} in flight {endpoint['in_flight']}/{endpoint['limit']} · ok {endpoint['ok']} "
+                  f"· err {endpoint['errors']}"),
         )
     eta: Eta | dict[str, float] = status.get("eta") or {}
     tok_s: TokenRate | dict[str, float] = status.get("tok_s") or {}

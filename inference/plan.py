@@ -37,7 +37,8 @@ EVAL_PLAN = [
     "Acceptance length (Σ completion tokens / Σ verification rounds) on held-out prompts of every category.",
     "Measured at temperature 0 and at the deployment's sampling temperature.",
     "Always beside a no-speculation baseline from the same server session (tok/s and latency).",
-    "Check the serving flags first: --speculative-algorithm EAGLE3 (an accept length of exactly 1.00 means a wrong flag, layers or a missing head).",
+    "Check the serving flags first: --speculative-algorithm EAGLE3 (an accept length of exactly 1.00 means a "
+    "wrong flag, layers or a missing head).",
 ]
 
 
@@ -194,7 +195,8 @@ def build_plan(
         "p10": _quantile(lengths, 0.1),
         "p90": _quantile(lengths, 0.9),
     }
-    tokens: Quantiles = {"mean": turns * per_turn["mean"], "p10": turns * per_turn["p10"], "p90": turns * per_turn["p90"]}
+    tokens: Quantiles = {"mean": turns * per_turn["mean"], "p10": turns * per_turn["p10"],
+                         "p90": turns * per_turn["p90"]}
     rate = probe.tok_s
 
     def duration(total_tokens: float) -> float | None:
@@ -255,7 +257,8 @@ def render_markdown(plan: RegenPlan) -> str:
         f"({rows['user_turns_to_answer']:,} user turns), {rows['target_native']:,} target-native passed through",
         f"- Measured: {probe['tok_s']:,.1f} tok/s with {probe['requests']} probe prompts at concurrency "
         f"{probe['concurrency']} ({probe['failed']} failed)",
-        f"- Completion tokens per turn: mean {per_turn['mean']:,.0f}, p10 {per_turn['p10']:,.0f}, p90 {per_turn['p90']:,.0f}",
+        f"- Completion tokens per turn: mean {per_turn['mean']:,.0f}, p10 {per_turn['p10']:,.0f}, "
+        f"p90 {per_turn['p90']:,.0f}",
         f"- Expected tokens: {plan['expected_completion_tokens']['mean']:,.0f} "
         f"(range {plan['expected_completion_tokens']['p10']:,.0f} – {plan['expected_completion_tokens']['p90']:,.0f})",
         f"- **Time to finish: {format_duration(finish['expected'])}** "
@@ -271,9 +274,11 @@ def render_markdown(plan: RegenPlan) -> str:
     if sources:
         lines += ["", "## Sources and budgets (manifest)", "", "| source | category | max rows | target-native |",
                   "|---|---|---:|---|"]
-        lines += [f"| {s['hub_id']} | {s['category']} | {s['max_rows'] or '–'} | {s['target_native']} |" for s in sources]
+        lines += [f"| {s['hub_id']} | {s['category']} | {s['max_rows'] or '–'} | {s['target_native']} |"
+                  for s in sources]
         budget = plan["manifest"]["budget"]
-        lines += ["", f"Budget: total {budget.get('total') or 'all rows that pass'}, shares {budget.get('shares') or 'none'}"]
+        lines += ["", (f"Budget: total {budget.get('total') or 'all rows that pass'}, "
+                       f"shares {budget.get('shares') or 'none'}")]
     if plan["manifest"].get("path"):
         lines += ["", f"Manifest: `{plan['manifest']['path']}`"]
     lines += ["", "## Training configuration to follow", ""]

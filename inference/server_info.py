@@ -9,9 +9,9 @@ serves another model than the manifest's target; the training preflight uses it 
 vLLM is the other engine a draft is served on: `fetch_server_info` tells the two apart (SGLang's
 `/server_info` answers its server args flat; vLLM has no such endpoint, or with `VLLM_SERVER_DEV_MODE=1`
 answers it as `{"vllm_config": ...}`, and always has `/version` and `/metrics`) and returns one `ServerInfo`
-(the contract, in `core/server_info.py`, which the training preflight reads too) whose `engine` says which; `inference/vllm_info.py` reads vLLM's answers. Anything else (llama.cpp, a proxy)
-raises `ServerInfoError` naming both, or with `fetch_model_name` gives at least the model name from the OpenAI
-`/v1/models` list.
+(the contract, in `core/server_info.py`, which the training preflight reads too) whose `engine` says which;
+`inference/vllm_info.py` reads vLLM's answers. Anything else (llama.cpp, a proxy) raises `ServerInfoError`
+naming both, or with `fetch_model_name` gives at least the model name from the OpenAI `/v1/models` list.
 """
 
 from __future__ import annotations

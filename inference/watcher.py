@@ -70,7 +70,8 @@ def expected_for(expectations: DraftExpectations | None, settings: WatchSettings
     if settings.break_even is not None:
         break_even, source = settings.break_even, "given"
     elif cost is not None:
-        break_even, source = cost.break_even_accept_length, f"recorded at batch {cost.batch}, k={cost.k} ({cost.device})"
+        break_even, source = (cost.break_even_accept_length,
+                              f"recorded at batch {cost.batch}, k={cost.k} ({cost.device})")
     else:
         break_even, source = None, ""
     return Expected(break_even=break_even, break_even_source=source,
@@ -134,7 +135,8 @@ class Watcher:
             self.metrics.update(stats, expected, set(alerts), verdict)
             for alert in started:
                 self.metrics.fired(alert.kind)
-        return Tick(describe(stats, expected, self.settings.thresholds), stats, started, resolved, list(alerts.values()))
+        return Tick(describe(stats, expected, self.settings.thresholds), stats, started, resolved,
+                    list(alerts.values()))
 
     def take(self, reading: SpecTotals | None, at: float) -> Tick:
         """Add one reading and judge the window."""

@@ -1,14 +1,14 @@
 """The FastAPI application factory of the review service: API routers, review page, static files, lifespan.
 
 `create_app()` builds a fresh app and creates nothing at import time. Its lifespan opens the catalog engine
-(unless one is given), runs the Alembic upgrade and the checkpointer's table setup once, and resumes the campaigns a previous process left
-unfinished (their LangGraph checkpoints live on the same database). Catalog errors map to HTTP answers with
-a message: unknown ids 404, refused reviews 409, bad values 422, an unreachable database 503. Request
-bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`); JSON bodies with NaN, Infinity, an
-overflowing number or an unpaired surrogate a 422 (`server.api.strict_json`). Every answer carries the browser
-security headers, and a request for a host not in `DATAHUNT_ALLOWED_HOSTS` gets a 400
-(`server.api.web_defences`). Starting without an API token logs a warning. Every route is built when the app is
-made, not on its first request (`_build_routes`).
+(unless one is given), runs the Alembic upgrade and the checkpointer's table setup once, and resumes the
+campaigns a previous process left unfinished (their LangGraph checkpoints live on the same database). Catalog
+errors map to HTTP answers with a message: unknown ids 404, refused reviews 409, bad values 422, an
+unreachable database 503. Request bodies over `MAX_BODY_BYTES` get a 413 (`server.api.body_limit`); JSON
+bodies with NaN, Infinity, an overflowing number or an unpaired surrogate a 422 (`server.api.strict_json`).
+Every answer carries the browser security headers, and a request for a host not in `DATAHUNT_ALLOWED_HOSTS`
+gets a 400 (`server.api.web_defences`). Starting without an API token logs a warning. Every route is built
+when the app is made, not on its first request (`_build_routes`).
 """
 
 from __future__ import annotations

@@ -2,12 +2,13 @@
 
 One builder serves `GET /manifest`, `POST /manifest/export` and `datahunt manifest export`, so the three
 always agree. Each approved entry becomes one `Source` (pinned revision, config, split, field mapping,
-format, license: the catalog's, else the mirror index's) filed under its best category; every entry the verifier recognised as an evaluation
-benchmark (and no reviewer rejected) becomes an `EvalSet` on its test split, so curation decontaminates
-against it instead of training on it; the budget and target come from the caller. Exports are
-confined to `settings.resolved_data_dir`: absolute paths elsewhere, `..` segments and symlinks that lead
-out of it are refused with `ExportPathError`, and the file is written by `server.confined_file`, which
-never follows a link planted after that check (at a folder or at its temporary name).
+format, license: the catalog's, else the mirror index's) filed under its best category; every entry the
+verifier recognised as an evaluation benchmark (and no reviewer rejected) becomes an `EvalSet` on its test
+split, so curation decontaminates against it instead of training on it; the budget and target come from the
+caller. Exports are confined to `settings.resolved_data_dir`: absolute paths elsewhere, `..` segments and
+symlinks that lead out of it are refused with `ExportPathError`, and the file is written by
+`server.confined_file`, which never follows a link planted after that check (at a folder or at its temporary
+name).
 """
 
 from __future__ import annotations
@@ -121,7 +122,9 @@ def parse_shares(items: Iterable[str]) -> dict[Category, float]:
                 raise ValueError
             shares[parse_category(name)] = fraction
         except (UnknownCategoryError, ValueError):
-            raise ValueError(f"budget share {item!r} must read category=fraction with a fraction in [0, 1], e.g. math=0.2") from None
+            raise ValueError(
+                f"budget share {item!r} must read category=fraction with a fraction in [0, 1], e.g. math=0.2"
+            ) from None
     return shares
 
 

@@ -2,7 +2,8 @@
 InferenceError, TrainingError).
 
 Read from the source by AST: a class in a stage package whose bases include a builtin exception must also
-have the stage's root among its ancestors, so the CLI can catch one name per stage. Private helpers (`_Name`) are exempt.
+have the stage's root among its ancestors, so the CLI can catch one name per stage. Private helpers (`_Name`)
+are exempt.
 """
 
 from __future__ import annotations

@@ -301,7 +301,8 @@ def _evaluate_batched(target: Any, draft: Eagle3Draft, layers: AuxLayers, prompt
     "static": groups of `batch` prompts, each run until its last row ends (the slowest row sets the pace)."""
     device = next(target.parameters()).device
     rounds = BatchedGreedyRounds(target, draft, layers, batch=batch, k=k, max_len=max_len, use_graph=use_graph)
-    base = BatchedGreedyBaseline(target, batch=batch, max_len=max_len + k + 1, use_graph=use_graph) if baseline else None
+    base = (BatchedGreedyBaseline(target, batch=batch, max_len=max_len + k + 1, use_graph=use_graph)
+            if baseline else None)
     report = AcceptReport(batch=batch, schedule=schedule)
     groups = [prompts] if schedule == "continuous" else [prompts[i : i + batch] for i in range(0, len(prompts), batch)]
     first = 0

@@ -1,8 +1,8 @@
 """The training stage's writers: `core.atomic_files` bound to this stage's error class.
 
-Every writer of the training stage (checkpoints, exports, logs) goes through here: never through a link, never half, never at a guessed
-name (the rules are in `core/atomic_files.py`). Every run holds its output folder's lock (`hold_folder`, see
-`core/folder_lock.py`), so a folder has one writer at a time.
+Every writer of the training stage (checkpoints, exports, logs) goes through here: never through a link, never
+half, never at a guessed name (the rules are in `core/atomic_files.py`). Every run holds its output folder's
+lock (`hold_folder`, see `core/folder_lock.py`), so a folder has one writer at a time.
 """
 
 from __future__ import annotations

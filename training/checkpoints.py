@@ -45,7 +45,8 @@ def save_checkpoint(cfg: TrainConfig, draft: Eagle3Draft, optimizer: Any, schedu
     """Write out/checkpoints/step_N: weights, optimizer, scheduler, step, the tokens and loop seconds so far (so
     a resumed run reports the whole run's), and the run config beside them; then drop the checkpoints older than
     the newest `cfg.keep_checkpoints`."""
-    counted = RunProgress(tokens=progress.tokens, elapsed_s=progress.elapsed()) if progress is not None else RunProgress()
+    counted = (RunProgress(tokens=progress.tokens, elapsed_s=progress.elapsed()) if progress is not None
+               else RunProgress())
     folder = cfg.out / "checkpoints" / f"step_{step:07d}"
     weights = {k: v for k, v in draft.state_dict().items() if k not in FROZEN_KEYS}
     state = {"draft": weights, "optimizer": optimizer.state_dict(),

@@ -90,7 +90,8 @@ class TrainConfig(BaseModel):
     max_steps: int | None = Field(default=None, ge=1, description="Stop after this many optimizer steps.")
     save_every: int = Field(default=1000, ge=1)
     keep_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept, the newest: older ones are "
-                                  "removed after each save (two or more keep a fallback when the newest is unreadable).")
+                                  "removed after each save (two or more keep a fallback when the newest is "
+                                  "unreadable).")
     log_every: int = Field(default=50, ge=1, description="Steps between progress lines (each reads the GPU once).")
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"

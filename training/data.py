@@ -357,10 +357,13 @@ def check_template(tokenizer: Any, turns: list[dict[str, Any]], tools: list[Tool
         spans.append(current)
     supervised = [tokenizer.decode(s) for s in spans]
     match = reference == row.input_ids
+    first_difference = next(
+        (i for i, (a, b) in enumerate(zip(row.input_ids, reference, strict=False)) if a != b),
+        min(len(row.input_ids), len(reference)),
+    )
     detail = "ids match apply_chat_template" if match else (
         f"ids differ from apply_chat_template: ours {len(row.input_ids)} tokens, template {len(reference)}; "
-        "first difference at token "
-        f"{next((i for i, (a, b) in enumerate(zip(row.input_ids, reference, strict=False)) if a != b), min(len(row.input_ids), len(reference)))}"
+        f"first difference at token {first_difference}"
     )
     return TemplateCheck(text=_render(tokenizer, turns, (tools, rendering)), supervised=supervised, ids_match=match,
                          detail=detail, input_ids=row.input_ids, loss_mask=row.loss_mask, rendering=rendering)

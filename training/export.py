@@ -11,8 +11,9 @@ same input-of-layer capture; for vLLM, which takes ids as given (id k = input of
 ids (`[2, L//2, L-3]`). Our own `datahunt` block records the input-of-layer ids and the engine, whatever the
 layout; `convert_export` rewrites a folder for the other engine. Beside the weights goes `expectations.json`
 (`core.draft_expectations`: what a watcher of the served draft needs; the engine and ids at once, the measured
-acceptance and break-even once `eval-accept --record` ran; a rewrite for the other engine keeps those). Nothing is written when a key is missing or
-mis-shaped: a checkpoint without `lm_head` silently accepts 1.00 tokens.
+acceptance and break-even once `eval-accept --record` ran; a rewrite for the other engine keeps those).
+Nothing is written when a key is missing or mis-shaped: a checkpoint without `lm_head` silently accepts 1.00
+tokens.
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ class RenderedRows:
         pass (`tokenize_rows`)."""
         keys = [(fingerprint, max_length, c[0], json.dumps([c[1], c.tools], sort_keys=True)) for c in conversations]
         missing = [i for i, key in enumerate(keys) if key not in self._rows]
-        rendered = tokenize_rows(tokenizer, [conversations[i] for i in missing], max_length, rendering) if missing else []
+        rendered = (tokenize_rows(tokenizer, [conversations[i] for i in missing], max_length, rendering)
+                    if missing else [])
         fresh = dict(zip(missing, rendered, strict=True))
         for i, row in fresh.items():
             if len(self._rows) < self.limit:

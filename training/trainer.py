@@ -61,7 +61,8 @@ class TrainResult:
     tokens: int = 0
     wall_s: float = 0.0
     already_finished: bool = False  # the run had reached its last step before this call: nothing was trained
-    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # settings --force-resume changed: {key: (old, new)}
+    # settings --force-resume changed: {key: (old, new)}
+    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     selected: Estimate | None = None  # with selection on: the exported (best) step and its estimated acceptance
 
     @property
@@ -115,11 +116,13 @@ def _train(cfg: TrainConfig, rank: int, world: int, device: torch.device, featur
     step, counted_before = resume(cfg, draft, optimizer, scheduler) if cfg.resume else (0, RunProgress())
     model = torch.nn.parallel.DistributedDataParallel(draft) if world > 1 else draft
     source = cache if cache is not None else rank0_first(
-        rank, world, lambda: offline_source(cfg, target, rows + heldout, layers, key, tokenizer_hash(tokenizer))) if cfg.mode == "offline" else None
+        rank, world, lambda: offline_source(cfg, target, rows + heldout, layers, key, tokenizer_hash(tokenizer))
+    ) if cfg.mode == "offline" else None
     progress = Progress(cfg.out / "train_log.jsonl", total_steps, enabled=rank == 0, start_step=step,
                         **counted_before)
-    loop = TrainLoop(draft=draft, model=model, optimizer=optimizer, scheduler=scheduler, shard=shard, per_epoch=per_epoch,
-                     total_steps=total_steps, scorer=fast_target(target) if source is None else target,
+    loop = TrainLoop(draft=draft, model=model, optimizer=optimizer, scheduler=scheduler, shard=shard,
+                     per_epoch=per_epoch, total_steps=total_steps,
+                     scorer=fast_target(target) if source is None else target,
                      source=source, layers=layers, progress=progress, autocast=torch.autocast(
                          "cuda", dtype=torch.bfloat16) if device.type == "cuda" and cfg.bf16 else nullcontext())
     if heldout:
@@ -134,7 +137,8 @@ def _train(cfg: TrainConfig, rank: int, world: int, device: torch.device, featur
 
     # --- Export the SGLang folder (rank 0), and finish.
     export_dir = cfg.out / "export"
-    selected = loop.selection.restore_best(draft) if loop.selection is not None and rank == 0 else None  # best, not last
+    # best, not last
+    selected = loop.selection.restore_best(draft) if loop.selection is not None and rank == 0 else None
     if rank == 0:
         first: Any = "vllm" if cfg.export_engine == "vllm" else "sglang"
         export_draft(draft, layers, export_dir, dtype=export_dtype(cfg, target),
@@ -245,7 +249,8 @@ def train_step(cfg: TrainConfig, loop: TrainLoop, ids: Tensor, attn: Tensor, mas
     if device.type == "cuda":
         counted = counted.pin_memory()  # so that its copy, too, does not wait for the GPU
     ids, attn, counted = (t.to(device, non_blocking=True) for t in (ids, attn, counted))
-    with attention_kernels(cfg.attention_kernels):  # forward and backward: the backward's attention kernel is chosen by the same rule
+    # forward and backward: the backward's attention kernel is chosen by the same rule
+    with attention_kernels(cfg.attention_kernels):
         aux, target_logits = target_states(loop.scorer, loop.source, ids, attn, loop.layers)
         with loop.autocast:  # the draft's head runs at those positions only
             step_logits = loop.model(ids, aux, cfg.ttt_steps, rows=counted)

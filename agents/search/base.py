@@ -2,8 +2,8 @@
 
 A backend answers a text query with ranked `SearchHit`s and can look one Hub id up (for the verifier's
 existence check). A backend that ranks by meaning sets a true `semantic` attribute (the offline index with
-its embeddings); the subagent also sends it the category's exemplar descriptions as queries. Backends raise `SearchError` subclasses; the subagent records them per query and retries
-only the transient ones.
+its embeddings); the subagent also sends it the category's exemplar descriptions as queries. Backends raise
+`SearchError` subclasses; the subagent records them per query and retries only the transient ones.
 """
 
 from __future__ import annotations

@@ -166,7 +166,9 @@ class SentenceEncoder:
         attn = scores / scores.sum(axis=-1, keepdims=True)
         context = (attn @ v).transpose(0, 2, 1, 3).reshape(batch, width, hidden)
         # Post-norm residual blocks: x = LN(x + attention(x)); x = LN(x + MLP(x)).
-        x = self._norm(x + self._linear(context, f"{prefix}.attention.output.dense"), f"{prefix}.attention.output.LayerNorm")
+        x = self._norm(
+            x + self._linear(context, f"{prefix}.attention.output.dense"), f"{prefix}.attention.output.LayerNorm"
+        )
         inner = _gelu(self._linear(x, f"{prefix}.intermediate.dense"))
         return self._norm(x + self._linear(inner, f"{prefix}.output.dense"), f"{prefix}.output.LayerNorm")
 

@@ -21,7 +21,8 @@ _CAMEL = re.compile(
 )
 
 STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "into", "is", "it", "of", "on", "or", "the", "to", "with", "dataset", "datasets", "data", "hf", "huggingface", "co", "https", "http", "www"]
+    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "in", "into", "is", "it", "of", "on", "or",
+     "the", "to", "with", "dataset", "datasets", "data", "hf", "huggingface", "co", "https", "http", "www"]
 )
 
 

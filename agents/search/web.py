@@ -2,8 +2,8 @@
 
 A web query is sent as `<query> site:huggingface.co/datasets`; each result URL of the form
 `huggingface.co/datasets/<owner>/<name>[/viewer|/tree/…|?…]` yields a Hub id, other URLs are ignored. `ddgs`
-is blocking, so calls run in a small bounded thread pool under a timeout. ddgs reports "no results" as an exception; that
-becomes an empty answer, rate limits and timeouts become `TransientSearchError`.
+is blocking, so calls run in a small bounded thread pool under a timeout. ddgs reports "no results" as an
+exception; that becomes an empty answer, rate limits and timeouts become `TransientSearchError`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Adapters for chat-shaped datasets: Alpaca, self-instruct seed tasks, ShareGPT, OpenAI messages, prompt/completion, Q&A.
+"""Adapters for chat-shaped datasets: Alpaca, self-instruct seed tasks, ShareGPT, OpenAI messages,
+prompt/completion, Q&A.
 
 Each adapter is a pure function `record -> list[Message] | Drop`; it never raises on a malformed row but
 returns a Drop naming what was missing. Tool turns found in ShareGPT (`function_call`, `observation`) and

@@ -64,7 +64,8 @@ def code_review(record: JSONObject) -> list[Message] | Drop:
 
 
 def apibench(record: JSONObject) -> list[Message] | Drop:
-    """Gorilla APIBench `code`: `###Instruction: … ###Output: <<<k>>>: v, …` or a `{'Instruction', 'Output'}` dict text."""
+    """Gorilla APIBench `code`: `###Instruction: … ###Output: <<<k>>>: v, …` or a `{'Instruction', 'Output'}`
+    dict text."""
     text = record.get("code")
     if not isinstance(text, str) or "Instruction" not in text:
         return Drop("missing_field", "apibench row needs code with an Instruction")

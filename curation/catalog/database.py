@@ -87,9 +87,13 @@ def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:  # unwritable or impossible (DATAHUNT_HOME under /proc, a file in the way)
                 raise DatabaseError(f"cannot create the catalog's folder {folder}: {exc.strerror or exc}") from None
-        engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
+        engine = create_engine(
+            parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+        )
     except (NoSuchModuleError, ImportError) as exc:
-        raise DatabaseError(f"cannot use {parsed.render_as_string()}: {exc}; use sqlite:///PATH or postgresql+psycopg://…") from None
+        raise DatabaseError(
+            f"cannot use {parsed.render_as_string()}: {exc}; use sqlite:///PATH or postgresql+psycopg://…"
+        ) from None
     event.listen(engine, "connect", _sqlite_on_connect)
     event.listen(engine, "begin", _sqlite_on_begin)
     return engine

@@ -54,7 +54,8 @@ def restated_reasons(reasons: list[Reason], license: str, *, source: str) -> lis
     (never blocking: the verdict was given without it) tagged with the same category."""
     risk = license_risk(license)
     said = {
-        "non_commercial": (ReasonCode.LICENSE_NON_COMMERCIAL, f"license {license!r} (from the {source}) is non-commercial"),
+        "non_commercial": (ReasonCode.LICENSE_NON_COMMERCIAL,
+                           f"license {license!r} (from the {source}) is non-commercial"),
         "restricted": (ReasonCode.LICENSE_RESTRICTED,
                        f"license {license!r} (from the {source}) restricts training or derivatives"),
         "unknown": (ReasonCode.LICENSE_UNKNOWN,

@@ -50,8 +50,9 @@ def review_entry(
     """Approve or reject an entry as `reviewer`; return it as it now stands.
 
     Approving an entry the verifier rejected raises OverrideRequiredError unless `override`. Repeating the same
-    decision keeps the state (a new note replaces the entry's note); every call writes one audit row. Concurrent reviews are serialised: a row lock on
-    PostgreSQL, a write lock taken at BEGIN plus a version check and retry on SQLite.
+    decision keeps the state (a new note replaces the entry's note); every call writes one audit row.
+    Concurrent reviews are serialised: a row lock on PostgreSQL, a write lock taken at BEGIN plus a version
+    check and retry on SQLite.
     """
     checked(hub_id, "Hub id")
     checked(reviewer, "reviewer")

@@ -113,7 +113,8 @@ def resolve_near(plan: EnginePlan) -> np.ndarray:
     pairs = pairs[np.unique(np.stack([pairs["a"], pairs["b"]], axis=1), axis=0, return_index=True)[1]]
     sigs = _signatures(plan, np.unique(np.concatenate([pairs["a"], pairs["b"]])))
     similarity = np.array(
-        [np.count_nonzero(sigs[a] == sigs[b]) / NUM_PERM for a, b in zip(pairs["a"].tolist(), pairs["b"].tolist(), strict=True)]
+        [np.count_nonzero(sigs[a] == sigs[b]) / NUM_PERM
+         for a, b in zip(pairs["a"].tolist(), pairs["b"].tolist(), strict=True)]
     )
     edges = pairs[similarity >= THRESHOLD]
     similarity = similarity[similarity >= THRESHOLD]

@@ -220,7 +220,8 @@ def write_duplicates(plan: EnginePlan, out_dir: Path, near: np.ndarray) -> Count
     for kind, stream in streams:
         for _, d in stream:
             per_source[d["o"]] += 1
-            out.write(DuplicateRecord(id=sample_id(sources[d["o"]], d["r"]), kept_id=sample_id(sources[d["ko"]], d["kr"]),
+            out.write(DuplicateRecord(id=sample_id(sources[d["o"]], d["r"]),
+                                      kept_id=sample_id(sources[d["ko"]], d["kr"]),
                                       kind=kind, similarity=1.0 if kind == "exact" else d["s"]))
     out.close()
     return per_source

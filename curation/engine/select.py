@@ -112,7 +112,8 @@ def decontaminate_shard(plan: EnginePlan, shard: Shard) -> DeconCounts:
 
 
 def _bins(digests: np.ndarray) -> np.ndarray:
-    raw = np.ascontiguousarray(digests).view(np.uint8).reshape(-1, 32) if len(digests) else np.empty((0, 32), dtype=np.uint8)
+    raw = (np.ascontiguousarray(digests).view(np.uint8).reshape(-1, 32) if len(digests)
+           else np.empty((0, 32), dtype=np.uint8))
     return raw[:, 0].astype(np.int64) * 256 + raw[:, 1]
 
 

@@ -3,10 +3,11 @@
 The same steps as `curation.staging` (the format resolved from the first readable record, one adapter per
 format, `DEFAULT_STEPS`), applied to the rows of this shard only and written as they pass, so a task's
 memory does not grow with its source: `rows/<shard>.parquet` (row index, messages as JSON, the normalised
-prompt, token counts, MinHash signature, the row's tools schema as JSON or null), `dropped/<shard>.jsonl` (each drop with its reason, as the in-process run writes it),
-one exact-dedup record per row into its hash partition and one LSH record per row and band into the band
-key's partition. `meta/<shard>.json` ends the task: counts, format, and on failure the error with the
-row where it happened; a failed shard's partition files are removed, the run goes on with the others.
+prompt, token counts, MinHash signature, the row's tools schema as JSON or null), `dropped/<shard>.jsonl`
+(each drop with its reason, as the in-process run writes it), one exact-dedup record per row into its hash
+partition and one LSH record per row and band into the band key's partition. `meta/<shard>.json` ends the
+task: counts, format, and on failure the error with the row where it happened; a failed shard's partition
+files are removed, the run goes on with the others.
 """
 
 from __future__ import annotations

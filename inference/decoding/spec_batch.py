@@ -227,7 +227,8 @@ class BatchedGreedyRounds:
 
 
 class BatchedGreedyBaseline:
-    """The target alone over `batch` rows: graph-replayed decode step, tokens on the device, eos checked now and then."""
+    """The target alone over `batch` rows: graph-replayed decode step, tokens on the device, eos checked now
+    and then."""
 
     def __init__(self, target: Any, *, batch: int, max_len: int, use_graph: bool = True, sync_every: int = 16) -> None:
         self.batch = batch

@@ -17,7 +17,8 @@ what keeps a 1,024-slot decode step at 16 ms against a 4.6 ms floor for reading 
 FlexAttention variant that read only each slot's live blocks was tried and removed: on an H200 its compiled,
 graph-replayed step took 24.5 ms against 16.0 ms, and its logits differed from the default's by up to 24
 (equal on CPU; benchmarks/results/gpu_profile_smollm2.json). `decode_attention="triton"` reads only each slot's
-live positions through a split-KV kernel with a fixed grid (`inference.decoding.decode_kernel`; its speed is unmeasured).
+live positions through a split-KV kernel with a fixed grid (`inference.decoding.decode_kernel`; its speed is
+unmeasured).
 
 `aux_ids` (input-of-layer ids, SGLang's convention) asks a forward to also return the residual stream entering
 those layers, concatenated in the order given (a repeated id repeats its state, as transformers' hidden_states
@@ -159,7 +160,8 @@ class StaticLlama:
         cos, sin = self._rotary(positions, x.dtype)
         where = (rows[:, None].expand(s, t), positions)
         mask, span = None, None
-        if not prefill and self.decode_attention != "triton":  # query row (head group, token) of slot s sees cached positions <= its own
+        # query row (head group, token) of slot s sees cached positions <= its own
+        if not prefill and self.decode_attention != "triton":
             # On CPU (no graph to keep shapes fixed for) read only up to the furthest position in use: a short
             # run in a 2,144-position cache otherwise attends over ~2,000 masked positions per step (SmolLM2, 6
             # slots, two cores: 103 ms a step against 64 ms at 256 positions). One host read; GPUs keep the shape.

@@ -81,7 +81,8 @@ def capture(
                         server, vllm_python, concurrency, storage)
         return
     cfg = CaptureConfig(data=data, target=target, out=out, messages_field=messages_field, max_length=max_length,
-                        aux_layer_ids=aux_ids(aux_layers), shard_bytes=int(shard_mb * (1 << 20)), batch_tokens=batch_tokens,
+                        aux_layer_ids=aux_ids(aux_layers), shard_bytes=int(shard_mb * (1 << 20)),
+                        batch_tokens=batch_tokens,
                         dtype=dtype, device=device, shard_target=shard_target)  # type: ignore[arg-type]
     columns = (TextColumn("capture"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:

@@ -1,7 +1,8 @@
 """`datahunt config path|show|set KEY VALUE|unset KEY`: the persistent config file below the environment.
 
 The file (`core.settings.config_path`) makes a setting stick across shells and folders: `datahunt config set
-offline true`, `datahunt config set home ~/datahunt` (a path is stored absolute, resolved from the folder it is set in). `show` prints every setting as the commands see it, and where each value came from.
+offline true`, `datahunt config set home ~/datahunt` (a path is stored absolute, resolved from the folder it
+is set in). `show` prints every setting as the commands see it, and where each value came from.
 """
 
 from __future__ import annotations

@@ -104,8 +104,9 @@ def curate(
 def _run(manifest: Path, out: Path, curation_engine: str, *, seed: int | None, jsonl: bool, mirror: Path | None,
          workers: int | None, measured: list[MeasuredValue] | None = None) -> CurateResult:
     """Curate `manifest` into `out` on the curation engine named (in process, or datatrove; either keeps the
-    manifest beside the set and writes its completion marker last). A curation error ends through the CLI's one map (failure.py: a bad manifest or
-    engine name exits 2, a failed run 1); a file that cannot be read or written exits 2."""
+    manifest beside the set and writes its completion marker last). A curation error ends through the CLI's
+    one map (failure.py: a bad manifest or engine name exits 2, a failed run 1); a file that cannot be read or
+    written exits 2."""
     from core.settings import get_settings
     from curation.engine import check_engine, curate_on
     from curation.manifest import load_manifest

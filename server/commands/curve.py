@@ -76,8 +76,8 @@ def curve(
     eval_prompts: Path = typer.Option(..., "--eval", help="Held-out prompts JSONL (text / prompt / conversations "
                                       "rows; `set` or `category` groups them)."),
     out: Path = typer.Option(..., "--out", help="Output folder (resumes the curve already there)."),
-    scales: list[str] = typer.Option(..., "--scales", metavar="S...", help="Fractions (0 < s <= 1) or row counts: --scales 0.25 "
-                                     "0.5 1.0"),
+    scales: list[str] = typer.Option(..., "--scales", metavar="S...",
+                                     help="Fractions (0 < s <= 1) or row counts: --scales 0.25 0.5 1.0"),
     control: bool = typer.Option(False, "--control", help="Also train each scale on the datasets' own answers."),
     originals: Path | None = typer.Option(None, "--originals", help="Curated set with original_messages (for "
                                           "--control; default: the input run.json names)."),

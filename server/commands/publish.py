@@ -59,7 +59,9 @@ def publish(
     repo: Annotated[str, typer.Option("--repo", help="Hub dataset repository, owner/name.")],
     out: Annotated[Path | None, typer.Option("--out", help="Folder to write (default: DIR-hub beside DIR).")] = None,
     public: Annotated[bool, typer.Option("--public", help="Create the repository public (default: private).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print {folder, rows, shards, uploaded, url} as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print {folder, rows, shards, uploaded, url} as JSON.",
+    )] = False,
     accept_license_risk: Annotated[bool, typer.Option(
         "--accept-license-risk",
         help="Publish although a source's licence is non-commercial, restricted or unknown (the card names them).",

@@ -141,16 +141,21 @@ def _report(summary: RunSummary, out: Path, max_tokens: int) -> None:
 
 
 def regen(
-    input_path: Path = typer.Option(..., "--input", help="Curated folder (data/*.parquet or samples.jsonl) or a JSONL file."),
-    servers: list[str] = typer.Option([], "--server", help="Server base URL; repeat for several (or one sglang-router URL)."),
+    input_path: Path = typer.Option(..., "--input",
+                                    help="Curated folder (data/*.parquet or samples.jsonl) or a JSONL file."),
+    servers: list[str] = typer.Option([], "--server",
+                                      help="Server base URL; repeat for several (or one sglang-router URL)."),
     out: Path = typer.Option(..., "--out", help="Run folder: regenerated.jsonl, errors.jsonl, status.json."),
     api: Api = typer.Option(Api.OPENAI, "--api", help="openai: /v1/chat/completions; sglang: native /generate; "
                             "local: in-process transformers, batched (--model DIR, no --server)."),
-    concurrency: int = typer.Option(32, "--concurrency", min=1, help="Requests in flight per server (local: batch size)."),
+    concurrency: int = typer.Option(32, "--concurrency", min=1,
+                                    help="Requests in flight per server (local: batch size)."),
     model: str | None = typer.Option(None, "--model", help="Model name sent to the server (default: the served one); "
                                      "--api local: the model folder."),
-    tokenizer: str | None = typer.Option(None, "--tokenizer", help="Target tokenizer for --api sglang (path or Hub id)."),
-    manifest: Path | None = typer.Option(None, "--manifest", help="Manifest naming the target (default: beside the input)."),
+    tokenizer: str | None = typer.Option(None, "--tokenizer",
+                                         help="Target tokenizer for --api sglang (path or Hub id)."),
+    manifest: Path | None = typer.Option(None, "--manifest",
+                                         help="Manifest naming the target (default: beside the input)."),
     temperature: float = typer.Option(0.7, "--temperature", min=0.0),
     top_p: float = typer.Option(0.95, "--top-p", min=0.0, max=1.0),
     max_tokens: int = typer.Option(2048, "--max-tokens", min=1),
@@ -203,7 +208,8 @@ def regen(
     config = RunConfig(
         input_path=input_path, out_dir=out, endpoints=list(servers), concurrency=concurrency,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
-        reasoning=mode, tool_rendering=rendering, max_attempts=max_attempts, request_timeout_s=request_timeout, retry_failed=retry_failed,
+        reasoning=mode, tool_rendering=rendering, max_attempts=max_attempts, request_timeout_s=request_timeout,
+        retry_failed=retry_failed,
         limit=limit, sample=sample, model=model or served or expected, allow_new_sampling=force, samples=samples,
     )
     _report(_run(config, backend, progress=progress), out, max_tokens)

@@ -24,7 +24,8 @@ from server.commands.failure import EXIT_FAILED, fail
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on (0.0.0.0 to share with a team)."),
     port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume unfinished campaigns at start-up (either way, campaigns whose holder stops renewing its lease are taken over)."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume unfinished campaigns at start-up "
+                                "(either way, campaigns whose holder stops renewing its lease are taken over)."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
     """Serve the API and the review page."""
@@ -124,7 +125,9 @@ class BackgroundServer:
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=self._timeout)
 

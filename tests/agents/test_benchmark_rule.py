@@ -74,7 +74,8 @@ def test_a_malformed_rule_file_fails_naming_its_section(edit: object, message: s
 def variant_rule(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The shipped rule with one more eval-only family (`toy-suite`) and other penalties, as a data file would
     give it: every stage must follow."""
-    text = RULE_TEXT.replace("- `gpqa` eval only: GPQA", "- `gpqa` eval only: GPQA\n- `^toy-suite$` eval only: ToySuite")
+    text = RULE_TEXT.replace("- `gpqa` eval only: GPQA",
+                             "- `gpqa` eval only: GPQA\n- `^toy-suite$` eval only: ToySuite")
     text = text.replace("search_penalty: 0.7", "search_penalty: 0.5").replace("relevance_discount: 0.8",
                                                                               "relevance_discount: 0.4")
     monkeypatch.setattr(rule_module, "load_prompt", lambda name: text)

@@ -309,7 +309,9 @@ def test_a_set_merely_named_math_is_no_member_of_the_math_benchmark_family() -> 
     from agents.benchmark_rule import benchmark_rule
 
     training_split_family = benchmark_rule().training_split_family
-    assert benchmark_rule().judge(candidate("camel-ai/math", "camel: camel-ai/chemistry | camel-ai | 760620")).evidence == ()
+    assert benchmark_rule().judge(
+        candidate("camel-ai/math", "camel: camel-ai/chemistry | camel-ai | 760620")
+    ).evidence == ()
     assert training_split_family("camel-ai/math") is None
     assert training_split_family("EleutherAI/hendrycks_math") == "MATH"
     assert training_split_family("DigitalLearningGmbH/MATH-lighteval") == "MATH"

@@ -192,7 +192,8 @@ def test_check_says_where_each_source_resolves_with_sizes(tmp_path: Path, record
     assert found["openai/gsm8k:main"] == {**found["openai/gsm8k:main"], "where": "hub", "files": 3,
                                           "size_bytes": 419088 + 2306545 + 450555}
     assert "/api/datasets/openai/gsm8k" in recorded_hub
-    assert found["nobody/absent"]["where"] == "missing" and "RepositoryNotFoundError" in found["nobody/absent"]["detail"]
+    assert found["nobody/absent"]["where"] == "missing"
+    assert "RepositoryNotFoundError" in found["nobody/absent"]["detail"]
     assert "error: 1 of 3 sources resolve nowhere: nobody/absent" in result.stderr
     assert not (tmp_path / "out").exists()
     table = runner.invoke(app, ["curate", "--manifest", str(path), "--out", str(tmp_path / "out"), "--check"])

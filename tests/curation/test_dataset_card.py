@@ -77,5 +77,6 @@ def test_a_target_is_named_by_hub_id_or_by_its_checkpoint_hash(tmp_path: Path) -
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct"}))
     (folder / "model.safetensors").write_bytes(b"weights")
-    assert target_identity(str(folder)) == {"name": "HuggingFaceTB/SmolLM2-135M-Instruct", "weights": "model.safetensors",
+    assert target_identity(str(folder)) == {"name": "HuggingFaceTB/SmolLM2-135M-Instruct",
+                                            "weights": "model.safetensors",
                                             "sha256": hashlib.sha256(b"weights").hexdigest()}

@@ -107,7 +107,8 @@ def test_engine_matches_on_planted_copies_over_many_shards(
     manifest = Manifest(sources=sources, eval_sets=evals, mirror=str(mirror),
                         budget=Budget(total=2500, shares={Category.MATH: 0.4}, seed=7))
     local = curate(manifest, tmp_path / "local", settings=get_settings(), jsonl=True).report
-    engine = curate_on("datatrove", manifest, tmp_path / "engine", settings=get_settings(), jsonl=True, workers=2).report
+    engine = curate_on("datatrove", manifest, tmp_path / "engine", settings=get_settings(), jsonl=True,
+                       workers=2).report
     assert engine == local
     assert local.duplicates.near >= 50 and local.duplicates.exact >= 300
     assert local.per_category["math"].selected == 1000
@@ -159,7 +160,8 @@ def test_failed_source_is_tried_again_on_rerun(mirror: Path, tmp_path: Path) -> 
     first = curate_on("datatrove", manifest, tmp_path / "out", settings=get_settings(), workers=1).report
     assert first.failed_sources == ["late/file"]
     lines: list[str] = []  # the same inputs again: only the failed shard's task runs, and every job after it
-    assert curate_on("datatrove", manifest, tmp_path / "out", settings=get_settings(), workers=1, progress=lines.append).report == first
+    assert curate_on("datatrove", manifest, tmp_path / "out", settings=get_settings(), workers=1,
+                     progress=lines.append).report == first
     tasks = len(manifest.sources)
     assert f"stage: {tasks} task(s), {tasks - 1} already done" in lines and "write: done" in " ".join(lines)
     assert not any(line.startswith(("dedup:", "write:")) and "already done" in line for line in lines)
@@ -203,7 +205,8 @@ def test_cli_engine_option(mirror: Path, tmp_path: Path) -> None:  # noqa: F811
                                  "--workers", "2"])  # the old spelling: still read, and warned
     assert result.exit_code == 0, result.output
     assert "`curate --engine` is now `--executor` (read as --executor datatrove)" in result.stderr
-    assert f"[datatrove] stage: {len(_manifest(mirror).sources)} task(s)" in result.output and "rows in" in result.output
+    assert f"[datatrove] stage: {len(_manifest(mirror).sources)} task(s)" in result.output
+    assert "rows in" in result.output
     assert "Stats" not in result.output  # datatrove's own console log goes to its log folder
     bad = runner.invoke(app, ["curate", "-m", str(path), "-o", str(tmp_path / "x"), "--executor", "spark"])
     assert bad.exit_code == 2 and "known executors: local, datatrove" in bad.output

@@ -13,7 +13,9 @@ MIRROR = Path(__file__).resolve().parents[1] / "data" / "mirror"
 
 def test_risk_classes_of_real_licence_texts() -> None:
     assert license_risk("CC BY-NC 4.0 (DATA_LICENSE); code Apache-2.0") == "non_commercial"
-    assert license_risk("not stated for this file (GPT-4-LLM repo: Apache-2.0 code, CC BY-NC 4.0 data)") == "non_commercial"
+    assert license_risk(
+        "not stated for this file (GPT-4-LLM repo: Apache-2.0 code, CC BY-NC 4.0 data)"
+    ) == "non_commercial"
     assert license_risk("cc-by-nc-sa-4.0") == "non_commercial"
     assert license_risk("Apache-2.0 (LLaMA-Factory repository license)") == "ok" and license_risk("MIT") == "ok"
     assert license_risk("other") == "restricted" and license_risk("cc-by-nd-4.0") == "restricted"

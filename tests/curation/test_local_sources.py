@@ -145,7 +145,8 @@ def test_traffic_and_target_written_sources_are_curated_and_counted(project: Pat
     # nor anything under the datahunt home (no `datasets` cache of the raw log).
     assert _assert_no_secret(out) >= 8
     _assert_no_secret(get_settings().home)
-    dropped = [json.loads(line) for p in (out / "dropped").glob("traffic_*.jsonl") for line in p.read_text().splitlines()]
+    dropped = [json.loads(line) for p in (out / "dropped").glob("traffic_*.jsonl")
+               for line in p.read_text().splitlines()]
     empty = next(d for d in dropped if d["reason"] == "empty_turn")
     assert empty["messages"][0]["content"] == "token holder <API_KEY>"  # the drop file holds the scrubbed row
 
@@ -196,7 +197,8 @@ def test_traffic_adapter_shapes() -> None:
     body = _body("hello there, how are you doing today?")
     assert traffic_request(body) == [{"role": "user", "content": "hello there, how are you doing today?"}]
     assert traffic_request({"request": {"body": body}}) == traffic_request(body)
-    answered = traffic_request({"request": body, "response": {"body": {"choices": [{"message": {"content": "Fine."}}]}}})
+    answered = traffic_request({"request": body,
+                                "response": {"body": {"choices": [{"message": {"content": "Fine."}}]}}})
     assert isinstance(answered, list) and answered[-1] == {"role": "assistant", "content": "Fine."}
     assert traffic_request({"prompt": "x"}) == Drop("not_chat", "a completions request (prompt), not a chat request "
                                                                 "(messages)")

@@ -63,5 +63,6 @@ def test_a_run_resolves_each_entry_once_and_writes_the_report_model(
     text = (tmp_path / "out" / "report.json").read_text(encoding="utf-8")
     assert json.loads(text) == report.to_json()
     assert CurationReport.model_validate_json(text) == report
-    again = curate(manifest, tmp_path / "out", settings=get_settings())  # nothing changed: the report is read back from the file
+    # nothing changed: the report is read back from the file
+    again = curate(manifest, tmp_path / "out", settings=get_settings())
     assert again.reused[-1] == "final" and again.report == report

@@ -95,7 +95,8 @@ def _regeneration_run(run: Path, curated: Path) -> None:
                               "completion_tokens": 5, "server": "http://gpu1:30000", "model": "Qwen/Qwen3-8B",
                               "sampling": sampling, "category": "math",
                               "source": {"dataset": "openai/gsm8k", "config": "main", "row": i}}})
-    rows.append({"id": "n0", "conversations": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+    rows.append({"id": "n0",
+                 "conversations": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
                  "meta": {"regenerated": False, "category": "general_chat",
                           "source": {"dataset": "tatsu-lab/alpaca", "config": None, "row": 3}}})
     (run / "regenerated.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

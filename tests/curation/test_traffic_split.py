@@ -26,7 +26,8 @@ def _write(path: Path, records: list[Any]) -> Path:
 
 def test_the_latest_records_by_their_own_time_are_held_out(tmp_path: Path) -> None:
     # Written out of order, as a log merged from several replicas is; times in ISO and epoch forms.
-    records = [_record(3, "2026-11-03T10:00:00Z", "code"), _record(1, 1793491200), _record(5, "2026-11-05T09:00:00+00:00"),
+    records = [_record(3, "2026-11-03T10:00:00Z", "code"), _record(1, 1793491200),
+               _record(5, "2026-11-05T09:00:00+00:00"),
                _record(2, 1793577600000), _record(4, "2026-11-04T12:00:00Z", "code"),
                {"timestamp": "2026-11-06T00:00:00Z", "request": {"prompt": "a completions request"}}]
     log = _write(tmp_path / "requests.jsonl", records)

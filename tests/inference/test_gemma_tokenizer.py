@@ -50,7 +50,8 @@ def test_turn_template_renders_gemma_markers(saved: tuple[Any, Path]) -> None:
     turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
              {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "2+2?"}]
     text = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
-    assert text == ("<bos><start_of_turn>user\nBe brief.\n\nhi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+    assert text == ("<bos><start_of_turn>user\nBe brief.\n\nhi<end_of_turn>\n"
+                    "<start_of_turn>model\nHello.<end_of_turn>\n"
                     "<start_of_turn>user\n2+2?<end_of_turn>\n<start_of_turn>model\n")
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     assert ids[:3] == [2, 105, 2364] and ids[-3:] == [105, 4368, 107]
@@ -73,6 +74,6 @@ def test_saved_tokenizer_matches_a_live_llamacpp_server(saved: tuple[Any, Path],
     extra = ["A longer mixed sample: for i in range(10): print(i ** 2)  # squares\n\n**Answer:** 42",
              "<start_of_turn>model\nLet's think step by step. 3 + 4 = 7.<end_of_turn>"]
     for text in [r["text"] for r in rows] + extra:
-        answer = httpx.post(llama.url + "/tokenize", json={"content": text, "add_special": False, "parse_special": True},
-                            timeout=30)
+        answer = httpx.post(llama.url + "/tokenize",
+                            json={"content": text, "add_special": False, "parse_special": True}, timeout=30)
         assert tokenizer(text, add_special_tokens=False)["input_ids"] == answer.json()["tokens"], text

@@ -119,7 +119,8 @@ def test_local_run_writes_sources_resumes_and_curates(tiny: tuple[Any, Any], tmp
     # A manifest beside the folder names the files as target-written sources: curated like any dataset.
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps({"schema_version": 1, "cleaning": {"min_tokens": 1}, "sources": [
-        {"kind": "target-written", "path": f"written/prompts/{c}.jsonl", "category": c} for c in ("general_chat", "math")
+        {"kind": "target-written", "path": f"written/prompts/{c}.jsonl", "category": c}
+        for c in ("general_chat", "math")
     ]}))
     curated = curate(load_manifest(manifest), tmp_path / "curated", settings=get_settings(), sources_root=tmp_path)
     per_source = curated.report.per_source
@@ -167,7 +168,8 @@ def test_cli_writes_prompts_and_adds_them_to_a_manifest(tiny: tuple[Any, Any], t
     server = FakeServer(tokenizer=tokenizer).start()
     try:
         args = ["write-prompts", "--target", str(target), "--server", server.url, "--categories", "math,code_review",
-                "--per-category", "3", "--out", str(tmp_path / "tw"), "--manifest", str(manifest), "--no-progress", "--no-topics"]
+                "--per-category", "3", "--out", str(tmp_path / "tw"), "--manifest", str(manifest), "--no-progress",
+                "--no-topics"]
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
         # The bare prefix: the fake writes one message for all six requests, kept once over both categories.

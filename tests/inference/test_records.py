@@ -21,7 +21,8 @@ MSGS = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hel
 
 
 def test_rows_without_id_get_a_stable_content_hash(tmp_path: Path) -> None:
-    path = _jsonl(tmp_path / "in.jsonl", [{"messages": MSGS}, {"id": "a", "messages": MSGS, "needs_regeneration": False}])
+    path = _jsonl(tmp_path / "in.jsonl",
+                  [{"messages": MSGS}, {"id": "a", "messages": MSGS, "needs_regeneration": False}])
     rows, dupes = load_rows(path)
     assert rows[0].id == content_id(MSGS) and rows[0].id.startswith("h")
     assert rows[1].id == "a" and rows[1].needs_regeneration is False
@@ -50,7 +51,8 @@ def test_curated_folder_with_parquet_shards(tmp_path: Path) -> None:
 
 
 def test_sharegpt_roles_are_normalised(tmp_path: Path) -> None:
-    path = _jsonl(tmp_path / "s.jsonl", [{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]}])
+    path = _jsonl(tmp_path / "s.jsonl",
+                  [{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]}])
     rows, _ = load_rows(path)
     assert rows[0].messages == [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
 

@@ -107,7 +107,8 @@ def test_native_api_through_the_cli_sends_token_ids_by_default(tmp_path: Path, f
                                                                 tiny_tokenizer_dir: Path) -> None:
     write_samples(tmp_path / "in.jsonl", 3, turns=2)
     result = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", fake_server.url,
-                                 "--out", str(tmp_path / "run"), "--api", "sglang", "--tokenizer", str(tiny_tokenizer_dir),
+                                 "--out", str(tmp_path / "run"), "--api", "sglang",
+                                 "--tokenizer", str(tiny_tokenizer_dir),
                                  "--reasoning", "disable", "--max-tokens", "64"])
     assert result.exit_code == 0, result.output
     assert fake_server.requests["/generate"] == 6
@@ -225,7 +226,8 @@ def test_empty_input_is_an_error(tmp_path: Path, fake_server: FakeServer) -> Non
     assert not (tmp_path / "run").exists()
 
 
-def test_resuming_with_other_sampling_settings_is_refused_unless_forced(tmp_path: Path, fake_server: FakeServer) -> None:
+def test_resuming_with_other_sampling_settings_is_refused_unless_forced(
+        tmp_path: Path, fake_server: FakeServer) -> None:
     write_samples(tmp_path / "in.jsonl", 3)
     args = ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", fake_server.url, "--out", str(tmp_path / "run")]
     assert runner.invoke(app, [*args, "--limit", "2"]).exit_code == 0
@@ -244,7 +246,8 @@ def test_a_llama_cpp_server_named_by_its_gguf_file_is_told_to_use_alias(tmp_path
         server = FakeServer(model=model).start()
         try:
             result = runner.invoke(app, ["regen", "--input", str(tmp_path / "in.jsonl"), "--server", server.url,
-                                         "--out", str(tmp_path / f"run{refused_expected}"), "--manifest", str(manifest)])
+                                         "--out", str(tmp_path / f"run{refused_expected}"),
+                                         "--manifest", str(manifest)])
         finally:
             server.stop()
         if refused_expected:

@@ -92,7 +92,8 @@ def test_garbage_json_is_recorded_on_the_row(tmp_path: Path) -> None:
     assert summary.failed == 1 and "not JSON" in _lines(tmp_path / "run" / "errors.jsonl")[0]["error"]
 
 
-def test_target_native_rows_pass_through_and_resume_skips_finished_rows(tmp_path: Path, fake_server: FakeServer) -> None:
+def test_target_native_rows_pass_through_and_resume_skips_finished_rows(
+        tmp_path: Path, fake_server: FakeServer) -> None:
     rows = write_samples(tmp_path / "in.jsonl", 6)
     rows[0]["needs_regeneration"] = False
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -111,10 +112,14 @@ def test_target_native_rows_pass_through_and_resume_skips_finished_rows(tmp_path
 
 
 def test_retry_failed_moves_a_row_from_errors_to_regenerated(tmp_path: Path, fake_server: FakeServer) -> None:
-    (tmp_path / "in.jsonl").write_text(json.dumps({"id": "p", "messages": [{"role": "user", "content": "POISON"}]}) + "\n")
+    (tmp_path / "in.jsonl").write_text(
+        json.dumps({"id": "p", "messages": [{"role": "user", "content": "POISON"}]}) + "\n"
+    )
     regenerate(_config(tmp_path, [fake_server.url]), OpenAIChatBackend())
     assert [e["id"] for e in _lines(tmp_path / "run" / "errors.jsonl")] == ["p"]
-    (tmp_path / "in.jsonl").write_text(json.dumps({"id": "p", "messages": [{"role": "user", "content": "fixed"}]}) + "\n")
+    (tmp_path / "in.jsonl").write_text(
+        json.dumps({"id": "p", "messages": [{"role": "user", "content": "fixed"}]}) + "\n"
+    )
     again = regenerate(_config(tmp_path, [fake_server.url]), OpenAIChatBackend())
     assert again.skipped == 1 and again.done == 0  # failed rows stay failed without --retry-failed
     regenerate(_config(tmp_path, [fake_server.url], retry_failed=True), OpenAIChatBackend())

@@ -248,10 +248,11 @@ def test_the_wrong_layers_alarm_before_any_request_and_their_cost_is_reported(
         made: dict[str, Any], running: Any) -> None:
     """The draft served with other aux layers than it was trained on ([2, 12, 21] for [2, 15, 27]). The watcher
     raises `misconfigured` from the server's own config before a single request (the issue asks for an alarm
-    within a bounded number of requests: none are needed), and keeps it firing while the draft is served so. What the wrong layers cost is a
-    finding, printed, not asserted: on this CPU-trained SmolLM2 draft (recorded AL about 1.26, position 0 about
-    0.24) one run measured AL 1.259 against 1.258 recorded, i.e. nothing; such a weak draft leans on its own
-    token and state more than on the target's layers, and no rule over counters could have caught it."""
+    within a bounded number of requests: none are needed), and keeps it firing while the draft is served so.
+    What the wrong layers cost is a finding, printed, not asserted: on this CPU-trained SmolLM2 draft
+    (recorded AL about 1.26, position 0 about 0.24) one run measured AL 1.259 against 1.258 recorded, i.e.
+    nothing; such a weak draft leans on its own token and state more than on the target's layers, and no rule
+    over counters could have caught it."""
     server = running(Server, made, made["wrong"])
     watch = running(Watch, server, made["vllm"])  # the watcher knows the draft as it was recorded
     first = watch.next_tick(timeout=120)

@@ -84,12 +84,15 @@ def free_port() -> int:
 def _serve_snippet(line: str, log: str, port: int) -> str:
     """Start `serve` in the background, wait for its address, call the API with its token, stop it (SIGTERM)."""
     url = f"http://127.0.0.1:{port}"
+    # A lone backslash ending a line below is Python's and joins the lines; a doubled one is the shell's.
     return f"""{{ {line} ; }} > {log} 2>&1 &
 serve_pid=$!
-for _ in $(seq {SERVE_WAIT_S * 4}); do grep -q 'review page: ' {log} && curl -s -o /dev/null {url}/ && break; sleep 0.25; done
+for _ in $(seq {SERVE_WAIT_S * 4}); do grep -q 'review page: ' {log} && curl -s -o /dev/null {url}/ \
+&& break; sleep 0.25; done
 token=$(grep -o '#token=[A-Za-z0-9_-]*' {log} | head -n1 | cut -d= -f2)
 printf '@@api %s\\n' "$(curl -s -o /dev/null -w '%{{http_code}}' -X POST -H "Authorization: Bearer $token" \\
-  -H 'Content-Type: application/json' -d '{{"hub_ids": [], "reviewer": "quickstart"}}' {url}/catalog/approve)" > {log}.api
+  -H 'Content-Type: application/json' -d '{{"hub_ids": [], "reviewer": "quickstart"}}' \
+{url}/catalog/approve)" > {log}.api
 kill -TERM $serve_pid; wait $serve_pid || true
 """
 

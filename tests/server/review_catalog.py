@@ -10,8 +10,10 @@ from curation.catalog import store
 CATEGORIES = ["math", "code_review", "general_chat", "tool_use", "bug_fixing"]
 CAMPAIGNS = ["c-older", "c-latest"]
 SHARED_REASONS = [  # what every category's verifier says of the same dataset: the same words five times
-    {"code": "license_unknown", "detail": "no license stated in the dataset card or in the Hub metadata", "blocking": False},
-    {"code": "size_unknown", "detail": "the Hub reports no row count and the card states no size category", "blocking": False},
+    {"code": "license_unknown", "detail": "no license stated in the dataset card or in the Hub metadata",
+     "blocking": False},
+    {"code": "size_unknown", "detail": "the Hub reports no row count and the card states no size category",
+     "blocking": False},
 ]
 
 

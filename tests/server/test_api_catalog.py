@@ -139,7 +139,8 @@ def test_verifier_rejected_needs_override(client: TestClient) -> None:
     assert "override" in refused.json()["detail"] and "license_restricted" in refused.json()["detail"]
     assert client.get("/catalog/acme/restricted-reviews").json()["entry"]["status"] == "pending_review"
     forced = client.post("/catalog/acme/restricted-reviews/approve",
-                         json={"reviewer": "alice", "note": "licence cleared with legal", "override": True}, headers=AUTH)
+                         json={"reviewer": "alice", "note": "licence cleared with legal", "override": True},
+                         headers=AUTH)
     assert forced.status_code == 200 and forced.json()["status"] == "approved"
 
 
@@ -231,7 +232,8 @@ def _gzip_truncated() -> bytes:
     b"[" * 100_000,
     json.dumps([{"id": "openai/gsm8k", "files": 5}]).encode(),
     json.dumps([{"id": "openai/gsm8k", "files": {"a": 1}}]).encode(),
-    json.dumps([{"id": ["openai/gsm8k"], "files": []}, {"id": "openai/gsm8k", "files": [["x"], "a\x00b.jsonl"]}]).encode(),
+    json.dumps([{"id": ["openai/gsm8k"], "files": []},
+                {"id": "openai/gsm8k", "files": [["x"], "a\x00b.jsonl"]}]).encode(),
 ])
 def test_a_hostile_mirror_index_gives_no_preview_and_no_error(engine: Engine, tmp_path: Path, index: bytes) -> None:
     mirror = tmp_path / "mirror"

@@ -75,7 +75,8 @@ def wait_for(predicate: Any, timeout_s: float = 30) -> None:
 
 @pytest.mark.slow
 def test_the_same_category_re_run_on_two_replicas_at_once_runs_once(engine: Engine, tmp_path: Path) -> None:
-    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH, Category.TOOL_USE],
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(),
+                                           categories=[Category.MATH, Category.TOOL_USE],
                                            subagent=FakeSubagent(failing={"tool_use"}), backends=[FakeBackend()]))
     subagent = SlowSubagent()
     answers: list[int] = []
@@ -201,7 +202,8 @@ def test_a_re_run_is_claimed_before_its_answer_even_when_both_replicas_slots_are
 
         def settled() -> bool:
             with store.open_session(engine) as session:
-                done = all(store.get_campaign(session, campaign_id=c).status == "succeeded" for c in [*fillers, campaign_id])
+                done = all(store.get_campaign(session, campaign_id=c).status == "succeeded"
+                           for c in [*fillers, campaign_id])
                 return done and store.lease_holder(session, name=store.campaign_lease(campaign_id)) is None
 
         wait_for(settled, timeout_s=120)
@@ -221,7 +223,8 @@ def test_a_queued_takeover_that_finds_the_campaign_finished_leaves_it_alone(pg_e
         store.acquire_lease(session, name=store.campaign_lease(campaign.id), owner="host-a:77:stalled", ttl_s=0.0)
     held = HeldSubagent()
     with TestClient(replica(engine, tmp_path, held, resume=False, sweep=True)) as b:
-        fillers = [b.post("/campaigns", json={"categories": ["reasoning"]}, headers=AUTH).json()["id"] for _ in range(4)]
+        fillers = [b.post("/campaigns", json={"categories": ["reasoning"]}, headers=AUTH).json()["id"]
+                   for _ in range(4)]
         wait_for(lambda: held.waiting.count("reasoning") == len(fillers))  # every slot busy
 
         def claimed() -> bool:  # the sweep took the lease; the resume waits for a slot

@@ -68,7 +68,8 @@ def filled_engine(tmp_path: Path) -> Iterator[Engine]:
     engine = store.make_engine(f"sqlite:///{tmp_path / 'catalog.db'}")
     store.upgrade_database(engine)
     BROKEN.add("tool_use")
-    asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH, Category.CODE_REVIEW, Category.TOOL_USE],
+    asyncio.run(run_campaign(engine=engine, settings=get_settings(),
+                             categories=[Category.MATH, Category.CODE_REVIEW, Category.TOOL_USE],
                              offline=True, subagent=fake_subagent, backends=[KnowsAcme()]))
     BROKEN.clear()
     yield engine

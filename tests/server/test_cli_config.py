@@ -74,7 +74,8 @@ def test_a_command_run_from_another_folder_finds_the_configured_catalog(
         said = runner.invoke(app, command)
         assert "note: the catalog" in said.output and "is empty" in said.output, command
     missing = runner.invoke(app, ["catalog", "show", "org/missing"])
-    assert missing.exit_code == 1 and "in the catalog " + str((elsewhere / "other" / "catalog.db").resolve()) in missing.output
+    assert missing.exit_code == 1
+    assert "in the catalog " + str((elsewhere / "other" / "catalog.db").resolve()) in missing.output
 
 
 def test_relative_paths_in_the_file_are_read_from_its_folder(config_file: Path) -> None:

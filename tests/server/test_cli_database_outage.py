@@ -38,7 +38,8 @@ def one_error_line(stderr: str) -> str:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("command", [
-    ["catalog", "list"], ["catalog", "show", "openai/gsm8k"], ["catalog", "approve", "openai/gsm8k", "--reviewer", "ann"],
+    ["catalog", "list"], ["catalog", "show", "openai/gsm8k"],
+    ["catalog", "approve", "openai/gsm8k", "--reviewer", "ann"],
     ["catalog", "summary"], ["campaign", "list"], ["campaign", "status", "c1"], ["campaign", "prune"],
     ["campaign", "run", "--offline", "-c", "math"], ["manifest", "export", "--out", "m.json"],
 ], ids=lambda c: " ".join(c[:2]))
@@ -51,7 +52,8 @@ def test_a_postgres_server_that_is_not_there_is_one_line(command: list[str], mon
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
-def full_disk_run(args: list[str], database: Path, *, limit: int | None = FILE_LIMIT) -> subprocess.CompletedProcess[str]:
+def full_disk_run(
+        args: list[str], database: Path, *, limit: int | None = FILE_LIMIT) -> subprocess.CompletedProcess[str]:
     """Run `datahunt ARGS` on the SQLite catalog `database` as its own process, every file capped at `limit`."""
     env = {**os.environ, "DATAHUNT_DATABASE_URL": f"sqlite:///{database}", "PYTHONDONTWRITEBYTECODE": "1"}
     cap = None if limit is None else (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))

@@ -22,7 +22,8 @@ def test_reads_in_a_folder_without_a_catalog_create_nothing(tmp_path: Path, monk
     for command in (["catalog", "list"], ["catalog", "summary"], ["campaign", "list"]):
         done = runner.invoke(app, command)
         assert done.exit_code == 0, (command, done.output)
-        assert f"the catalog {tmp_path / '.datahunt' / 'catalog.db'} is empty (no catalog file there yet)" in done.stderr
+        assert (f"the catalog {tmp_path / '.datahunt' / 'catalog.db'} is empty (no catalog file there yet)"
+                in done.stderr)
     missing = runner.invoke(app, ["catalog", "show", "openai/gsm8k"])
     assert missing.exit_code == 1 and "no catalog entry for 'openai/gsm8k'" in missing.stderr
     assert runner.invoke(app, ["campaign", "status", "c1"]).exit_code == 1

@@ -39,7 +39,8 @@ def seed(engine: Engine) -> None:
         campaign = store.create_campaign(session, categories=["code_explanation"], offline=True, backends=["offline"])
         run = store.start_run(session, campaign_id=campaign.id, category="code_explanation")
         for hub_id in (*APPROVED, "acme/not-mirrored"):
-            candidate = store.add_candidate(session, campaign_id=campaign.id, run_id=run.id, category="code_explanation",
+            candidate = store.add_candidate(session, campaign_id=campaign.id, run_id=run.id,
+                                            category="code_explanation",
                                             candidate={"hub_id": hub_id, "categories": ["code_explanation"],
                                                        "relevance": 0.8, "metadata": {"sha": "0123abcd"}})
             store.upsert_entry(session, candidate=candidate, decision="accept", reasons=[

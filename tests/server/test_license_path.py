@@ -46,9 +46,10 @@ def offline_entries(database_url: str) -> None:
         campaign = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"])
         run = store.start_run(session, campaign_id=campaign.id, category="math")
         for hub_id in ("planted/nc-math", "planted/mit-math"):
-            candidate = store.add_candidate(session, campaign_id=campaign.id, run_id=run.id, category="math", candidate={
-                "hub_id": hub_id, "categories": ["math"], "relevance": 0.8, "format_guess": "qa",
-                "metadata": {"license": None, "tags": []}})
+            candidate = store.add_candidate(session, campaign_id=campaign.id, run_id=run.id, category="math",
+                                            candidate={"hub_id": hub_id, "categories": ["math"], "relevance": 0.8,
+                                                       "format_guess": "qa",
+                                                       "metadata": {"license": None, "tags": []}})
             store.upsert_entry(session, candidate=candidate, decision="accept", reasons=[])
     engine.dispose()
 
@@ -112,7 +113,8 @@ def test_an_unknown_licence_also_needs_the_acknowledgement(tmp_path: Path) -> No
 def test_an_offline_campaign_takes_the_mirror_index_licences(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DATAHUNT_MIRROR", str(MIRROR))
     get_settings.cache_clear()
-    ran = runner.invoke(app, ["campaign", "run", "--categories", "general_chat,code_explanation", "--offline", "--json"])
+    ran = runner.invoke(app, ["campaign", "run", "--categories", "general_chat,code_explanation", "--offline",
+                              "--json"])
     assert ran.exit_code == 0, ran.output
     entries = json.loads(runner.invoke(app, ["catalog", "list", "--json", "--limit", "1000"]).stdout)
     licences = {e["hub_id"]: e["license"] for e in entries}

@@ -88,9 +88,9 @@ def approved_engine(database_url: str) -> Iterator[Engine]:
         campaign = store.create_campaign(session, categories=["math"], offline=True, backends=["offline"])
         run = store.start_run(session, campaign_id=campaign.id, category="math")
         for hub_id in ("openai/gsm8k", "meta-math/MetaMathQA"):
-            candidate = store.add_candidate(session, campaign_id=campaign.id, run_id=run.id, category="math", candidate={
-                "hub_id": hub_id, "categories": ["math"], "relevance": 0.8,
-                "metadata": {"license": "mit", "sha": "0123abcd"}})
+            candidate = store.add_candidate(session, campaign_id=campaign.id, run_id=run.id, category="math",
+                                            candidate={"hub_id": hub_id, "categories": ["math"], "relevance": 0.8,
+                                                       "metadata": {"license": "mit", "sha": "0123abcd"}})
             store.upsert_entry(session, candidate=candidate, decision="accept", reasons=[])
         store.review_entry(session, hub_id="openai/gsm8k", approve=True, reviewer="alice")
     yield engine
@@ -119,7 +119,8 @@ def test_api_export_writes_what_it_returns(approved_engine: Engine, tmp_path: Pa
                            headers=AUTH).status_code == 422
 
 
-def test_cli_export(approved_engine: Engine, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_export(approved_engine: Engine, database_url: str, tmp_path: Path,
+                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DATAHUNT_DATABASE_URL", database_url)
     get_settings.cache_clear()
     cli = typer.Typer()

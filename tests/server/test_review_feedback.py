@@ -18,7 +18,8 @@ from test_review_layout import HEIGHT, TOKEN, chromium, open_page, seeded_file, 
 from curation.catalog import store
 
 pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="needs Debian's chromium (apt-get install chromium)")]
+              pytest.mark.skipif(shutil.which(CHROMIUM) is None,
+                                 reason="needs Debian's chromium (apt-get install chromium)")]
 
 WIDTHS = [1024, 1920]
 FAR_DOWN = 40  # a row well below the first screen

@@ -28,7 +28,8 @@ from server.app import create_app
 from server.commands.serve import BackgroundServer
 
 pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="needs Debian's chromium (apt-get install chromium)")]
+              pytest.mark.skipif(shutil.which(CHROMIUM) is None,
+                                 reason="needs Debian's chromium (apt-get install chromium)")]
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -5,8 +5,9 @@ One exception, kept narrow: the manifest's budget shares must sum to at most 1, 
 so `positive_data_acceptance` (a schema-valid request must not be refused) skips the two manifest operations.
 
 Schemathesis's lazy pytest fixture loader does not work with pytest 9, so one test walks the operations and
-runs a bounded hypothesis search on each. The app runs on a live loopback server with a seeded catalog and a fake subagent, so generated campaign
-launches finish in milliseconds without touching the network. Examples per operation are bounded.
+runs a bounded hypothesis search on each. The app runs on a live loopback server with a seeded catalog and a
+fake subagent, so generated campaign launches finish in milliseconds without touching the network. Examples
+per operation are bounded.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ def live_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     engine.dispose()
 
 
-CROSS_FIELD_RULES = {"GET /manifest", "POST /manifest/export"}  # shares summing over 1 are a 422 the schema cannot foresee
+# shares summing over 1 are a 422 the schema cannot foresee
+CROSS_FIELD_RULES = {"GET /manifest", "POST /manifest/export"}
 
 
 @pytest.mark.slow

@@ -31,7 +31,8 @@ def test_the_last_checkpoint_exports_the_weights_the_run_exported(tmp_path: Path
     assert result.exit_code == 0, result.output
     done = json.loads(result.stdout.strip().splitlines()[-1])
     assert done["step"] == 4 and done["export"] == str(run / "export-step_0000004") and done["engines"] == ["sglang"]
-    ours, theirs = load_file(str(run / "export-step_0000004/model.safetensors")), load_file(str(run / "export/model.safetensors"))
+    ours, theirs = (load_file(str(run / "export-step_0000004/model.safetensors")),
+                    load_file(str(run / "export/model.safetensors")))
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
     assert json.loads((run / "export-step_0000004/config.json").read_text()) == \
         json.loads((run / "export/config.json").read_text())

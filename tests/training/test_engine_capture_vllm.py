@@ -184,7 +184,8 @@ def test_a_server_of_another_tokenizer_or_model_is_refused(made: dict[str, Path]
               metadata={"format": "pt"})
     refused = _cli("capture", "--engine", "vllm", "--server", server, "--data", str(made["rows"]), "--target",
                    str(other_weights), "--out", str(made["root"] / "bad_weights"))
-    assert refused.exit_code == 1 and f"serves {made['target']}" in refused.output and "not the target" in refused.output
+    assert refused.exit_code == 1
+    assert f"serves {made['target']}" in refused.output and "not the target" in refused.output
     assert not list((made["root"] / "bad_weights").glob("shard_*"))
 
 
@@ -253,7 +254,8 @@ def test_a_server_dying_mid_capture_leaves_whole_shards_and_the_rerun_resumes(
     summary = json.loads(again.stdout.strip().splitlines()[-1])
     assert summary["skipped"] >= len(finished) and summary["written"] >= 1
     whole = {k: torch.cat([s[k] for s in _shards(out)]) for k in ("input_ids", "loss_mask", "aux", "final")}
-    first = {k: torch.cat([s[k] for s in _shards(caches["engine"])]) for k in ("input_ids", "loss_mask", "aux", "final")}
+    first = {k: torch.cat([s[k] for s in _shards(caches["engine"])])
+             for k in ("input_ids", "loss_mask", "aux", "final")}
     assert torch.equal(whole["input_ids"], first["input_ids"]) and torch.equal(whole["loss_mask"], first["loss_mask"])
     for k in ("aux", "final"):  # other batch compositions (2 rows in flight, not 32): the engine's GEMMs round
         cosine = torch.nn.functional.cosine_similarity(whole[k], first[k], dim=-1).min().item()  # differently

@@ -80,8 +80,10 @@ def test_the_reference_pools_held_out_sets_first_and_the_nearest_batch_gives_the
         engine="vllm", aux_layer_ids=[2, 15, 27], aux_layer_ids_input_of_layer=[2, 15, 27],
         sets={"gsm8k": _set("eval", 100, [90, 80]), "ours": _set("heldout", 300, [150, 75]),
               "more": _set("heldout", 100, [70, 35])},
-        round_costs=[RoundCost(batch=1, k=2, device="cuda", round_cost_target_steps=1.3, break_even_accept_length=1.3),
-                     RoundCost(batch=32, k=2, device="cuda", round_cost_target_steps=1.9, break_even_accept_length=1.9)])
+        round_costs=[RoundCost(batch=1, k=2, device="cuda", round_cost_target_steps=1.3,
+                               break_even_accept_length=1.3),
+                     RoundCost(batch=32, k=2, device="cuda", round_cost_target_steps=1.9,
+                               break_even_accept_length=1.9)])
     reference = expectations.reference()
     assert reference is not None and reference.sets == ["more", "ours"]
     assert reference.accept_length == pytest.approx(1 + (150 + 75 + 70 + 35) / 400)

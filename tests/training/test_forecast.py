@@ -80,7 +80,8 @@ def test_cli_prints_the_answer_and_writes_a_png(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["forecast", str(path), "--target-accept", "2.5"])
     assert result.exit_code == 0, result.output
     assert "needs about" in result.output and (tmp_path / "scaling_forecast.png").stat().st_size > 5000
-    doc = {**json.loads(path.read_text()), "forecast": forecast(json.loads(path.read_text())["runs"], target_accept=2.5)}
+    doc = {**json.loads(path.read_text()),
+           "forecast": forecast(json.loads(path.read_text())["runs"], target_accept=2.5)}
     measured = plot_scaling(doc, tmp_path / "scaling.png")  # the per-set plot is another picture
     assert measured.read_bytes() != (tmp_path / "scaling_forecast.png").read_bytes()
     bad = tmp_path / "bad.json"

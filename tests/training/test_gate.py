@@ -93,7 +93,8 @@ def test_gate_passes_a_trained_draft_over_a_random_one_and_the_serving_commands_
     result = _gate(gate_inputs, llama_dir, "trained", "random")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["passed"] and summary["overall"]["candidate_accept_length"] > summary["overall"]["deployed_accept_length"]
+    assert summary["passed"]
+    assert summary["overall"]["candidate_accept_length"] > summary["overall"]["deployed_accept_length"]
     verdict = read_gate_verdict(gate_inputs["trained"])
     assert verdict is not None and verdict.passed and [s.name for s in verdict.sets] == ["even", "odd"]
     assert "| overall |" in (gate_inputs["trained"] / "gate.md").read_text()

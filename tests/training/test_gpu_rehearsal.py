@@ -91,7 +91,8 @@ def test_the_device_plan_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     assert len(parts) == 3 and (returned / "draft_run.txt").read_text().strip() == "regen_mixed_40_randomhead"
     joined = tmp_path / "joined.safetensors"
     joined.write_bytes(b"".join(p.read_bytes() for p in parts))
-    ours, theirs = load_file(str(joined)), load_file(str(work / "runs/regen_mixed_40_randomhead/export/model.safetensors"))
+    ours, theirs = (load_file(str(joined)),
+                    load_file(str(work / "runs/regen_mixed_40_randomhead/export/model.safetensors")))
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
     assert json.loads((returned / "draft_config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]
 

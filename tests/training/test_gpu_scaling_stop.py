@@ -60,7 +60,8 @@ def fake_interpreter(tmp_path: Path, stage: str) -> Path:
     holds on a moment so that a late copy of a signal lands on it."""
     python = tmp_path / "python"
     python.write_text("#!/usr/bin/env bash\n"
-                      f'if [ "$1" = benchmarks/gpu_scaling.py ]; then touch "{tmp_path / "stage_started"}"; {stage}; fi\n'
+                      'if [ "$1" = benchmarks/gpu_scaling.py ]; then '
+                      f'touch "{tmp_path / "stage_started"}"; {stage}; fi\n'
                       f'if [ "$1" = -c ]; then touch "{tmp_path / "export_started"}"; sleep 1; fi\n'
                       f'exec "{sys.executable}" "$@"\n')
     python.chmod(0o755)

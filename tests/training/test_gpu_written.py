@@ -1,4 +1,5 @@
-"""The device plan's target-written source (`benchmarks/gpu_scaling_written.py`, stage `write-prompts`): what survives vetting.
+"""The device plan's target-written source (`benchmarks/gpu_scaling_written.py`, stage `write-prompts`): what
+survives vetting.
 
 The writer's kept prompts go through curation's own steps before anything answers them: exact and near
 duplicates among them, any sharing a word 13-gram with an eval prompt (the eval sets the curve measures on),

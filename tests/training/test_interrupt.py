@@ -29,7 +29,8 @@ def _base(data: Path, target: Path) -> dict[str, Any]:
 
 
 def test_a_first_signal_sets_the_flag_a_second_acts_as_before_and_handlers_come_back() -> None:
-    runner_handler = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own Ctrl-C, whatever ran before
+    # Python's own Ctrl-C, whatever ran before
+    runner_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with stop_on_signals(grace_s=0.0) as stop:
             assert not stop.raised

@@ -4,8 +4,9 @@
 tool-call rows and a ToolBench answer: a curated folder (Parquet shard and samples.jsonl, whose tool calls are
 `<tool_call>` text in assistant turns and whose results are `<tool_response>` user turns) and a regeneration
 run's regenerated.jsonl made from it. The curated folder's `state.json` is in that release's shape
-(`final`, `outputs`, no file stamps; its `final` key is a placeholder): a set is read only with its marker. Every reader takes them as the text they are: the contract validates
-them, regeneration reads the prompts, training renders and masks the rows, evaluation cuts the prompts.
+(`final`, `outputs`, no file stamps; its `final` key is a placeholder): a set is read only with its marker.
+Every reader takes them as the text they are: the contract validates them, regeneration reads the prompts,
+training renders and masks the rows, evaluation cuts the prompts.
 """
 
 from __future__ import annotations

@@ -78,7 +78,9 @@ def test_the_server_must_serve_the_given_draft(tmp_path: Path) -> None:
     assert not other.ok and str(tmp_path / "other") in other.detail and str(ours) in other.detail
     assert "weights differ" in other.detail and "config.json" not in other.detail.split("(")[1].split(";")[0]
     _export(tmp_path / "retuned", b"weights-a", hidden_size=128)
-    assert "config.json differ" in check_draft(ServerInfo(speculative_draft_model_path=str(tmp_path / "retuned")), draft).detail
+    assert "config.json differ" in check_draft(
+        ServerInfo(speculative_draft_model_path=str(tmp_path / "retuned")), draft
+    ).detail
     remote = check_draft(ServerInfo(speculative_draft_model_path="/elsewhere/draft"), draft)
     assert not remote.ok and "/elsewhere/draft" in remote.detail and str(ours) in remote.detail
     assert "cannot be read here" in remote.detail and hashlib.sha256(b"weights-a").hexdigest() in remote.detail

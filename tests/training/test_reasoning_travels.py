@@ -46,7 +46,8 @@ def test_served_off_travels_from_regen_to_train_to_eval(switch_target: tuple[Pat
     target, tokenizer = switch_target
     rows = [{"id": f"r{i}", "messages": [{"role": "user", "content": f"w{i} w{i + 1} w{i + 2}"}]} for i in range(6)]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    regen = runner.invoke(app, ["regen", "--api", "local", "--model", str(target), "--input", str(tmp_path / "in.jsonl"),
+    regen = runner.invoke(app, ["regen", "--api", "local", "--model", str(target),
+                                "--input", str(tmp_path / "in.jsonl"),
                                 "--out", str(tmp_path / "run"), "--reasoning", "served-off", "--max-tokens", "8",
                                 "--temperature", "0", "--no-progress"])
     assert regen.exit_code == 0, regen.output

@@ -166,7 +166,8 @@ def test_a_warm_start_keeps_the_init_drafts_vocab_map(tmp_path: Path, llama_dir:
     result = train(cfg)
     after = load_file(str(result.export_dir / "model.safetensors"))
     assert torch.equal(after["d2t"], before["d2t"]) and torch.equal(after["t2d"], before["t2d"])
-    torch.testing.assert_close(after["lm_head.weight"], before["lm_head.weight"], atol=1e-5, rtol=0)  # row i stays row i
+    # row i stays row i
+    torch.testing.assert_close(after["lm_head.weight"], before["lm_head.weight"], atol=1e-5, rtol=0)
     assert not (cfg.out / "vocab_cache").exists()  # no map was derived from the data
     assert 0 < result.vocab_coverage < 1  # the kept map's coverage of this data, reported honestly
 

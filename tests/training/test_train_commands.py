@@ -191,7 +191,8 @@ def test_sglang_command_derives_the_algorithm_from_the_draft(tiny_draft: Path) -
     line = result.stdout.strip().splitlines()[-1]
     assert "--speculative-algorithm EAGLE3" in line and "--speculative-num-draft-tokens 6" in line
     # sglang is not installed here: the line names no Python of this environment, and says where to run it.
-    assert line.startswith("python -m sglang.launch_server ") and "sglang is not installed in this Python" in result.stdout
+    assert line.startswith("python -m sglang.launch_server ")
+    assert "sglang is not installed in this Python" in result.stdout
     assert f"next: once it serves, `datahunt check-server http://127.0.0.1:30000 --draft {tiny_draft}`" in result.stderr
     # A float32 draft and a target known only by Hub id: no --dtype (the engine's own), never float32.
     assert "--context-length 512" in line and "--dtype" not in line

@@ -136,7 +136,8 @@ def value_inputs(tmp_path_factory: pytest.TempPathFactory, regenerated_data: dic
     rng = random.Random(5)
     out = []
     for i, row in enumerate(rows[:240]):
-        source, category = (("acme/greedy-a", "math"), ("acme/greedy-b", "reasoning"), ("acme/noise", "general_chat"))[i % 3]
+        source, category = (("acme/greedy-a", "math"), ("acme/greedy-b", "reasoning"),
+                            ("acme/noise", "general_chat"))[i % 3]
         turns = row["conversations"]
         if source == "acme/noise":
             words = turns[1]["content"].split()
@@ -199,7 +200,8 @@ def test_a_toy_value_run_end_to_end_into_the_catalog_and_the_results_file(
     listed = json.loads(CliRunner().invoke(app, ["catalog", "list", "--json"]).stdout)
     shown = {e["hub_id"]: e["measured"] for e in listed}
     assert shown["acme/noise"][0]["name"] == "acme/noise" and shown["acme/noise"][0]["run"] == noise.run
-    assert shown["acme/noise"][0]["text"].startswith("measured ") and "AL per 10K rows on " in shown["acme/noise"][0]["text"]
+    assert shown["acme/noise"][0]["text"].startswith("measured ")
+    assert "AL per 10K rows on " in shown["acme/noise"][0]["text"]
     # A second run of the same command trains nothing and writes the same values.
     again = CliRunner().invoke(app, command)
     assert again.exit_code == 0 and again.stderr.count("already measured, skipped") == 4

@@ -108,7 +108,8 @@ def comparison_lines(doc: ValueDoc) -> list[str]:
     lines = ["## Measured mix minus default (AL, paired by seed; 95% interval)", "",
              "mix: " + ", ".join(f"{c} {n:,}" for c, n in sorted(doc.settings.mix_counts.items())), ""]
     for name, est in sorted(doc.mix_comparison.items()):
-        band = f"{est.low:+.3f} to {est.high:+.3f}" if est.low is not None and est.high is not None else "noise unmeasured"
+        band = (f"{est.low:+.3f} to {est.high:+.3f}" if est.low is not None and est.high is not None
+                else "noise unmeasured")
         lines.append(f"- {name}: {est.delta:+.3f} ({band})")
     mean = doc.mix_comparison.get("mean")
     if mean is not None:

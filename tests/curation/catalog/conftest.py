@@ -34,8 +34,10 @@ def seed(engine: Engine) -> Seeder:
             run = store.start_run(session, campaign_id=campaign.id, category=category)
             assert run.id is not None
             candidate = {"hub_id": hub_id, "relevance": relevance, **fields}
-            record = store.add_candidate(session, campaign_id=campaign.id, run_id=run.id, category=category, candidate=candidate)
-            store.add_verdict(session, campaign_id=campaign.id, decision=decision, reasons=reasons or [], candidate_id=record.id)
+            record = store.add_candidate(session, campaign_id=campaign.id, run_id=run.id, category=category,
+                                         candidate=candidate)
+            store.add_verdict(session, campaign_id=campaign.id, decision=decision, reasons=reasons or [],
+                              candidate_id=record.id)
             return store.upsert_entry(session, candidate=record, decision=decision, reasons=reasons or [])
 
     return _seed

@@ -68,7 +68,8 @@ def test_foreign_keys_are_enforced(engine: Engine) -> None:
         session.execute(
             text(
                 "INSERT INTO subagentrun (campaign_id, category, attempt, status, queries, results_per_backend, "
-                "candidates_found, candidates_accepted, reasons) VALUES ('ghost', 'math', 1, 'running', '[]', '{}', 0, 0, '[]')"
+                "candidates_found, candidates_accepted, reasons) "
+                "VALUES ('ghost', 'math', 1, 'running', '[]', '{}', 0, 0, '[]')"
             )
         )
 

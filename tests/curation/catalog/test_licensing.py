@@ -26,7 +26,8 @@ def test_the_mirror_index_fills_only_missing_licences_and_a_later_campaign_keeps
     seed("acme/none", metadata={"license": None})
     seed("acme/stated", metadata={"license": "apache-2.0"})
     with store.open_session(engine) as session:
-        changed = store.adopt_licenses(session, {"acme/none": "CC BY-NC 4.0", "acme/stated": "MIT", "acme/absent": "MIT"},
+        changed = store.adopt_licenses(session,
+                                       {"acme/none": "CC BY-NC 4.0", "acme/stated": "MIT", "acme/absent": "MIT"},
                                        source="mirror index")
         assert [e.hub_id for e in changed] == ["acme/none"]
     again = seed("acme/none", metadata={"license": None, "downloads": 3})  # found again offline: still no licence
@@ -36,4 +37,6 @@ def test_the_mirror_index_fills_only_missing_licences_and_a_later_campaign_keeps
         stated = session.get(CatalogEntry, store.get_entry(session, hub_id="acme/stated").id)
         assert stated is not None and stated.license == "apache-2.0"
         audit = store.entry_history(session, hub_id="acme/none")["audit"]
-        assert [a.detail for a in audit if a.action == "license_set"] == [{"license": "CC BY-NC 4.0", "source": "mirror index"}]
+        assert [a.detail for a in audit if a.action == "license_set"] == [
+            {"license": "CC BY-NC 4.0", "source": "mirror index"}
+        ]

@@ -1,4 +1,5 @@
-"""The draft model: SGLang-shaped parameters, frozen embeddings, and TTT attention equal to causal attention at step 0."""
+"""The draft model: SGLang-shaped parameters, frozen embeddings, and TTT attention equal to causal attention
+at step 0."""
 
 from __future__ import annotations
 

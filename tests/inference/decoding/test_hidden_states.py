@@ -43,7 +43,8 @@ def _layer_inputs(model: Any, ids: torch.Tensor) -> dict[int, torch.Tensor]:
 
         return hook
 
-    hooks = [layer.register_forward_pre_hook(recorder(i), with_kwargs=True) for i, layer in enumerate(model.model.layers)]
+    hooks = [layer.register_forward_pre_hook(recorder(i), with_kwargs=True)
+             for i, layer in enumerate(model.model.layers)]
     with torch.no_grad():
         model(input_ids=ids)
     for h in hooks:
