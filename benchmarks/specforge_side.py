@@ -761,7 +761,7 @@ def rehearse(args: argparse.Namespace) -> None:
     work, w = Path(args.work), Path(args.w)
     target = work / "target"
     if not (target / "datahunt_target.json").exists():
-        from gpu_scaling import truncate_layers
+        from gpu_scaling_target import truncate_layers
 
         from inference.target_folder import prepare_target
 
