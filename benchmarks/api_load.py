@@ -29,12 +29,10 @@ from typing import Any
 import httpx
 import psycopg
 
+from core.types import Category
+from curation.catalog import store
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from core.types import Category  # noqa: E402
-from curation.catalog import store  # noqa: E402
-
 RESULTS = ROOT / "benchmarks" / "results"
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"

@@ -36,18 +36,14 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from curate_throughput import EVAL_NAMES, base_conversations, perturb
+
+from core.settings import get_settings
+from curation.manifest import EvalSet, Manifest, Source, dump_manifest
+from curation.mirror import manifest_from_mirror
+from curation.planted import reword
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from curate_throughput import EVAL_NAMES, base_conversations, perturb  # noqa: E402
-
-from core.settings import get_settings  # noqa: E402
-from curation.manifest import EvalSet, Manifest, Source, dump_manifest  # noqa: E402
-from curation.mirror import manifest_from_mirror  # noqa: E402
-from curation.planted import reword  # noqa: E402
-
 RESULTS = ROOT / "benchmarks" / "results"
 
 

@@ -33,19 +33,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.settings import get_settings
+from curation.adapters import adapt, resolve_format
+from curation.conversation import Drop, Message
+from curation.dedup import THRESHOLD, near_duplicates, shingles, signatures
+from curation.loading import iter_records, plan_load
+from curation.manifest import EvalSet, Manifest, Source, dump_manifest
+from curation.mirror import manifest_from_mirror
+from curation.planted import reword, scores
+from curation.textkeys import normalise, word_hashes
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from core.settings import get_settings  # noqa: E402
-from curation.adapters import adapt, resolve_format  # noqa: E402
-from curation.conversation import Drop, Message  # noqa: E402
-from curation.dedup import THRESHOLD, near_duplicates, shingles, signatures  # noqa: E402
-from curation.loading import iter_records, plan_load  # noqa: E402
-from curation.manifest import EvalSet, Manifest, Source, dump_manifest  # noqa: E402
-from curation.mirror import manifest_from_mirror  # noqa: E402
-from curation.planted import reword, scores  # noqa: E402
-from curation.textkeys import normalise, word_hashes  # noqa: E402
-
 RESULTS = ROOT / "benchmarks" / "results"
 EVAL_NAMES = ("openai/openai_humaneval", "google-research-datasets/mbpp:full", "openai/gsm8k:main/test",
               "HuggingFaceH4/mt_bench_prompts:question")

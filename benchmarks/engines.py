@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+# Run as `python benchmarks/engines.py` on a GPU machine where the project is not installed.
 sys.path.insert(0, str(REPO))
 
 

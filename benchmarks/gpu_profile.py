@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# Run through `gpu_scaling.sh profile` ($PY, python3) on a GPU machine where the project is not installed.
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

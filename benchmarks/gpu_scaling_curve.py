@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu_scaling import Results, _device, _jsonl, _write_jsonl, eval_items, train_config, train_stats
+from gpu_scaling_data import Results, eval_items, load_jsonl, save_jsonl
 from gpu_scaling_distinct import DISTINCT_SOURCES, distinct_source
+from gpu_scaling_train import torch_device, train_config, train_stats
 
 from training.curve.evaluate import score
 from training.curve.plan import (
@@ -136,9 +137,9 @@ def overfit_gate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Train to convergence on the greedy answers of N prompts; replay acceptance on those same prompts."""
     from training.trainer import train
 
-    rows = _jsonl(work / "regen_greedy" / "regenerated.jsonl")
+    rows = load_jsonl(work / "regen_greedy" / "regenerated.jsonl")
     data = work / "overfit.jsonl"
-    _write_jsonl(data, [{"id": r["id"], "conversations": r["conversations"]} for r in rows])
+    save_jsonl(data, [{"id": r["id"], "conversations": r["conversations"]} for r in rows])
     cfg = train_config(args, data, "conversations", work / "runs" / "overfit", epochs=args.overfit_epochs,
                        lr=args.overfit_lr)
     result = train(cfg)
@@ -168,7 +169,7 @@ def _target(args: argparse.Namespace) -> tuple[Any, Any]:
     from training.trainer import load_target
 
     if "model" not in _TARGET:
-        _TARGET["model"], _TARGET["tokenizer"] = load_target(Path(args.work) / "target", _device())
+        _TARGET["model"], _TARGET["tokenizer"] = load_target(Path(args.work) / "target", torch_device())
     return _TARGET["model"], _TARGET["tokenizer"]
 
 
@@ -202,14 +203,14 @@ def curve_source(args: argparse.Namespace, work: Path) -> tuple[list[dict[str, A
     prompts: list[dict[str, Any]] = []
     regen: dict[str, dict[str, Any]] = {}
     if args.source in {"mirror", "mixed"}:
-        prompts += _jsonl(work / "prompts.jsonl")
-        regen.update({r["id"]: r for r in _jsonl(work / "regen" / "regenerated.jsonl")})
+        prompts += load_jsonl(work / "prompts.jsonl")
+        regen.update({r["id"]: r for r in load_jsonl(work / "regen" / "regenerated.jsonl")})
     if args.source in {"written", "mixed"}:
         answers = work / "written_regen" / "regenerated.jsonl"
         if not answers.exists():
             raise SystemExit(f"--source {args.source}: no target-written answers in {answers}; run write-prompts")
-        prompts += _jsonl(work / "written_rows.jsonl")
-        regen.update({r["id"]: r for r in _jsonl(answers)})
+        prompts += load_jsonl(work / "written_rows.jsonl")
+        regen.update({r["id"]: r for r in load_jsonl(answers)})
     return prompts, regen
 
 
@@ -265,7 +266,7 @@ def train_and_eval(args: argparse.Namespace, work: Path, samples: int, regenerat
     result = train(train_config(args, file, "conversations", work / "runs" / name, head_init=head), memo=rows_memo())
     info = train_stats(result)
     evals = eval_items(args)
-    greedy = {r["id"]: r for r in _jsonl(work / "eval_greedy" / "regenerated.jsonl")}
+    greedy = {r["id"]: r for r in load_jsonl(work / "eval_greedy" / "regenerated.jsonl")}
     out = []
     for set_name in sorted({e["set"] for e in evals}):
         items = [e for e in evals if e["set"] == set_name and e["id"] in greedy]

@@ -32,7 +32,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from gpu_scaling import Results, _jsonl, _write_jsonl, eval_prompts, regen_run
+from gpu_scaling_data import Results, eval_prompts, load_jsonl, save_jsonl
+from gpu_scaling_regen import regen_run
 
 SAVED = Path("benchmarks/results/gpu_scaling")
 OLD_ANSWERS = SAVED / "regenerated_smollm2_16k.jsonl.gz"  # the 16,146 prompts' first answers (ids, prompts)
@@ -48,7 +49,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".xz":
         with lzma.open(path, "rt", encoding="utf-8") as fh:
             return [json.loads(line) for line in fh.read().split("\n") if line.strip()]
-    return _jsonl(path)
+    return load_jsonl(path)
 
 
 def write_xz(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -134,7 +135,7 @@ def prepare_distinct(args: argparse.Namespace) -> None:
                                             add_generation_prompt=True)
         return len(ids["input_ids"] if hasattr(ids, "keys") else ids) <= args.max_prompt_tokens
 
-    curated = _jsonl(Path(args.curated))
+    curated = load_jsonl(Path(args.curated))
     candidates, left = single_turn(curated, fits)
     old = [r for r in read_rows(Path(args.old_answers)) if SAMPLE_SEP not in r["id"]]  # first answers only
     written = read_rows(Path(args.written_prompts))
@@ -158,7 +159,7 @@ def distinct_rows(args: argparse.Namespace) -> Path:
     """WORK/distinct_rows.jsonl, the new prompts, unpacked from the tracked file on first use."""
     rows = Path(args.work) / "distinct_rows.jsonl"
     if not rows.exists():
-        _write_jsonl(rows, read_rows(Path(args.distinct_prompts)))
+        save_jsonl(rows, read_rows(Path(args.distinct_prompts)))
     return rows
 
 
@@ -169,8 +170,8 @@ def regen_distinct(args: argparse.Namespace) -> None:
     rows = distinct_rows(args)
     wanted = sum(1 for _ in rows.open(encoding="utf-8")) if args.rows is None else args.rows
     answers = work / "distinct_regen" / "regenerated.jsonl"
-    have = {r["id"] for r in _jsonl(answers)} if answers.exists() else set()
-    ids = [r["id"] for r in _jsonl(rows)][:wanted]
+    have = {r["id"] for r in load_jsonl(answers)} if answers.exists() else set()
+    ids = [r["id"] for r in load_jsonl(rows)][:wanted]
     before = results.data.get("regen_distinct") or {}
     if all(i in have for i in ids) and not (work / "distinct_regen" / "run.json").exists():
         results.data["regen_distinct"] = {"rows": len(ids), "carried": True,
@@ -180,7 +181,7 @@ def regen_distinct(args: argparse.Namespace) -> None:
         results.data["regen_distinct"] = regen_run(args, rows, work / "distinct_regen", "static", args.slots,
                                                    args.temperature, limit=wanted)
         wanted_ids = set(ids)
-        write_xz(Path(args.out) / ANSWERS_NAME, [r for r in _jsonl(answers) if r["id"] in wanted_ids])
+        write_xz(Path(args.out) / ANSWERS_NAME, [r for r in load_jsonl(answers) if r["id"] in wanted_ids])
     results.save()
     print("regen_distinct", json.dumps(results.data["regen_distinct"]))
 
@@ -192,7 +193,7 @@ def distinct_source(args: argparse.Namespace, work: Path) -> tuple[list[dict[str
     `prepare` over another mirror would change); the written and new prompts are those answered."""
     from training.curve.plan import answer_order, prompt_of
 
-    regen = {r["id"]: r for r in _jsonl(work / "regen" / "regenerated.jsonl")}
+    regen = {r["id"]: r for r in load_jsonl(work / "regen" / "regenerated.jsonl")}
     mirror = sorted({prompt_of(i) for i in regen} & set(regen))
     random.Random(0).shuffle(mirror)
     mirror_order = answer_order(mirror, set(regen))  # every mirror prompt's first answer, then second, ...
@@ -202,8 +203,8 @@ def distinct_source(args: argparse.Namespace, work: Path) -> tuple[list[dict[str
         if not answers.exists():
             raise SystemExit(f"--source {args.source}: no answers in {answers} (setup carries the written ones; "
                              "regen-distinct makes the new ones)")
-        regen.update({r["id"]: r for r in _jsonl(answers)})
-        others += [r["id"] for r in _jsonl(rows_file) if r["id"] in regen]
+        regen.update({r["id"]: r for r in load_jsonl(answers)})
+        others += [r["id"] for r in load_jsonl(rows_file) if r["id"] in regen]
     if args.source == "distinct":
         pool = mirror + others
         random.Random(0).shuffle(pool)  # every prefix a random sample of all distinct prompts

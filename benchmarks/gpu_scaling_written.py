@@ -15,7 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from gpu_scaling import Results, _jsonl, _sync, _write_jsonl, mirror_prompts, regen_run
+from gpu_scaling_data import Results, load_jsonl, mirror_prompts, save_jsonl
+from gpu_scaling_regen import regen_run, sync_device
 
 WRITTEN_SOURCE = "target-written"
 
@@ -75,12 +76,12 @@ def write_run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     config = WriterConfig(out_dir=out, categories=categories, per_category=args.write_per_category, endpoints=[],
                           topics={c: seed_topics(c) for c in categories}, concurrency=args.slots, sampling=sampling,
                           model="SmolLM2-135M-Instruct (GGUF Q4_1 dequantized, bf16)")
-    _sync()
+    sync_device()
     start = time.perf_counter()
     summary, report = write_prompts(config, PrefixBackend(inner, tokenizer, turn))
     wall = time.perf_counter() - start
     del inner
-    _sync()
+    sync_device()
     return {"per_category_requested": args.write_per_category, "requested": summary.total, "done": summary.done,
             "failed": summary.failed, "kept_by_writer": report.kept, "per_category": report.per_category,
             "completion_tokens": summary.completion_tokens, "wall_s": round(wall, 2),
@@ -98,22 +99,22 @@ def vet_written(args: argparse.Namespace, written: Path, rows_file: Path) -> dic
     from curation.dedup import deduplicate
     from curation.textkeys import word_hashes
 
-    kept = [r for f in sorted((written / "prompts").glob("*.jsonl")) for r in _jsonl(f)]
+    kept = [r for f in sorted((written / "prompts").glob("*.jsonl")) for r in load_jsonl(f)]
     rows = [Row(source_key=f"{WRITTEN_SOURCE}/{r['category']}", row_index=i, category=r["category"],
                 messages=[message("user", r["messages"][0]["content"])]) for i, r in enumerate(kept)]
     dedup = deduplicate(rows)
     survivors = sorted(dedup.kept, key=lambda row: row.row_index)
     words = [word_hashes(row.messages[0]["content"]) for row in survivors]
     evals = EvalIndex()
-    for item in _jsonl(Path(args.data) / "eval.jsonl"):
+    for item in load_jsonl(Path(args.data) / "eval.jsonl"):
         evals.add(item["id"], item["prompt"])
     mirror = EvalIndex()
-    for prompt in _jsonl(mirror_prompts(args)):
+    for prompt in load_jsonl(mirror_prompts(args)):
         mirror.add(prompt["id"], next(m["content"] for m in prompt["messages"] if m["role"] == "user"))
     contaminated = find_contaminated(evals, words)
     overlapping = {i: item for i, item in find_contaminated(mirror, words).items() if i not in contaminated}
     final = [kept[row.row_index] for i, row in enumerate(survivors) if i not in contaminated and i not in overlapping]
-    _write_jsonl(rows_file, [{"id": f"tw-{r['id']}", "category": r["category"], "source": WRITTEN_SOURCE,
+    save_jsonl(rows_file, [{"id": f"tw-{r['id']}", "category": r["category"], "source": WRITTEN_SOURCE,
                               "messages": r["messages"], "meta": {"topic": r["meta"]["topic"]}} for r in final])
     return {"written_kept": len(kept), "exact_duplicates": len(dedup.exact), "near_duplicates": len(dedup.near),
             "eval_contaminated": len(contaminated), "mirror_overlap": len(overlapping), "kept": len(final),

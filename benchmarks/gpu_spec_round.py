@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# Run as `python3 benchmarks/gpu_spec_round.py` on a GPU machine where the project is not installed.
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

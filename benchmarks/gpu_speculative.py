@@ -28,7 +28,6 @@ Falls back to CPU (fp32) where there is no GPU: a slow smoke run on tiny models.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import time
@@ -36,9 +35,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# Run as `python benchmarks/gpu_speculative.py` on a GPU machine where the project is not installed: the repository
+# root goes first, for the decoders and the accept report it times.
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from speculative_prompts import read_prompts  # noqa: E402
 
 
 def sync(device: torch.device) -> None:
@@ -56,44 +58,6 @@ def seconds_each(fn: Any, repeats: int, device: torch.device) -> float:
         fn()
     sync(device)
     return (time.perf_counter() - start) / repeats
-
-
-def prompt_rows(path: Path) -> list[dict[str, Any]]:
-    """JSONL rows (gzip where the name ends .gz): read here, so the GPU machine needs only torch and transformers."""
-    opener: Any = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def encode(tokenizer: Any, row: dict[str, Any]) -> list[int]:
-    """A row as eval-accept renders it: 'text' literally, else the turns before the first answer, templated."""
-    if "text" in row:
-        return list(tokenizer(row["text"], add_special_tokens=False)["input_ids"])
-    if "prompt" in row:  # the eval sets' rows ({"set", "id", "prompt"}): one user turn
-        row = {"messages": [{"role": "user", "content": row["prompt"]}]}
-    turns = row.get("conversations") or row.get("messages") or []
-    first = next((i for i, t in enumerate(turns) if t.get("role", t.get("from")) in {"assistant", "gpt"}), len(turns))
-    turns = [{"role": t.get("role", "user"), "content": t.get("content", t.get("value", ""))} for t in turns[:first]]
-    if not turns:
-        return []
-    encoded = tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=True)
-    return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
-
-
-def read_prompts(files: list[Path], tokenizer: Any, count: int, max_prompt: int) -> list[list[int]]:
-    """`count` prompts taken in turn from each file and, within one, from each eval set ('set' field), at most
-    max_prompt tokens long (longer ones are skipped)."""
-    groups: dict[tuple[str, str], list[list[int]]] = {}
-    for f in files:
-        for row in prompt_rows(f):
-            groups.setdefault((str(f), str(row.get("set", ""))), []).append(encode(tokenizer, row))
-    per_file = [[p for p in ids if 0 < len(p) <= max_prompt] for ids in groups.values()]
-    out: list[list[int]] = []
-    i = 0
-    while len(out) < count and any(i < len(ids) for ids in per_file):
-        out += [ids[i] for ids in per_file if i < len(ids)]
-        i += 1
-    return out[:count]
 
 
 def pooled(counts: list[Any]) -> Any:

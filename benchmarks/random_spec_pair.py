@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# Run as `python benchmarks/random_spec_pair.py` on a GPU machine where the project is not installed.
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

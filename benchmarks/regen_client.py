@@ -16,7 +16,6 @@ import json
 import multiprocessing
 import platform
 import resource
-import sys
 import tempfile
 import threading
 import time
@@ -24,7 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "benchmarks" / "results"
 ANSWER = json.dumps({

@@ -21,13 +21,11 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "benchmarks" / "results"
 SEED_TASKS = ROOT / "tests" / "data" / "mirror" / "tatsu-lab" / "alpaca" / "seed_tasks.jsonl"

@@ -15,14 +15,12 @@ import json
 import multiprocessing
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "benchmarks" / "results"
 TOPICS = ["the sea", "a mountain", "bread", "rain", "a library", "trains", "winter", "a garden", "music", "a river",

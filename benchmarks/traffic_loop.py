@@ -19,15 +19,12 @@ import json
 import lzma
 import os
 import random
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from core.draft_expectations import read_expectations  # noqa: E402
-from core.gate_verdict import read_gate_verdict  # noqa: E402
+from core.draft_expectations import read_expectations
+from core.gate_verdict import read_gate_verdict
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -310,3 +310,94 @@ def test_importing_core_imports_no_pyarrow() -> None:
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyarrow'))")
     found = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
+
+
+# --- benchmarks: thin drivers of the product, small files, no circle among them ----------------------------------
+BENCHMARK_MAX_LINES = 400
+
+
+def long_benchmark_files(root: Path = ROOT) -> dict[str, int]:
+    """Each benchmark file (a script, module or shell plan anywhere under benchmarks/) over BENCHMARK_MAX_LINES
+    lines, with its line count."""
+    files = [p for p in sorted((root / "benchmarks").rglob("*")) if p.suffix in {".py", ".sh"}]
+    counts = {p.relative_to(root).as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in files}
+    return {name: lines for name, lines in counts.items() if lines > BENCHMARK_MAX_LINES}
+
+
+def benchmark_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """Which benchmark modules (benchmarks/*.py) each one imports, lazy imports inside functions included: by bare
+    name (a script's own folder is on the path: `from gpu_scaling_data import Results`) or through the folder
+    (`from benchmarks import gpu_scaling`, `from benchmarks.gpu_spec_round import build`)."""
+    paths = sorted((root / "benchmarks").glob("*.py"))
+    names = {p.stem for p in paths}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "benchmarks" and not node.level:
+                found.update(alias.name for alias in node.names)
+        for imported in imports_of(path, root):
+            parts = imported.split(".")
+            found.add(parts[1] if parts[0] == "benchmarks" and len(parts) > 1 else parts[0])
+        graph[path.stem] = (found & names) - {path.stem}
+    return graph
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One circle of imports in `graph`, its modules in order with the first repeated at the end; [] when none."""
+    finished: set[str] = set()
+
+    def visit(name: str, trail: list[str]) -> list[str]:
+        if name in trail:
+            return [*trail[trail.index(name):], name]
+        if name in finished:
+            return []
+        for imported in sorted(graph.get(name, set())):
+            cycle = visit(imported, [*trail, name])
+            if cycle:
+                return cycle
+        finished.add(name)
+        return []
+
+    for name in sorted(graph):
+        cycle = visit(name, [])
+        if cycle:
+            return cycle
+    return []
+
+
+def test_no_benchmark_file_is_over_400_lines() -> None:
+    assert len(list((ROOT / "benchmarks").glob("*.py"))) >= 20
+    assert long_benchmark_files() == {}
+
+
+def test_a_planted_long_benchmark_file_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "benchmarks" / "plan").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "at_the_limit.py").write_text("x = 1\n" * BENCHMARK_MAX_LINES)
+    (tmp_path / "benchmarks" / "plan" / "over.sh").write_text("true\n" * (BENCHMARK_MAX_LINES + 1))
+    (tmp_path / "benchmarks" / "notes.md").write_text("words\n" * 1000)  # not code
+    assert long_benchmark_files(tmp_path) == {"benchmarks/plan/over.sh": BENCHMARK_MAX_LINES + 1}
+
+
+def test_benchmarks_import_each_other_without_a_circle() -> None:
+    graph = benchmark_imports()
+    # The walk sees the imports it must judge: a driver's stages, a stage's shared files, a folder-qualified one.
+    assert {"gpu_scaling_curve", "gpu_scaling_data"} <= graph["gpu_scaling"]
+    assert "gpu_scaling_data" in graph["gpu_scaling_curve"]
+    assert "gpu_spec_round" in graph["random_spec_pair"]
+    assert import_cycle(graph) == []
+
+
+def test_a_planted_benchmark_circle_is_caught(tmp_path: Path) -> None:
+    folder = tmp_path / "benchmarks"
+    folder.mkdir()
+    (folder / "driver.py").write_text('"""Driver."""\ndef main():\n    from stage import run\n    run()\n')
+    (folder / "stage.py").write_text('"""Stage."""\nfrom benchmarks.shared import rows\n\ndef run():\n    rows()\n')
+    (folder / "shared.py").write_text('"""Shared, with a back-edge."""\nfrom benchmarks import driver\n\n'
+                                      "def rows():\n    return driver\n")
+    (folder / "other.py").write_text('"""Beside them."""\nimport json\nimport shared\n')
+    graph = benchmark_imports(tmp_path)
+    assert graph == {"driver": {"stage"}, "stage": {"shared"}, "shared": {"driver"}, "other": {"shared"}}
+    assert import_cycle(graph) == ["driver", "stage", "shared", "driver"]
+    (folder / "shared.py").write_text('"""Shared, imports no benchmark."""\ndef rows():\n    return []\n')
+    assert import_cycle(benchmark_imports(tmp_path)) == []

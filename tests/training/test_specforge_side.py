@@ -17,8 +17,15 @@ from typing import Any
 
 import pytest
 
-from benchmarks import specforge_side as side
 from inference.decoding.hidden_states import default_aux_layers
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmark scripts import each other from their folder
+
+import specforge_processes as processes  # noqa: E402
+import specforge_recipe as recipe  # noqa: E402
+import specforge_report as sf_report  # noqa: E402
+import specforge_side as side  # noqa: E402
 
 # datahunt's `target prepare` folder of SmolLM2-135M-Instruct (config.json as written on the GPU machine).
 SMOLLM2 = {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "bos_token_id": 1, "dtype": "bfloat16",
@@ -31,8 +38,8 @@ SMOLLM2 = {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "bos_
 
 def test_the_real_target_gets_the_recipes_draft_config_and_a_toy_only_its_layers_and_vocab() -> None:
     template = json.loads(side.DRAFT_TEMPLATE.read_text())
-    assert side.draft_config(template, SMOLLM2, 32000) == template
-    toy = side.draft_config(template, {**SMOLLM2, "num_hidden_layers": 8}, 512)
+    assert recipe.draft_config(template, SMOLLM2, 32000) == template
+    toy = recipe.draft_config(template, {**SMOLLM2, "num_hidden_layers": 8}, 512)
     changed = {k for k in template if toy[k] != template[k]}
     assert changed == {"eagle_config", "draft_vocab_size"}
     assert toy["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
@@ -40,54 +47,54 @@ def test_the_real_target_gets_the_recipes_draft_config_and_a_toy_only_its_layers
 
 def test_both_trainers_read_the_same_target_layers() -> None:
     for layers in (8, 24, 30):
-        sf = side.sf_capture_layers(layers)
-        assert side.datahunt_layers(sf) == default_aux_layers(layers).ids, layers
+        sf = recipe.sf_capture_layers(layers)
+        assert recipe.datahunt_layers(sf) == default_aux_layers(layers).ids, layers
     with pytest.raises(SystemExit, match="3 distinct"):
-        side.sf_capture_layers(6)
+        recipe.sf_capture_layers(6)
 
 
 def test_weight_keys_follow_what_the_target_folder_stores() -> None:
     tied = {"model.embed_tokens.weight", "model.norm.weight"}
-    assert side.weight_keys(tied) == ("model.embed_tokens.weight", "model.embed_tokens.weight")
-    assert side.weight_keys(tied | {"lm_head.weight"}) == ("model.embed_tokens.weight", "lm_head.weight")
+    assert recipe.weight_keys(tied) == ("model.embed_tokens.weight", "model.embed_tokens.weight")
+    assert recipe.weight_keys(tied | {"lm_head.weight"}) == ("model.embed_tokens.weight", "lm_head.weight")
     with pytest.raises(SystemExit, match="no token embedding"):
-        side.weight_keys({"lm_head.weight"})
+        recipe.weight_keys({"lm_head.weight"})
 
 
 def test_specforges_plan_meets_the_token_budget_in_whole_accumulation_windows() -> None:
-    accum = side.accumulation(16384, 8, 283.2)  # the 16K rows' mean length
+    accum = recipe.accumulation(16384, 8, 283.2)  # the 16K rows' mean length
     assert accum == 7 and 8 * accum * 283.2 == pytest.approx(15859, abs=1)
-    assert side.sf_total_steps(16000, 8, 7, 4) == 1142  # 2,000 micro-batches an epoch x 4 // 7
-    assert side.sf_total_steps(15999, 8, 7, 4) == 1142 and side.sf_total_steps(48, 2, 3, 1) == 8
-    assert side.accumulation(512, 2, 1000.0) == 1
+    assert recipe.sf_total_steps(16000, 8, 7, 4) == 1142  # 2,000 micro-batches an epoch x 4 // 7
+    assert recipe.sf_total_steps(15999, 8, 7, 4) == 1142 and recipe.sf_total_steps(48, 2, 3, 1) == 8
+    assert recipe.accumulation(512, 2, 1000.0) == 1
 
 
 def test_loop_seconds_count_only_the_steps_a_checkpoint_kept() -> None:
     logged = [(25, 100.0), (50, 110.0), (75, 120.0)]  # 0.4 s a step once running
-    assert side.loop_seconds(logged, 0, 50, fallback=999.0) == pytest.approx(20.0)
-    assert side.loop_seconds(logged, 50, 50, fallback=999.0) == 0.0
-    assert side.loop_seconds(logged[:1], 0, 25, fallback=42.0) == 42.0
-    assert side.loop_seconds(logged[:1], 0, 25, fallback=42.0, step_s=0.5) == pytest.approx(12.5)
+    assert recipe.loop_seconds(logged, 0, 50, fallback=999.0) == pytest.approx(20.0)
+    assert recipe.loop_seconds(logged, 50, 50, fallback=999.0) == 0.0
+    assert recipe.loop_seconds(logged[:1], 0, 25, fallback=42.0) == 42.0
+    assert recipe.loop_seconds(logged[:1], 0, 25, fallback=42.0, step_s=0.5) == pytest.approx(12.5)
 
 
 def test_batch_stats_show_each_trainers_padding_and_specforges_uneven_weights() -> None:
     tokens = [100, 100, 100, 100, 400, 400, 400, 400]
     supervised = [50, 50, 50, 50, 100, 100, 100, 100]
-    stats = side.batch_stats(tokens, supervised, sf_batch=2, sf_accum=2, budget=800)
+    stats = recipe.batch_stats(tokens, supervised, sf_batch=2, sf_accum=2, budget=800)
     sf, dh = stats["specforge"], stats["datahunt"]
     assert dh["positions_per_real_token"] == 1.0 and dh["steps_per_epoch"] == 3  # 4 x 100 | 2 x 400 | 2 x 400
     assert sf["steps_per_epoch"] == 2 and sf["positions_per_real_token"] >= 1.0
     assert stats["supervised_share_of_tokens"] == 0.3
-    same = side.batch_stats([100] * 8, [50] * 8, sf_batch=2, sf_accum=2, budget=800)["specforge"]
+    same = recipe.batch_stats([100] * 8, [50] * 8, sf_batch=2, sf_accum=2, budget=800)["specforge"]
     assert same["supervised_share_of_positions"] == {"mean": 0.5, "cv": 0.0}
     assert same["positions_per_real_token"] == 1.0
 
 
 def test_eval_pairs_are_the_tracked_greedy_answers_per_set_in_question_order() -> None:
-    pairs = side.eval_pairs(side.EVAL_ANSWERS, 80)
+    pairs = recipe.eval_pairs(side.EVAL_ANSWERS, 80)
     assert {k: len(v) for k, v in pairs.items()} == {"alpaca": 80, "gsm8k": 80, "humaneval": 79, "mt_bench": 79,
                                                       "qa": 80}
-    two = side.eval_pairs(side.EVAL_ANSWERS, 2)
+    two = recipe.eval_pairs(side.EVAL_ANSWERS, 2)
     assert all(len(v) == 2 and v == pairs[k][:2] for k, v in two.items())
     assert all(p and a for v in pairs.values() for p, a in v)
 
@@ -97,14 +104,14 @@ def test_a_time_limit_stops_the_childs_whole_group_and_step_lines_are_read(tmp_p
               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
               "print(\"step 3: {'loss': 1.5, 'acc': 0.25}\", flush=True)\n"
               "time.sleep(60)\n")
-    res = side.run_child([sys.executable, "-c", script], {"PATH": "/usr/bin:/bin"}, 2.0, tmp_path / "child.log")
+    res = processes.run_child([sys.executable, "-c", script], {"PATH": "/usr/bin:/bin"}, 2.0, tmp_path / "child.log")
     assert res["stopped"] and res["rc"] != 0 and res["wall_s"] < 30
     assert [s for s, _ in res["steps"]] == [3] and res["last"] == {"step": 3, "loss": 1.5, "acc": 0.25}
     assert "step 3" in (tmp_path / "child.log").read_text()
-    done = side.run_child([sys.executable, "-c", "print('ok')"], {"PATH": "/usr/bin:/bin"}, 30.0, tmp_path / "b.log")
+    done = processes.run_child([sys.executable, "-c", "print('ok')"], {"PATH": "/usr/bin:/bin"}, 30.0, tmp_path / "b.log")
     assert done["rc"] == 0 and not done["stopped"]
     counting = "import time\nfor i in range(1, 100):\n    print(f'step {i}: {{}}', flush=True)\n    time.sleep(0.2)\n"
-    cut = side.run_child([sys.executable, "-c", counting], {"PATH": "/usr/bin:/bin"}, 60.0, tmp_path / "c.log",
+    cut = processes.run_child([sys.executable, "-c", counting], {"PATH": "/usr/bin:/bin"}, 60.0, tmp_path / "c.log",
                          stop_at_step=3)
     assert cut["stopped"] and cut["rc"] != 0 and 3 <= cut["steps"][-1][0] < 10
 
@@ -113,21 +120,21 @@ def test_a_stop_request_reaches_the_running_child(tmp_path: Path) -> None:
     """The driver's own TERM (an outer `timeout`) must end its child, which runs in a process group of its own."""
     out: dict[str, Any] = {}
     cmd = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
-    thread = threading.Thread(target=lambda: out.update(side.run_child(cmd, {"PATH": "/usr/bin:/bin"}, 300.0,
+    thread = threading.Thread(target=lambda: out.update(processes.run_child(cmd, {"PATH": "/usr/bin:/bin"}, 300.0,
                                                                        tmp_path / "c.log")))
     thread.start()
     try:
         for _ in range(100):
-            if side.RUNNING:
+            if processes.RUNNING:
                 break
             time.sleep(0.05)
         time.sleep(0.3)
-        side.request_stop()
+        processes.request_stop()
         thread.join(30)
         assert not thread.is_alive() and out["stopped"] and out["rc"] != 0 and out["wall_s"] < 30
-        assert not side.RUNNING
+        assert not processes.RUNNING
     finally:
-        side.STOP.clear()
+        processes.STOP.clear()
 
 
 def _state(rehearsal: bool) -> dict[str, Any]:
@@ -147,7 +154,7 @@ def _state(rehearsal: bool) -> dict[str, Any]:
 def test_the_report_has_the_published_schema_and_a_rehearsal_is_never_published(tmp_path: Path) -> None:
     args = argparse.Namespace(lr=5e-4, ttt=7, draft_vocab=32000, max_length=1024, k=5, eval_per_set=80,
                               sf_save_interval=100, w=str(tmp_path), publish=str(tmp_path / "pub.json"))
-    doc = side.build_report(_state(False), args)
+    doc = sf_report.build_report(_state(False), args)
     assert {"data", "samples", "target", "eval_sets", "specforge", "datahunt"} <= set(doc)
     for name in ("specforge", "datahunt"):
         assert {"accept_length", "per_set", "steps", "train_s", "tok_s", "config"} <= set(doc[name])
@@ -158,5 +165,5 @@ def test_the_report_has_the_published_schema_and_a_rehearsal_is_never_published(
     assert doc["specforge"]["tok_s_with_features"] == 24000.0 and doc["differences"]
     st = argparse.Namespace(data=_state(True))
     with pytest.raises(SystemExit, match="toy"):
-        side.report(args, st, 60.0)  # type: ignore[arg-type]
+        sf_report.report(args, st, 60.0)  # type: ignore[arg-type]
     assert not (tmp_path / "pub.json").exists()
