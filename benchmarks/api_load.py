@@ -58,12 +58,14 @@ def seed(url: str, entries: int) -> list[str]:
                                             candidate={
                 "hub_id": hub_id, "title": f"Dataset {i}", "description": f"{category} data, part {i}",
                 "relevance": round(rng.random(), 3), "format_guess": "sharegpt",
-                "metadata": {"license": rng.choice(LICENSES), "num_rows": rng.randint(100, 10**6), "sha": uuid.uuid4().hex},
+                "metadata": {"license": rng.choice(LICENSES), "num_rows": rng.randint(100, 10**6),
+                             "sha": uuid.uuid4().hex},
                 "evidence": [{"backend": "offline", "query": f"{category} dataset", "rank": 1 + i % 20, "score": 1.5}],
             })
             store.add_verdict(session, campaign_id=campaign.id, decision="reject" if blocking else "accept",
                               reasons=reasons, candidate_id=candidate.id)
-            store.upsert_entry(session, candidate=candidate, decision="reject" if blocking else "accept", reasons=reasons)
+            store.upsert_entry(session, candidate=candidate, decision="reject" if blocking else "accept",
+                               reasons=reasons)
         for run_id in runs.values():
             store.finish_run(session, run_id=run_id, status="succeeded", planner="deterministic", queries=[],
                              results_per_backend={"offline": entries // len(categories)}, candidates_found=1,
@@ -204,7 +206,8 @@ def main() -> None:
         "# api_load: catalog routes under load, SQLite vs PostgreSQL",
         "",
         f"{args.entries} catalog entries, {args.clients} concurrent clients, {args.seconds:g} s per scenario, one "
-        f"uvicorn worker on loopback; {os.cpu_count()} CPUs shared with other work (load {report['machine']['loadavg_1m_at_end']}).",
+        f"uvicorn worker on loopback; {os.cpu_count()} CPUs shared with other work "
+        f"(load {report['machine']['loadavg_1m_at_end']}).",
         "",
         "| database | route | requests/s | p50 ms | p99 ms | errors |",
         "|---|---|---:|---:|---:|---:|",
@@ -212,7 +215,8 @@ def main() -> None:
     for db in ("sqlite", "postgres"):
         for scenario in ("list", "detail"):
             r = results[db][scenario]
-            lines.append(f"| {db} | {scenario} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['errors']} |")
+            lines.append(f"| {db} | {scenario} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} "
+                         f"| {r['errors']} |")
     lines += ["", "PostgreSQL / SQLite (same run):", ""]
     for scenario, ratio in ratios.items():
         lines.append(f"- {scenario}: requests/s x{ratio['rps_postgres_over_sqlite']}, "

@@ -63,7 +63,8 @@ def catalog_rows(database: Path) -> dict[str, list[Any]]:
     open their runs concurrently, so which one gets which id is a race)."""
     db = sqlite3.connect(database)
     db.row_factory = sqlite3.Row
-    runs = {r["id"]: f"{r['campaign_id']}:{r['category']}#{r['attempt']}" for r in db.execute("SELECT * FROM subagentrun")}
+    runs = {r["id"]: f"{r['campaign_id']}:{r['category']}#{r['attempt']}"
+            for r in db.execute("SELECT * FROM subagentrun")}
     tables: dict[str, list[Any]] = {}
     for table in COMPARED_TABLES:
         rows = []
@@ -136,12 +137,15 @@ def main() -> None:
         load_before = os.getloadavg()
         times, tables = measure(trees, args.repeats, scratch, may_differ=args.results_may_differ)
         load_after = os.getloadavg()
-    medians = {name: {kind: round(statistics.median(v), 2) for kind, v in kinds.items()} for name, kinds in times.items()}
+    medians = {name: {kind: round(statistics.median(v), 2) for kind, v in kinds.items()}
+               for name, kinds in times.items()}
     ratios = {kind: round(medians["baseline"][kind] / medians["current"][kind], 2) for kind in ("fresh", "again")}
     report = {
         "baseline": args.baseline, "repeats": args.repeats, "cpus": os.cpu_count(), "python": platform.python_version(),
-        "load_average_before": [round(x, 2) for x in load_before], "load_average_after": [round(x, 2) for x in load_after],
-        "seconds": {name: {kind: [round(x, 3) for x in v] for kind, v in kinds.items()} for name, kinds in times.items()},
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in load_after],
+        "seconds": {name: {kind: [round(x, 3) for x in v] for kind, v in kinds.items()}
+                    for name, kinds in times.items()},
         "median_s": medians, "speedup": ratios, "same_catalog": all(t["same"] for t in tables.values()),
         "tables": tables,
     }
@@ -166,7 +170,8 @@ def main() -> None:
 def catalog_line(tables: dict[str, dict[str, Any]]) -> str:
     """The report's sentence on what the two trees left in their catalogs."""
     if all(t["same"] for t in tables.values()):
-        return "Both trees left the same catalog (runs, candidates, verdicts, entries; clock times aside) in every repeat."
+        return ("Both trees left the same catalog (runs, candidates, verdicts, entries; clock times aside) "
+                "in every repeat.")
     counts = "; ".join(f"{table} {t['baseline']} vs {t['current']} rows{'' if t['same'] else ', differing'}"
                        for table, t in tables.items())
     return f"The trees find different things (`--results-may-differ`), so their catalogs differ: {counts}."

@@ -1,10 +1,11 @@
 """Peak memory per rank of `datahunt capture`, one process against `torchrun` ranks with `--shard-target`.
 
 The target is a random Qwen2 whose weights dominate the process (~180M parameters, ~0.7 GB in fp32 on CPU,
-as hidden 1024 x 12 layers or hidden 512 x 48 layers), with a word-level tokenizer; 32 short conversations. For each N it runs the capture
-(N = 1: one process, target whole; N >= 2: gloo ranks, target FSDP2-sharded) and records, per rank, the
-target bytes it holds (its parameter shards and the buffers), its peak RSS and its private (anonymous)
-resident memory at the end, from the cache's `capture_runs.jsonl`. Writes benchmarks/results/capture_memory.json.
+as hidden 1024 x 12 layers or hidden 512 x 48 layers), with a word-level tokenizer; 32 short conversations.
+For each N it runs the capture (N = 1: one process, target whole; N >= 2: gloo ranks, target FSDP2-sharded)
+and records, per rank, the target bytes it holds (its parameter shards and the buffers), its peak RSS and its
+private (anonymous) resident memory at the end, from the cache's `capture_runs.jsonl`. Writes
+benchmarks/results/capture_memory.json.
 
 Usage: `python benchmarks/capture_memory.py [--ranks 1 2] [--shape 1024x12] [--work /tmp/capture_memory]`; each
 shape's runs replace that shape's entry in the results file.

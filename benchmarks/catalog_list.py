@@ -140,9 +140,11 @@ def main() -> None:
         finally:
             drop()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "catalog_list.json").write_text(json.dumps({"page": PAGE, "repeats": REPEATS, "rows": rows}, indent=2) + "\n")
+    (RESULTS / "catalog_list.json").write_text(
+        json.dumps({"page": PAGE, "repeats": REPEATS, "rows": rows}, indent=2) + "\n")
     lines = [
-        f"# Catalog review page: store (SQL) vs load-all baseline ({ENTRIES} entries, page of {PAGE}, median of {REPEATS})",
+        f"# Catalog review page: store (SQL) vs load-all baseline "
+        f"({ENTRIES} entries, page of {PAGE}, median of {REPEATS})",
         "",
         "| backend | seed (store upserts) | query | matches | store ms | load-all ms | speedup |",
         "|---|---:|---|---:|---:|---:|---:|",

@@ -7,14 +7,15 @@ test copy), repeated with about a third of the user words swapped for words from
 `datahunt curate` in a child process per engine, with the mirror's real eval sets for decontamination; the
 benchmark samples the memory of the child's whole process tree (the CLI and every worker) every 0.2 s and
 keeps the peak, as summed PSS (each shared page split between the processes sharing it: the tree's real
-footprint) and as summed RSS (shared pages counted once per process: an upper bound). Also reported: rows/s, memory per extra row between sizes, the engine/local
-throughput ratio, and whether both runs wrote the same report.
+footprint) and as summed RSS (shared pages counted once per process: an upper bound). Also reported: rows/s,
+memory per extra row between sizes, the engine/local throughput ratio, and whether both runs wrote the same
+report.
 
 With `--repeats N` each engine runs N times per size, alternating, and the fastest run is kept (the
 machine is shared; the 1-minute load average after each kept run is in the table).
 
-Run: `.venv/bin/python benchmarks/curate_scale.py [--sizes 30000 120000] [--workers 2] [--repeats 2] [--merge]`; results go to
-`benchmarks/results/curate_scale.{json,md}`.
+Run: `.venv/bin/python benchmarks/curate_scale.py [--sizes 30000 120000] [--workers 2] [--repeats 2] [--merge]`;
+results go to `benchmarks/results/curate_scale.{json,md}`.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def write_sources(bases: list[tuple[str, list[Any]]], n: int, folder: Path, seed
             category, messages = recent[rng.randrange(len(recent))]
         elif recent and roll < 0.02:  # a lightly reworded copy
             category, messages = recent[rng.randrange(len(recent))]
-            messages = [{"role": m["role"], "content": reword(m["content"], rng) if m["role"] == "user" else m["content"]}
+            messages = [{"role": m["role"],
+                         "content": reword(m["content"], rng) if m["role"] == "user" else m["content"]}
                         for m in messages]
         else:
             category, messages = bases[i % len(bases)]
@@ -202,15 +204,17 @@ def render(result: dict[str, Any]) -> str:
         "tree, sampled every 0.2 s: summed PSS (shared pages split between the processes sharing them) and "
         "summed RSS (shared pages counted once per process, an upper bound).",
         "",
-        "| rows | engine | wall s | rows/s | peak tree PSS MiB | peak tree RSS MiB | rows out | exact / near dups | same report | load (1 min) | runs |",
+        "| rows | engine | wall s | rows/s | peak tree PSS MiB | peak tree RSS MiB | rows out "
+        "| exact / near dups | same report | load (1 min) | runs |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in runs:
         same = {True: "yes", False: "**no**"}.get(r.get("same_report_as_local"), "–")
         lines.append(
             f"| {r['rows']:,} | {r['engine']} | {r['wall_s']:.1f} | {r['rows_per_s']:,.0f} | "
-            f"{r['peak_tree_pss_mib']:,.0f} | {r['peak_tree_rss_mib']:,.0f} | {r['rows_out']:,} | {r['duplicates']['exact']:,} / "
-            f"{r['duplicates']['near']:,} | {same} | {r.get('load_avg_1m', float('nan')):.1f} | {r.get('repeats', 1)} |"
+            f"{r['peak_tree_pss_mib']:,.0f} | {r['peak_tree_rss_mib']:,.0f} | {r['rows_out']:,} | "
+            f"{r['duplicates']['exact']:,} / {r['duplicates']['near']:,} | {same} | "
+            f"{r.get('load_avg_1m', float('nan')):.1f} | {r.get('repeats', 1)} |"
         )
     lines += ["", "| engine | memory (PSS) per extra row | between |", "|---|---:|---|"]
     for engine in ("local", "datatrove"):

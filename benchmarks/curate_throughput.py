@@ -78,7 +78,9 @@ def perturb(messages: list[Message], rng: random.Random, pool: list[str], rate: 
     return out
 
 
-def build_rows(bases: list[tuple[str, list[Message]]], n: int, seed: int = 0) -> tuple[list[dict[str, Any]], dict[int, int]]:
+def build_rows(
+    bases: list[tuple[str, list[Message]]], n: int, seed: int = 0
+) -> tuple[list[dict[str, Any]], dict[int, int]]:
     """Return n ShareGPT-shaped rows and the planted reworded copies {copy index: origin index}."""
     rng = random.Random(seed)
     pool = sorted({w for _, msgs in bases[:2000] for m in msgs for w in m["content"].split() if w.isalpha()})
@@ -97,7 +99,8 @@ def build_rows(bases: list[tuple[str, list[Message]]], n: int, seed: int = 0) ->
         if k < planted_exact:
             messages = [{"role": m["role"], "content": m["content"]} for m in src["messages"]]
         else:
-            messages = [{"role": m["role"], "content": reword(m["content"], rng) if m["role"] == "user" else m["content"]}
+            messages = [{"role": m["role"],
+                         "content": reword(m["content"], rng) if m["role"] == "user" else m["content"]}
                         for m in src["messages"]]
             origins[len(rows)] = origin
         rows.append({"category": src["category"], "messages": messages})
@@ -202,7 +205,8 @@ def main() -> None:
         "rows": args.rows,
         "base_conversations": len(bases),
         "mirror": "full mirror (DATAHUNT_MIRROR)" if settings.mirror else "trimmed test mirror",
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m_at_end": os.getloadavg()[0], "python": platform.python_version()},
+        "machine": {"cpus": os.cpu_count(), "load_avg_1m_at_end": os.getloadavg()[0],
+                    "python": platform.python_version()},
         "end_to_end": {**end_to_end, "rows_per_s": args.rows / end_to_end["wall_s"], "rows_out": report["rows_out"],
                        "duplicates": report["duplicates"], "decontaminated": report["decontaminated"]},
         "near_dedup": {

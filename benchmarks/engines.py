@@ -65,8 +65,8 @@ class Vllm:
                 raise SystemExit("vLLM exited:\n" + self.log.read_text()[-3000:])
             try:
                 if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    print(f"vLLM up in {time.monotonic() - started:.0f} s ({'draft' if '--speculative-config' in self.argv else 'no draft'})",
-                          flush=True)
+                    print(f"vLLM up in {time.monotonic() - started:.0f} s "
+                          f"({'draft' if '--speculative-config' in self.argv else 'no draft'})", flush=True)
                     return self
             except httpx.HTTPError:
                 pass
@@ -144,7 +144,8 @@ def main() -> None:
                 def read() -> VllmSpecCounters | None:
                     return get_vllm_counters(server.url)
                 report = evaluate_vllm(server.url, model, ids, read, max_new_tokens=args.max_new)
-                runs[name].update(engine="vllm", engine_version=info.version, engine_accept_length=report["accept_length"],
+                runs[name].update(engine="vllm", engine_version=info.version,
+                                  engine_accept_length=report["accept_length"],
                                   engine_per_position_accept=report["per_position_accept"],
                                   engine_spec_tok_s=report["speculative_tok_s"],
                                   engine_completion_tokens=report["completion_tokens"])
@@ -181,7 +182,8 @@ def main() -> None:
     doc = _write(args, runs)
     print(f"{'set':<10} {'vLLM AL':>8} {'datahunt AL':>11} {'ratio':>6} {'vLLM speedup':>12}")
     for r in doc["runs"]:
-        print(f"{r['eval_set']:<10} {r['engine_accept_length']:>8.3f} {r.get('datahunt_accept_length', float('nan')):>11.3f} "
+        print(f"{r['eval_set']:<10} {r['engine_accept_length']:>8.3f} "
+              f"{r.get('datahunt_accept_length', float('nan')):>11.3f} "
               f"{r.get('engine_over_datahunt', float('nan')):>6.3f} {r['speedup']:>12.3f}")
 
 

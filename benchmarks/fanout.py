@@ -56,7 +56,9 @@ class SlowIndex:
         return await self.inner.lookup(hub_id)
 
 
-async def timed_campaign(backend: SlowIndex, categories: list[Category], max_concurrency: int | None) -> dict[str, float]:
+async def timed_campaign(
+    backend: SlowIndex, categories: list[Category], max_concurrency: int | None
+) -> dict[str, float]:
     """Run one campaign on a fresh catalog; return its fan-out and total wall times in seconds."""
     marks: list[float] = []
 
@@ -68,8 +70,8 @@ async def timed_campaign(backend: SlowIndex, categories: list[Category], max_con
         engine = store.make_engine(f"sqlite:///{folder}/catalog.db")
         store.upgrade_database(engine)
         started = time.perf_counter()
-        await run_campaign(engine=engine, settings=get_settings(), categories=categories, offline=True, backends=[backend],
-                           on_event=on_event, max_concurrency=max_concurrency)
+        await run_campaign(engine=engine, settings=get_settings(), categories=categories, offline=True,
+                           backends=[backend], on_event=on_event, max_concurrency=max_concurrency)
         total = time.perf_counter() - started
         engine.dispose()
     return {"fanout_s": max(marks) - min(marks), "total_s": total}
@@ -105,14 +107,16 @@ def markdown(results: list[dict[str, Any]]) -> str:
         "the repeats. Aims: sequential/parallel ≥ 8×, parallel/slowest-single ≤ 1.3×. The fan-out phase runs from "
         "the first branch start to the last branch end; the whole campaign adds verifying and persisting every "
         "candidate, which is the same work in all modes.", "",
-        "| latency | phase | parallel | sequential | slowest single | sequential ÷ parallel | parallel ÷ slowest single |",
+        "| latency | phase | parallel | sequential | slowest single | sequential ÷ parallel "
+        "| parallel ÷ slowest single |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         for phase, key in (("fan-out", "fanout_s"), ("whole campaign", "total_s")):
             m, ratio = r["median_s"], r["ratios"]["fanout" if key == "fanout_s" else "total"]
             lines.append(
-                f"| {r['latency_s'] * 1000:.0f} ms | {phase} | {m['parallel'][key]:.2f} s | {m['sequential'][key]:.2f} s "
+                f"| {r['latency_s'] * 1000:.0f} ms | {phase} | {m['parallel'][key]:.2f} s "
+                f"| {m['sequential'][key]:.2f} s "
                 f"| {m['slowest_single'][key]:.2f} s | {ratio['sequential_over_parallel']:.1f}× "
                 f"| {ratio['parallel_over_slowest_single']:.2f}× |"
             )

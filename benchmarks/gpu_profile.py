@@ -1,9 +1,10 @@
 """Where a decode step and a training step spend their time on the GPU (target folder from --target).
 
 Decode: the engine's graph-replayed forward over all slots, the sampler, and a whole engine step, each timed
-with CUDA events (median of repeats); the decode step's attention as sdpa, matmul and the split-KV Triton kernel. Train: one trainer step split into its phases (target forward, vocab
-restriction, draft unroll, loss, backward, optimizer), synchronised between phases, with the loss over every
-position and over the counted positions only, side by side. Prints a table; writes --out JSON.
+with CUDA events (median of repeats); the decode step's attention as sdpa, matmul and the split-KV Triton
+kernel. Train: one trainer step split into its phases (target forward, vocab restriction, draft unroll, loss,
+backward, optimizer), synchronised between phases, with the loss over every position and over the counted
+positions only, side by side. Prints a table; writes --out JSON.
 """
 
 from __future__ import annotations

@@ -331,7 +331,9 @@ def markdown(result: dict) -> str:
     lines += [
         "",
         f"Aim (subagent recall@20 on test: mean >= {AIM_MEAN:.2f}, every category >= {AIM_EACH:.2f}): "
-        + ("**met**." if met else f"**not met**: mean {mean:.3f}" + (f"; below {AIM_EACH:.2f}: {', '.join(short)}" if short else "") + "."),
+        + ("**met**." if met
+           else f"**not met**: mean {mean:.3f}"
+           + (f"; below {AIM_EACH:.2f}: {', '.join(short)}" if short else "") + "."),
     ]
     lines += side_by_side_table(result)
     lines += split_tables(result)

@@ -203,7 +203,8 @@ def soak(*, campaigns: int, ttl_s: float, hogs: int, kill_campaigns: int, code: 
                 kill = kill_phase(conn, monitor, a, b, kill_campaigns, ttl_s, timeout_s) if kill_campaigns else None
             result: dict[str, Any] = {
                 "config": {"replicas": 2, "campaigns": campaigns, "ttl_s": ttl_s, "sweep_s": ttl_s, "hogs": hogs,
-                           "kill_campaigns": kill_campaigns, "cpus": os.cpu_count(), "load_at_start": os.getloadavg()[0]},
+                           "kill_campaigns": kill_campaigns, "cpus": os.cpu_count(),
+                           "load_at_start": os.getloadavg()[0]},
                 "live": {
                     "final": sum(s in ("succeeded", "partial") for s in live_status.values()),
                     "statuses": _count(live_status.values()), "changed_after_final": live_status != live_after,

@@ -104,7 +104,8 @@ def run_threadpool(url: str, rows: Path, out: Path, concurrency: int) -> int:
             body = {"model": "bench", "messages": row["messages"], "max_tokens": 16, "temperature": 0.7}
             answer = session.post(url + "/v1/chat/completions", json=body, timeout=600).json()
             text = answer["choices"][0]["message"]["content"]
-            line = json.dumps({"id": row["id"], "conversations": [*row["messages"], {"role": "assistant", "content": text}]})
+            line = json.dumps({"id": row["id"],
+                               "conversations": [*row["messages"], {"role": "assistant", "content": text}]})
             with lock:
                 handle.write(line + "\n")
                 handle.flush()
@@ -151,7 +152,8 @@ def main() -> None:
                 ratio_cpu = base["cpu_ms_per_req"] / ours["cpu_ms_per_req"]
                 results.append({"concurrency": concurrency, "datahunt": ours, "threadpool": base,
                                 "req_s_ratio": round(ratio_rate, 2), "cpu_per_req_ratio": round(ratio_cpu, 2)})
-                print(f"c={concurrency:5d}  datahunt {ours['req_s']:8.1f} req/s {ours['cpu_ms_per_req']:.3f} ms CPU/req | "
+                print(f"c={concurrency:5d}  datahunt {ours['req_s']:8.1f} req/s "
+                      f"{ours['cpu_ms_per_req']:.3f} ms CPU/req | "
                       f"thread pool {base['req_s']:8.1f} req/s {base['cpu_ms_per_req']:.3f} ms CPU/req | "
                       f"throughput ×{ratio_rate:.2f}, CPU per request ÷{ratio_cpu:.2f}", flush=True)
     finally:
@@ -165,12 +167,15 @@ def main() -> None:
     (RESULTS / "regen_client.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
     lines = ["# Regeneration client overhead (instant local server)", "",
              f"{args.rows} single-turn rows per run; {meta['cpus']} CPUs, shared; {meta['note']}.", "",
-             "| concurrency | datahunt req/s | datahunt CPU ms/req | thread pool req/s | thread pool CPU ms/req | req/s ratio | CPU/req ratio (pool ÷ ours) | datahunt cores at 1,000 req/s |",
+             "| concurrency | datahunt req/s | datahunt CPU ms/req | thread pool req/s "
+             "| thread pool CPU ms/req | req/s ratio | CPU/req ratio (pool ÷ ours) "
+             "| datahunt cores at 1,000 req/s |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         o, b = r["datahunt"], r["threadpool"]
         lines.append(f"| {r['concurrency']} | {o['req_s']:.0f} | {o['cpu_ms_per_req']:.3f} | {b['req_s']:.0f} | "
-                     f"{b['cpu_ms_per_req']:.3f} | {r['req_s_ratio']:.2f} | {r['cpu_per_req_ratio']:.2f} | {o['cores_at_1000_req_s']:.2f} |")
+                     f"{b['cpu_ms_per_req']:.3f} | {r['req_s_ratio']:.2f} | {r['cpu_per_req_ratio']:.2f} | "
+                     f"{o['cores_at_1000_req_s']:.2f} |")
     (RESULTS / "regen_client.md").write_text("\n".join(lines) + "\n")
 
 

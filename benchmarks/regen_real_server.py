@@ -28,7 +28,8 @@ TOPICS = ["the sea", "a mountain", "bread", "rain", "a library", "trains", "wint
 
 
 def _prompts(count: int) -> list[dict]:
-    return [{"id": f"p{i}", "messages": [{"role": "user", "content": f"Write two sentences about {TOPICS[i % len(TOPICS)]}."}]}
+    return [{"id": f"p{i}",
+             "messages": [{"role": "user", "content": f"Write two sentences about {TOPICS[i % len(TOPICS)]}."}]}
             for i in range(count)]
 
 
@@ -40,7 +41,8 @@ def plain_load(url: str, rows: list[dict], *, workers: int, max_tokens: int, see
         with requests.Session() as session:
             body = {"messages": row["messages"], "max_tokens": max_tokens, "temperature": 0.7, "top_p": 0.95,
                     "seed": seed}
-            return int(session.post(url + "/v1/chat/completions", json=body, timeout=600).json()["usage"]["completion_tokens"])
+            return int(session.post(url + "/v1/chat/completions", json=body, timeout=600)
+                       .json()["usage"]["completion_tokens"])
 
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -83,16 +85,20 @@ def main() -> None:
     results: dict[str, list[dict]] = {"plain": [], "datahunt": []}
     with tempfile.TemporaryDirectory() as tmp:
         model = assemble(output_path=Path(tmp) / "gemma-3-270m-q4_k_m.gguf")
-        with LlamaServer(model, parallel=args.parallel, threads=2, chat_template="gemma") as server:  # base model: no template in its GGUF
+        # base model: no template in its GGUF
+        with LlamaServer(model, parallel=args.parallel, threads=2, chat_template="gemma") as server:
             plain_load(server.url, rows[:4], workers=args.parallel, max_tokens=8, seed=0)  # warm-up
             for round_no in range(args.rounds):
                 for name in ("plain", "datahunt") if round_no % 2 == 0 else ("datahunt", "plain"):
                     if name == "plain":
-                        tokens, wall = plain_load(server.url, rows, workers=args.parallel, max_tokens=args.max_tokens, seed=7)
+                        tokens, wall = plain_load(server.url, rows, workers=args.parallel,
+                                                  max_tokens=args.max_tokens, seed=7)
                     else:
-                        tokens, wall = datahunt_run(server.url, rows, concurrency=args.parallel, max_tokens=args.max_tokens, seed=7)
+                        tokens, wall = datahunt_run(server.url, rows, concurrency=args.parallel,
+                                                    max_tokens=args.max_tokens, seed=7)
                     results[name].append({"tokens": tokens, "wall_s": round(wall, 2), "tok_s": round(tokens / wall, 2)})
-                    print(f"round {round_no} {name:9s} {tokens:5d} tokens in {wall:6.1f} s = {tokens / wall:6.1f} tok/s", flush=True)
+                    print(f"round {round_no} {name:9s} {tokens:5d} tokens in {wall:6.1f} s = "
+                          f"{tokens / wall:6.1f} tok/s", flush=True)
     best = {name: max(r["tok_s"] for r in runs) for name, runs in results.items()}
     ratio = best["datahunt"] / best["plain"]
     # Per-round ratios pair each datahunt round with the plain round run right beside it.
@@ -110,11 +116,13 @@ def main() -> None:
                     "paired_ratios": [round(r, 3) for r in paired], "median_paired_ratio": round(median_ratio, 3)},
                    indent=2) + "\n")
     lines = ["# Regeneration against a real server (llama.cpp + Gemma 3 270M, CPU)", "",
-             f"{args.prompts} prompts, max {args.max_tokens} tokens, temperature 0.7, seed 7, {args.parallel} server slots; "
+             f"{args.prompts} prompts, max {args.max_tokens} tokens, temperature 0.7, seed 7, "
+             f"{args.parallel} server slots; "
              f"{meta['note']}.", "", "| round | plain load tok/s | datahunt tok/s |", "|---:|---:|---:|"]
     for i, (p, d) in enumerate(zip(results["plain"], results["datahunt"], strict=True)):
         lines.append(f"| {i} | {p['tok_s']:.1f} | {d['tok_s']:.1f} |")
-    lines += ["", f"**Best: datahunt {best['datahunt']:.1f} tok/s vs plain {best['plain']:.1f} tok/s, ratio {ratio:.3f}; "
+    lines += ["", f"**Best: datahunt {best['datahunt']:.1f} tok/s vs plain {best['plain']:.1f} tok/s, "
+              f"ratio {ratio:.3f}; "
               f"median of the paired per-round ratios {median_ratio:.3f}**"]
     (RESULTS / "regen_real_server.md").write_text("\n".join(lines) + "\n")
 

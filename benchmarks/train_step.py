@@ -60,13 +60,16 @@ def make_batch(cfg: DraftConfig, batch: int, seq: int, device: str, seed: int = 
     }
 
 
-def run_variant(variant: str, cfg: DraftConfig, batch: int, seq: int, steps: int, iters: int, device: str) -> dict[str, Any]:
+def run_variant(
+    variant: str, cfg: DraftConfig, batch: int, seq: int, steps: int, iters: int, device: str
+) -> dict[str, Any]:
     """Time `iters` training steps of one variant after one warm-up step; return tokens/s, memory, loss."""
     torch.manual_seed(0)
     draft = Eagle3Draft(cfg).to(device)
     data = make_batch(cfg, batch, seq, device)
     optimizer = torch.optim.AdamW([p for p in draft.parameters() if p.requires_grad], lr=1e-4)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda"
+                else torch.autocast("cpu", enabled=False))
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     losses = []
     elapsed = 0.0
@@ -122,8 +125,9 @@ def main() -> None:
                           target_hidden_size=hidden, max_position_embeddings=131072)
     else:
         hidden, seq, batch, iters = args.hidden or 256, args.seq or 256, args.batch or 2, args.iters or 5
-        cfg = DraftConfig(hidden_size=hidden, intermediate_size=hidden * 2, num_attention_heads=4, num_key_value_heads=2,
-                          vocab_size=8192, draft_vocab_size=2048, target_hidden_size=hidden)
+        cfg = DraftConfig(hidden_size=hidden, intermediate_size=hidden * 2, num_attention_heads=4,
+                          num_key_value_heads=2, vocab_size=8192, draft_vocab_size=2048,
+                          target_hidden_size=hidden)
     results = []
     for variant in ("diagonal", "masked_sdpa"):
         job = (variant, cfg, batch, seq, args.ttt_steps, iters, args.device, args.threads)

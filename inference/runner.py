@@ -3,14 +3,15 @@
 The backend (`inference.backend`) is started once for the run's request slots (an HTTP backend opens its one
 session: explicit timeouts, a connection pool sized to the total concurrency) and closed at the end; one
 worker task per request slot keeps every endpoint saturated. Endpoints are balanced, probed and re-probed
-only for a backend that has them; an in-process backend is the run's one slot group, named by its `describe()`. A row's user turns are answered in order,
-each on top of the target's own earlier answers. Connection errors, timeouts, 429 and 5xx are retried with
-capped exponential backoff and full jitter (on whichever endpoint is least loaded); a 4xx, a malformed or
-an empty answer ends the row in `errors.jsonl`. Finished rows go to the journal at once, so killing the
-process at any moment and running the same command again resumes exactly where it stopped. A row that uses
-tools is regenerated turn by turn against its recording (`inference.turns`): where the target's calls leave the
-recording the row stops, its prefix kept, and the reason is recorded on the row and counted in the status.
-What a run settles before its first request (its settings, run file, rows and pool) is `inference.run_setup`.
+only for a backend that has them; an in-process backend is the run's one slot group, named by its
+`describe()`. A row's user turns are answered in order, each on top of the target's own earlier answers.
+Connection errors, timeouts, 429 and 5xx are retried with capped exponential backoff and full jitter (on
+whichever endpoint is least loaded); a 4xx, a malformed or an empty answer ends the row in `errors.jsonl`.
+Finished rows go to the journal at once, so killing the process at any moment and running the same command
+again resumes exactly where it stopped. A row that uses tools is regenerated turn by turn against its
+recording (`inference.turns`): where the target's calls leave the recording the row stops, its prefix kept,
+and the reason is recorded on the row and counted in the status. What a run settles before its first request
+(its settings, run file, rows and pool) is `inference.run_setup`.
 """
 
 from __future__ import annotations
@@ -257,7 +258,8 @@ class _Run:
 
 def passthrough_record(row: InputRow) -> PassthroughRow:
     """Return the output record of a target-native row: its messages (and tools) unchanged."""
-    meta: PassthroughMeta = {"regenerated": False, "reason": "needs_regeneration is false", "category": row.category, "source": row.source}
+    meta: PassthroughMeta = {"regenerated": False, "reason": "needs_regeneration is false",
+                             "category": row.category, "source": row.source}
     record: PassthroughRow = {"id": row.id, "conversations": row.messages, "meta": meta}
     if row.tools:
         record["tools"] = row.tools
@@ -276,7 +278,8 @@ def _write_run_file(config: RunConfig, backend: GenerationBackend) -> None:
                     f"{config.out_dir} was started with sampling {before.get('sampling')}, not {data['sampling']}: "
                     "resuming would mix settings in one set (use another --out, the same settings, or --force)"
                 )
-            logger.warning("resuming with other sampling settings than before: %s → %s", before.get("sampling"), data["sampling"])
+            logger.warning("resuming with other sampling settings than before: %s → %s",
+                           before.get("sampling"), data["sampling"])
     write_json_atomic(path, data)
 
 

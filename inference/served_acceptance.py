@@ -1,15 +1,15 @@
 """Acceptance length measured on a running SGLang or vLLM server, beside a no-speculation baseline's throughput.
 
-Each prompt goes to SGLang's native `POST /generate` greedily (the body `inference.sglang_api` builds), as token ids rendered once by the client (the
-native API applies no template, and text would be tokenized again with special tokens added: a second BOS
-for Llama/Gemma tokenizers); a plain string is sent as `text` only when the caller chose to. With
-speculation, `meta_info.spec_verify_ct` counts verification rounds, so the set's acceptance length is
-sum(completion_tokens) / sum(spec_verify_ct), token-weighted like EAGLE's tau. SGLang writes the counters
-only on an answer that verified at least once: an answer without them counts as 0 rounds when the server
-says it speculates, and the run fails only when no answer carries them. `spec_num_correct_drafts` and
-`spec_num_proposed_drafts` give the draft acceptance rate where present. Throughput is
-sum(completion_tokens) / wall time of the sequential run; the same prompts on a server without speculation
-give the baseline, so the speedup is measured in one session.
+Each prompt goes to SGLang's native `POST /generate` greedily (the body `inference.sglang_api` builds), as
+token ids rendered once by the client (the native API applies no template, and text would be tokenized again
+with special tokens added: a second BOS for Llama/Gemma tokenizers); a plain string is sent as `text` only
+when the caller chose to. With speculation, `meta_info.spec_verify_ct` counts verification rounds, so the
+set's acceptance length is sum(completion_tokens) / sum(spec_verify_ct), token-weighted like EAGLE's tau.
+SGLang writes the counters only on an answer that verified at least once: an answer without them counts as 0
+rounds when the server says it speculates, and the run fails only when no answer carries them.
+`spec_num_correct_drafts` and `spec_num_proposed_drafts` give the draft acceptance rate where present.
+Throughput is sum(completion_tokens) / wall time of the sequential run; the same prompts on a server without
+speculation give the baseline, so the speedup is measured in one session.
 
 vLLM reports no counters on an answer; it keeps them server-wide at `/metrics` (`inference/vllm_info.py`).
 `evaluate_vllm` reads them before and after the run (`inference.server_info.get_vllm_counters`, unless the

@@ -6,9 +6,9 @@ completion tokens per answered turn, less what unfinished answers already wrote)
 longest chain of turns one row in flight still has to answer, one after another, each taking what the recent
 answered turns took (their median). Once every row has started, it is that chain alone: the tail of a batch is
 its multi-turn rows, and neither a burst of answers finishing together nor the tok/s of the one row left says
-more about when the last of its turns ends than how long turns have been taking. Expected uses the mean turn length; the range uses its 10th and 90th percentiles and
-always holds the expected value. Before the first answered turn, or with nothing written in the last minute,
-the ETA is unknown and says why (`eta.unknown`).
+more about when the last of its turns ends than how long turns have been taking. Expected uses the mean turn
+length; the range uses its 10th and 90th percentiles and always holds the expected value. Before the first
+answered turn, or with nothing written in the last minute, the ETA is unknown and says why (`eta.unknown`).
 """
 
 from __future__ import annotations

@@ -132,7 +132,8 @@ def test_imports_follow_the_arrows(path: Path) -> None:
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_decoding_imports_only_core_and_the_stage_errors(path: Path) -> None:
     bad = decoding_violations(path)
-    assert not bad, f"{path.relative_to(ROOT)} imports {bad}: inference.decoding may import core and inference.errors only"
+    assert not bad, (f"{path.relative_to(ROOT)} imports {bad}: "
+                     "inference.decoding may import core and inference.errors only")
 
 
 @pytest.mark.parametrize("source", ["from inference.runner import run\n", "from ..generation import generate\n",

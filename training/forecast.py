@@ -169,10 +169,13 @@ def forecast(runs: Sequence[ForecastRun], *, target_accept: float, boot: int = 4
     need = fit.needed(target_accept)
     per_doubling = gain_per_doubling(sizes, accepts)
     return {
-        "model": "AL(n) = a - b * n^(-c)", "fit": cast(FitParams, asdict(fit)), "points": [list(p) for p in zip(sizes, accepts, strict=True)],
+        "model": "AL(n) = a - b * n^(-c)", "fit": cast(FitParams, asdict(fit)),
+        "points": [list(p) for p in zip(sizes, accepts, strict=True)],
         "eval_sets": sets, "target_accept_length": target_accept,
         "samples_needed": None if math.isinf(need) else round(need),
-        "samples_needed_band_10_90": [_finite(_quantile(needs, 0.1)), _finite(_quantile(needs, 0.9))] if needs else None,
+        "samples_needed_band_10_90": (
+            [_finite(_quantile(needs, 0.1)), _finite(_quantile(needs, 0.9))] if needs else None
+        ),
         "ceiling": round(fit.a, 3), "grid": [round(n) for n in grid],
         "band_10_90": [[round(lo, 4), round(hi, 4)] for lo, hi in band],
         "bootstrap_fits": len(curves),

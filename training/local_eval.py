@@ -65,7 +65,8 @@ def evaluate_locally(
     from training.trainer import load_target
 
     model, tokenizer = load_target(target, torch.device(device))
-    draft_model, layers = load_draft(draft, target_embeddings(model).cpu(), target_layers=model.config.num_hidden_layers)
+    draft_model, layers = load_draft(draft, target_embeddings(model).cpu(),
+                                     target_layers=model.config.num_hidden_layers)
     draft_model = draft_model.to(device=model.device, dtype=model.dtype)
     ids = [encode_prompt(tokenizer, r, rendering) for r in rows]
     eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()

@@ -14,10 +14,10 @@ given one when their paths differ.
 
 Two engines read the same `eagle_aux_hidden_state_layer_ids` differently: SGLang adds 1 (by a rule of the
 target's family) and captures the inputs of those layers, vLLM takes them as given (id k = the residual stream
-entering layer k). The server info's `engine` ("sglang" or "vllm") picks the reading, so a draft exported for one engine is refused on the other with the fix named. What vLLM
-does not report (its speculative method and draft path, without `VLLM_SERVER_DEV_MODE=1`) is said as unseen.
-The draft as the checks read it is `training.draft_checkpoint`; the engines' readings of the ids,
-`training.aux_layers`.
+entering layer k). The server info's `engine` ("sglang" or "vllm") picks the reading, so a draft exported for
+one engine is refused on the other with the fix named. What vLLM does not report (its speculative method and
+draft path, without `VLLM_SERVER_DEV_MODE=1`) is said as unseen. The draft as the checks read it is
+`training.draft_checkpoint`; the engines' readings of the ids, `training.aux_layers`.
 """
 
 from __future__ import annotations

@@ -97,14 +97,16 @@ def entry_history(session: Session, *, hub_id: str) -> dict[str, Any]:
 
 def approved_entries(session: Session) -> list[CatalogEntry]:
     """Return every approved entry, by Hub id (what a manifest export pins)."""
-    stmt = select(CatalogEntry).where(CatalogEntry.status == EntryStatus.APPROVED.value).order_by(col(CatalogEntry.hub_id))
+    stmt = (select(CatalogEntry).where(CatalogEntry.status == EntryStatus.APPROVED.value)
+            .order_by(col(CatalogEntry.hub_id)))
     return list(session.exec(stmt).all())
 
 
 def benchmark_entries(session: Session) -> list[CatalogEntry]:
     """Return the entries the verifier recognised as evaluation benchmarks (reason `benchmark`) that no reviewer
     rejected, by Hub id: the manifest offers them as decontamination `eval_sets`."""
-    stmt = select(CatalogEntry).where(CatalogEntry.status != EntryStatus.REJECTED.value).order_by(col(CatalogEntry.hub_id))
+    stmt = (select(CatalogEntry).where(CatalogEntry.status != EntryStatus.REJECTED.value)
+            .order_by(col(CatalogEntry.hub_id)))
     return [e for e in session.exec(stmt).all() if any(r.get("code") == ReasonCode.BENCHMARK for r in e.reasons)]
 
 
@@ -153,7 +155,8 @@ _VERIFIER_COUNTS = {
 
 
 def _empty_counts() -> dict[str, int]:
-    verifier = ("verifier_accepted", "verifier_unverified", "verifier_flagged", "verifier_eval_sets", "verifier_rejected")
+    verifier = ("verifier_accepted", "verifier_unverified", "verifier_flagged", "verifier_eval_sets",
+                "verifier_rejected")
     return {"total": 0, **{s.value: 0 for s in EntryStatus}, **dict.fromkeys(verifier, 0)}
 
 

@@ -157,7 +157,9 @@ logger = logging.getLogger(__name__)
 # ---- writing catalog entries -------------------------------------------------------------------------------
 
 
-def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str, reasons: Sequence[Reason]) -> CatalogEntry:
+def upsert_entry(
+    session: Session, *, candidate: CandidateRecord, decision: str, reasons: Sequence[Reason]
+) -> CatalogEntry:
     """Create or refresh the entry for `candidate.hub_id` from a verified candidate; return the entry.
 
     Categories and per-category relevance are merged (one entry per dataset, however many subagents found it);
@@ -177,7 +179,9 @@ def upsert_entry(session: Session, *, candidate: CandidateRecord, decision: str,
     return entry
 
 
-def upsert_entries(session: Session, *, verified: Sequence[tuple[CandidateRecord, str, Sequence[Reason]]]) -> list[CatalogEntry]:
+def upsert_entries(
+    session: Session, *, verified: Sequence[tuple[CandidateRecord, str, Sequence[Reason]]]
+) -> list[CatalogEntry]:
     """Upsert the entries of many `(candidate, decision, reasons)` at once, in Hub-id order; return the entries.
 
     The rows written are those of `upsert_entry` on each in that order. On PostgreSQL each upsert locks its
@@ -218,7 +222,8 @@ def _entries_by_hub_id(session: Session, hub_ids: Sequence[str]) -> dict[str, Ca
     found: dict[str, CatalogEntry] = {}
     for start in range(0, len(unique), _IN_CHUNK):
         chunk = unique[start : start + _IN_CHUNK]
-        found.update((e.hub_id, e) for e in session.exec(select(CatalogEntry).where(col(CatalogEntry.hub_id).in_(chunk))))
+        found.update((e.hub_id, e)
+                     for e in session.exec(select(CatalogEntry).where(col(CatalogEntry.hub_id).in_(chunk))))
     return found
 
 
@@ -240,7 +245,9 @@ def _entry_for(candidate: CandidateRecord, decision: str, reasons: list[Reason])
     return entry
 
 
-def _insert_entry(session: Session, candidate: CandidateRecord, decision: str, reasons: list[Reason]) -> CatalogEntry | None:
+def _insert_entry(
+    session: Session, candidate: CandidateRecord, decision: str, reasons: list[Reason]
+) -> CatalogEntry | None:
     entry = _entry_for(candidate, decision, reasons)
     try:
         with session.begin_nested():
@@ -261,7 +268,9 @@ def _audit_created(session: Session, entry: CatalogEntry, candidate: CandidateRe
     )
 
 
-def _merge_into(session: Session, entry: CatalogEntry, candidate: CandidateRecord, decision: str, tagged: list[Reason]) -> None:
+def _merge_into(
+    session: Session, entry: CatalogEntry, candidate: CandidateRecord, decision: str, tagged: list[Reason]
+) -> None:
     """Merge a verified candidate into its dataset's existing entry (see `upsert_entry`); flushed by the caller."""
     previous_decision = entry.verifier_decision
     relevance = {**entry.relevance, candidate.category: candidate.relevance}

@@ -93,7 +93,8 @@ def train(
     from training.trainer import train as run_training
 
     overrides = {k: v for k, v in {
-        "data": data, "target": target, "out": out, "max_steps": steps, "max_length": max_length, "epochs": epochs, "ttt_steps": ttt_steps,
+        "data": data, "target": target, "out": out, "max_steps": steps, "max_length": max_length,
+        "epochs": epochs, "ttt_steps": ttt_steps,
         "draft_vocab_size": draft_vocab_size, "batch_size": batch_size, "batch_tokens": batch_tokens,
         "log_every": log_every, "lr": lr, "mode": mode, "head_init": head_init,
         "messages_field": messages_field, "serving_context": serving_context, "device": device,
@@ -126,7 +127,8 @@ def _run_config(config: Path | None, overrides: Mapping[str, object]) -> TrainCo
     if config is not None:
         cfg = load_config(config, overrides)
     else:
-        if ("data" not in overrides and "cache" not in overrides) or "target" not in overrides or "out" not in overrides:
+        if (("data" not in overrides and "cache" not in overrides)
+                or "target" not in overrides or "out" not in overrides):
             fail("pass --config FILE, or --data (or --cache), --target and --out", EXIT_USAGE)
         cfg = make_config(overrides)
     if not cfg.target.is_dir():
@@ -258,7 +260,9 @@ def check_template(
 
 
 def forecast(
-    results: Path = typer.Argument(..., help="A scaling results file (scaling.json: runs of accept length vs samples)."),
+    results: Path = typer.Argument(
+        ..., help="A scaling results file (scaling.json: runs of accept length vs samples)."
+    ),
     target_accept: float = typer.Option(2.5, "--target-accept", help="The acceptance length to plan for."),
     plot: Path | None = typer.Option(None, "--plot", help="PNG to draw (default: beside RESULTS)."),
     json_out: bool = typer.Option(False, "--json", help="Print the forecast as JSON."),
@@ -315,7 +319,8 @@ def sglang_command(
                err=True)
     if launch:
         if not here:
-            fail("sglang is not installed: pip install 'sglang[all]' (the optional extra), or run the line above", EXIT_USAGE)
+            fail("sglang is not installed: pip install 'sglang[all]' (the optional extra), "
+                 "or run the line above", EXIT_USAGE)
         raise typer.Exit(subprocess.call(plan.argv))
 
 

@@ -108,7 +108,8 @@ def test_a_time_limit_stops_the_childs_whole_group_and_step_lines_are_read(tmp_p
     assert res["stopped"] and res["rc"] != 0 and res["wall_s"] < 30
     assert [s for s, _ in res["steps"]] == [3] and res["last"] == {"step": 3, "loss": 1.5, "acc": 0.25}
     assert "step 3" in (tmp_path / "child.log").read_text()
-    done = processes.run_child([sys.executable, "-c", "print('ok')"], {"PATH": "/usr/bin:/bin"}, 30.0, tmp_path / "b.log")
+    done = processes.run_child([sys.executable, "-c", "print('ok')"], {"PATH": "/usr/bin:/bin"}, 30.0,
+                               tmp_path / "b.log")
     assert done["rc"] == 0 and not done["stopped"]
     counting = "import time\nfor i in range(1, 100):\n    print(f'step {i}: {{}}', flush=True)\n    time.sleep(0.2)\n"
     cut = processes.run_child([sys.executable, "-c", counting], {"PATH": "/usr/bin:/bin"}, 60.0, tmp_path / "c.log",

@@ -61,7 +61,8 @@ def run_row(samples: int, regenerated: bool, eval_set: str, result: SetScore, di
             stats: TrainingStats, **extra: Any) -> CurveRun:
     """One (draft, eval set) row as `training.forecast` and the scaling report read it (`extra`: the caller's own
     keys, such as `data_scale`)."""
-    return cast(CurveRun, {"samples": samples, "eval_set": eval_set, "regenerated": regenerated, "prompts": result.prompts,
+    return cast(CurveRun, {"samples": samples, "eval_set": eval_set, "regenerated": regenerated,
+            "prompts": result.prompts,
             "distinct_training_prompts": distinct, "accept_length": result.accept_length,
             "per_position_accept": result.per_position_accept, "rounds": result.rounds, "tokens": result.tokens,
             **extra, **stats})
