@@ -42,13 +42,13 @@ from core.types import (
     parse_category,
 )
 from curation.catalog import store
+from graph import lifecycle
 from graph.builder import build_graph
 from graph.checkpoint import fence_writes, open_checkpointer
 from graph.context import CampaignContext, SubagentRunner
 from graph.errors import GraphError
 from graph.events import CampaignEvent, EventCallback, emit
 from graph.lease import HeldLease, LeaseHeldElsewhere, LeaseLost, check_fence, refused_by_fence
-from graph.persist import campaign_outcome
 from graph.search import SearchPlan, choose_search
 from graph.state import CampaignState
 
@@ -145,7 +145,7 @@ async def _drive_held(
 ) -> CampaignState:
     engine = context.engine
     with store.open_session(engine) as session:
-        store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.RUNNING)
+        lifecycle.begin(session, campaign_id=campaign_id)
     emit(context.on_event, CampaignEvent(
         campaign_id=campaign_id, kind="campaign_started", status=CampaignStatus.RUNNING, detail={
             "categories": categories, "offline": context.offline, "backends": [b.name for b in context.backends],
@@ -164,8 +164,7 @@ async def _drive_held(
                 # The graph had finished (its checkpoints are deleted then); only the status lagged.
                 output = cast(CampaignState, dict(snapshot.values) if snapshot is not None and checkpointed else {})
                 with store.open_session(engine) as session:
-                    outcome, problems = campaign_outcome(store.list_runs(session, campaign_id=campaign_id))
-                    store.set_campaign_status(session, campaign_id=campaign_id, status=outcome, error=problems)
+                    lifecycle.finish(session, campaign_id=campaign_id)
             else:
                 start: CampaignState | None = None
                 if not checkpointed:
@@ -183,7 +182,7 @@ async def _drive_held(
             logger.exception("campaign %s: the graph failed", campaign_id)
         error = f"graph failed: {type(exc).__name__}: {exc}"
         with store.open_session(engine) as session:
-            store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.FAILED, error=error)
+            lifecycle.fail(session, campaign_id=campaign_id, error=error)
         emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished",
                                              status=CampaignStatus.FAILED, detail={"error": error}))
         raise CampaignRunError(f"campaign {campaign_id}: {error} (resume it with `campaign resume`)") from exc

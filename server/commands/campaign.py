@@ -220,19 +220,16 @@ def mark_interrupted(engine: Any, campaign_id: str) -> bool:
     from sqlalchemy import event
     from sqlalchemy.exc import SQLAlchemyError
 
-    from core.types import COMPLETED_CAMPAIGN_STATUSES, CampaignStatus
     from curation.catalog import store
+    from graph import lifecycle
 
     if engine.dialect.name == "sqlite":  # fresh connections, with a short busy timeout after the usual set-up
         engine.dispose()
         event.listen(engine, "connect",
                      lambda dbapi, _record: dbapi.execute(f"PRAGMA busy_timeout={INTERRUPT_WRITE_WAIT_MS}"))
     try:
-        with store.open_session(engine) as session:
-            if store.get_campaign(session, campaign_id=campaign_id).status in COMPLETED_CAMPAIGN_STATUSES:
-                return True  # it finished before the stop: its result stands
-            store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.INTERRUPTED,
-                                      error="interrupted by the user", actor="cli")
+        with store.open_session(engine) as session:  # one that finished before the stop keeps its result
+            lifecycle.interrupt(session, campaign_id=campaign_id, error="interrupted by the user", actor="cli")
     except (SQLAlchemyError, store.CatalogError):
         return False
     return True
