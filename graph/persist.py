@@ -17,6 +17,7 @@ from collections import Counter
 from functools import partial
 
 from langgraph.runtime import Runtime
+from sqlalchemy import Engine
 from sqlmodel import Session
 
 from core.types import (
@@ -60,9 +61,16 @@ def persist_run(session: Session, *, campaign_id: str, run: VerifiedRun) -> dict
     return {"candidates": len(run["candidates"]), "accepted": accepted}
 
 
-def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> CampaignState:
-    """The `persist` node: store every verified run not stored yet, then set the campaign's status."""
-    engine, campaign_id = runtime.context.engine, state["campaign_id"]
+async def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> CampaignState:
+    """The `persist` node: store every verified run not stored yet, then set the campaign's status (blocking
+    work, run through the catalog port in a worker thread)."""
+    return await runtime.context.catalog.run(partial(persist_all, state))
+
+
+def persist_all(state: CampaignState, engine: Engine) -> CampaignState:
+    """Store every verified run of `state` not stored yet, one transaction each, then set the campaign's status;
+    return the summary."""
+    campaign_id = state["campaign_id"]
     with store.open_session(engine) as session:
         done = {r.id for r in store.list_runs(session, campaign_id=campaign_id, latest_only=False)
                 if r.status != RunStatus.RUNNING}
