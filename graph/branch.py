@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from langgraph.runtime import Runtime
-from sqlalchemy import Engine
 from sqlmodel import Session
 
 from core.candidates import Deliverable
@@ -31,12 +31,11 @@ logger = logging.getLogger(__name__)
 INTERRUPTED = "interrupted: the process stopped before this attempt finished"
 
 
-def open_run(engine: Engine, *, campaign_id: str, category: str) -> int:
+def open_run(session: Session, *, campaign_id: str, category: str) -> int:
     """Close an attempt a crash left running for this category (as failed), start a new one (or the one a
     re-run's claim recorded), return its id."""
-    with store.open_session(engine) as session:
-        close_interrupted(session, campaign_id=campaign_id, category=category)
-        run_id = store.start_run(session, campaign_id=campaign_id, category=category).id
+    close_interrupted(session, campaign_id=campaign_id, category=category)
+    run_id = store.start_run(session, campaign_id=campaign_id, category=category).id
     assert run_id is not None
     return run_id
 
@@ -80,9 +79,9 @@ async def run_branch(state: BranchInput, runtime: Runtime[CampaignContext]) -> d
     """The `subagent` node: one category's search, as one appended `BranchResult`."""
     context = runtime.context
     campaign_id, category = state["campaign_id"], Category(state["category"])
-    # In a worker thread: a blocking SQLite write on the event loop could wait on a transaction the async
-    # checkpointer holds on the same loop, and stall the whole campaign until the busy timeout.
-    run_id = await asyncio.to_thread(open_run, context.engine, campaign_id=campaign_id, category=category.value)
+    # In a worker thread (the port): a blocking SQLite write on the event loop could wait on a transaction the
+    # async checkpointer holds on the same loop, and stall the whole campaign until the busy timeout.
+    run_id = await context.catalog.call(partial(open_run, campaign_id=campaign_id, category=category.value))
     emit(context.on_event, CampaignEvent(
         campaign_id=campaign_id, kind="run_started", category=category.value, status=RunStatus.RUNNING.value,
         detail={"run_id": run_id},

@@ -12,13 +12,16 @@ in the catalog (`graph.lease`; taken here, or already by the service's claim in 
 at a time works on a campaign: a second gets CampaignBusyError, and a dead one's campaign is taken over when
 its lease expires. Every catalog write and checkpoint of the run is fenced by the lease's generation, so a run
 taken over stops at its next write (CampaignLeaseLostError) and a resume that finds the campaign finished
-leaves it as it is (CampaignFinishedError). Subagent and backends are
-injectable for tests and benchmarks; by default they are the real agents (`agents.subagent.run_subagent`,
+leaves it as it is (CampaignFinishedError). A run's catalog calls go through the async port in its context
+(`graph.catalog_port`), in worker threads, so a service runs a campaign as a task on its own event loop and
+hands in its port (`catalog=`) to wait for them at shutdown; the CLI runs one with `asyncio.run`. Subagent and
+backends are injectable for tests and benchmarks; by default they are the real agents (`agents.subagent.run_subagent`,
 the backends `graph.search.choose_search` picks).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, replace
@@ -28,6 +31,7 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy import Engine
+from sqlmodel import Session
 
 from agents.llm import make_llm
 from agents.search.base import SearchBackend
@@ -42,13 +46,15 @@ from core.types import (
     parse_category,
 )
 from curation.catalog import store
+from curation.catalog.models import Campaign
+from graph import lifecycle
 from graph.builder import build_graph
+from graph.catalog_port import CatalogPort
 from graph.checkpoint import fence_writes, open_checkpointer
 from graph.context import CampaignContext, SubagentRunner
 from graph.errors import GraphError
 from graph.events import CampaignEvent, EventCallback, emit
 from graph.lease import HeldLease, LeaseHeldElsewhere, LeaseLost, check_fence, refused_by_fence
-from graph.persist import campaign_outcome
 from graph.search import SearchPlan, choose_search
 from graph.state import CampaignState
 
@@ -95,11 +101,12 @@ class PreparedCampaign:
 
 def make_context(
     engine: Engine, settings: Settings, search: SearchPlan, *, on_event: EventCallback | None,
-    subagent: SubagentRunner | None,
+    subagent: SubagentRunner | None, catalog: CatalogPort | None = None,
 ) -> CampaignContext:
-    """Return the run context: the real subagent unless injected, the plan's backends, limits from `settings`."""
+    """Return the run context: the catalog on `engine` through the port (counting its calls with `catalog`'s
+    when given), the real subagent unless injected, the plan's backends, limits from `settings`."""
     return CampaignContext(
-        engine=engine, subagent=subagent or run_subagent, backends=list(search.backends),
+        catalog=(catalog or CatalogPort(engine)).on(engine), subagent=subagent or run_subagent, backends=list(search.backends),
         llm=make_llm(settings), on_event=on_event, offline=search.offline, search_retries=settings.search_retries,
         search_timeout_s=settings.search_timeout_s, branch_timeout_s=settings.campaign_branch_timeout_s,
         lookup_timeout_s=settings.search_timeout_s, lease_ttl_s=settings.lease_ttl_s,
@@ -117,12 +124,11 @@ async def _drive(
     mark the campaign failed if the graph itself breaks. With `must_be_pending`, refuse
     (CampaignAlreadyStartedError) a campaign another process started before this one got the lease; with
     `must_be_unfinished` (a resume), one that finished meanwhile (CampaignFinishedError), leaving it as it is."""
-    lease = lease or HeldLease(context.engine, campaign_id, ttl_s=context.lease_ttl_s)
+    lease = lease or HeldLease(context.catalog.engine, campaign_id, ttl_s=context.lease_ttl_s)
     try:
         async with lease.held():
-            context = replace(context, engine=lease.fenced_engine)
-            with store.open_session(context.engine, readonly=True) as session:
-                status = store.get_campaign(session, campaign_id=campaign_id).status
+            context = replace(context, catalog=context.catalog.on(lease.fenced_engine))
+            status = (await context.catalog.call(partial(_campaign, campaign_id=campaign_id), readonly=True)).status
             if must_be_pending and status != CampaignStatus.PENDING:
                 raise CampaignAlreadyStartedError(
                     f"campaign {campaign_id} is {status}, not pending: resume it instead of starting it")
@@ -143,9 +149,8 @@ async def _drive_held(
     context: CampaignContext, *, campaign_id: str, thread_id: str, categories: list[str], notes: list[str],
     resume: bool, max_concurrency: int | None,
 ) -> CampaignState:
-    engine = context.engine
-    with store.open_session(engine) as session:
-        store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.RUNNING)
+    catalog = context.catalog
+    await catalog.call(partial(lifecycle.begin, campaign_id=campaign_id))
     emit(context.on_event, CampaignEvent(
         campaign_id=campaign_id, kind="campaign_started", status=CampaignStatus.RUNNING, detail={
             "categories": categories, "offline": context.offline, "backends": [b.name for b in context.backends],
@@ -154,23 +159,21 @@ async def _drive_held(
     if max_concurrency is not None:
         config["max_concurrency"] = max_concurrency  # at most this many branches at once (default: all)
     try:
-        async with open_checkpointer(engine.url.render_as_string(hide_password=False)) as saver:
-            fence_writes(saver, partial(check_fence, engine))
+        async with open_checkpointer(catalog.engine.url.render_as_string(hide_password=False)) as saver:
+            fence_writes(saver, partial(catalog.run, check_fence))
             graph = build_graph(saver)
             snapshot = await graph.aget_state(config) if resume else None
             checkpointed = snapshot is not None and bool(snapshot.values)
             if (snapshot is not None and checkpointed and not snapshot.next) or (
-                    resume and not checkpointed and _persisted(engine, campaign_id, categories)):
+                    resume and not checkpointed and _persisted(await _latest(catalog, campaign_id), categories)):
                 # The graph had finished (its checkpoints are deleted then); only the status lagged.
                 output = cast(CampaignState, dict(snapshot.values) if snapshot is not None and checkpointed else {})
-                with store.open_session(engine) as session:
-                    outcome, problems = campaign_outcome(store.list_runs(session, campaign_id=campaign_id))
-                    store.set_campaign_status(session, campaign_id=campaign_id, status=outcome, error=problems)
+                await catalog.call(partial(lifecycle.finish, campaign_id=campaign_id))
             else:
                 start: CampaignState | None = None
                 if not checkpointed:
                     if resume:  # e.g. a one-category re-run killed mid-run: redo what was unfinished, no more
-                        categories = _unfinished(engine, campaign_id, categories)
+                        categories = _unfinished(await _latest(catalog, campaign_id), categories)
                     start = CampaignState(campaign_id=campaign_id, categories=categories)
                 output = cast(CampaignState, await graph.ainvoke(start, config, context=context, durability="sync"))
             await forget_thread(saver, thread_id)
@@ -182,34 +185,44 @@ async def _drive_held(
         else:
             logger.exception("campaign %s: the graph failed", campaign_id)
         error = f"graph failed: {type(exc).__name__}: {exc}"
-        with store.open_session(engine) as session:
-            store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.FAILED, error=error)
+        await catalog.call(partial(lifecycle.fail, campaign_id=campaign_id, error=error))
         emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished",
                                              status=CampaignStatus.FAILED, detail={"error": error}))
         raise CampaignRunError(f"campaign {campaign_id}: {error} (resume it with `campaign resume`)") from exc
-    with store.open_session(engine) as session:
-        campaign = store.get_campaign(session, campaign_id=campaign_id)
-        final, final_error = campaign.status, campaign.error
-    emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished", status=final,
-                                         detail={"error": final_error, **output.get("summary", {})}))
+    final = await catalog.call(partial(_campaign, campaign_id=campaign_id))
+    emit(context.on_event, CampaignEvent(campaign_id=campaign_id, kind="campaign_finished", status=final.status,
+                                         detail={"error": final.error, **output.get("summary", {})}))
     return output
 
 
 _OPEN_RUNS = (RunStatus.PENDING, RunStatus.RUNNING)  # claimed for a re-run, or started: not closed yet
 
 
-def _unfinished(engine: Engine, campaign_id: str, categories: list[str]) -> list[str]:
+def _campaign(session: Session, *, campaign_id: str) -> Campaign:
+    return store.get_campaign(session, campaign_id=campaign_id)
+
+
+def _latest_run_id(session: Session, *, campaign_id: str, category: str) -> int | None:
+    runs = [r for r in store.list_runs(session, campaign_id=campaign_id, latest_only=True) if r.category == category]
+    return runs[0].id if runs else None
+
+
+async def _latest(catalog: CatalogPort, campaign_id: str) -> dict[str, str]:
+    """Return each category's latest run status."""
+    def read(session: Session) -> dict[str, str]:
+        return {r.category: r.status for r in store.list_runs(session, campaign_id=campaign_id)}
+
+    return await catalog.call(read, readonly=True)
+
+
+def _unfinished(latest: dict[str, str], categories: list[str]) -> list[str]:
     """Return the categories whose latest run the persist node never closed (all when none was closed)."""
-    with store.open_session(engine, readonly=True) as session:
-        latest = {r.category: r.status for r in store.list_runs(session, campaign_id=campaign_id)}
     open_ones = [c for c in categories if latest.get(c, RunStatus.RUNNING) in _OPEN_RUNS]
     return open_ones or categories
 
 
-def _persisted(engine: Engine, campaign_id: str, categories: list[str]) -> bool:
+def _persisted(latest: dict[str, str], categories: list[str]) -> bool:
     """Whether the persist node already closed a run of every category (runs stay `running` until it does)."""
-    with store.open_session(engine, readonly=True) as session:
-        latest = {r.category: r.status for r in store.list_runs(session, campaign_id=campaign_id)}
     return all(c in latest and latest[c] not in _OPEN_RUNS for c in categories)
 
 
@@ -287,12 +300,13 @@ def prepare_campaign(
 async def start_campaign(
     campaign: PreparedCampaign, *, engine: Engine, settings: Settings, on_event: EventCallback | None = None,
     subagent: SubagentRunner | None = None, max_concurrency: int | None = None, lease: HeldLease | None = None,
+    catalog: CatalogPort | None = None,
 ) -> str:
     """Run a prepared campaign from the start and return its id (holding `lease` when the caller took it
     already); CampaignAlreadyStartedError when another process started it first. `max_concurrency` caps how many subagents run at once (default: all; 1 runs them
     one after another, as the fan-out benchmark's baseline does). The final status is succeeded, partial (some
     runs failed or came back empty) or failed (all did)."""
-    context = make_context(engine, settings, campaign.search, on_event=on_event, subagent=subagent)
+    context = make_context(engine, settings, campaign.search, on_event=on_event, subagent=subagent, catalog=catalog)
     await _drive(context, campaign_id=campaign.id, thread_id=campaign.id, categories=campaign.categories,
                  notes=campaign.search.notes, resume=False, max_concurrency=max_concurrency, must_be_pending=True,
                  lease=lease)
@@ -328,17 +342,16 @@ async def run_campaign(
 async def resume_campaign(
     *, engine: Engine, settings: Settings, campaign_id: str, on_event: EventCallback | None = None,
     subagent: SubagentRunner | None = None, backends: list[SearchBackend] | None = None,
-    lease: HeldLease | None = None,
+    lease: HeldLease | None = None, catalog: CatalogPort | None = None,
 ) -> str:
     """Continue an unfinished (or graph-failed) campaign from its checkpoint; finished branches do not re-run.
     A campaign found finished (before or once its lease is held) raises CampaignFinishedError, untouched."""
-    with store.open_session(engine) as session:
-        campaign = store.get_campaign(session, campaign_id=campaign_id)
-        status, offline, categories, thread_id = campaign.status, campaign.offline, campaign.categories, campaign.thread_id
+    campaign = await (catalog or CatalogPort(engine)).on(engine).call(partial(_campaign, campaign_id=campaign_id))
+    status, offline, categories, thread_id = campaign.status, campaign.offline, campaign.categories, campaign.thread_id
     if status in COMPLETED_CAMPAIGN_STATUSES:
         raise CampaignFinishedError(f"campaign {campaign_id} already finished ({status}); re-run a category instead")
-    search = choose_search(settings, offline=offline, backends=backends)
-    context = make_context(engine, settings, search, on_event=on_event, subagent=subagent)
+    search = await asyncio.to_thread(choose_search, settings, offline=offline, backends=backends)  # may probe the Hub
+    context = make_context(engine, settings, search, on_event=on_event, subagent=subagent, catalog=catalog)
     await _drive(context, campaign_id=campaign_id, thread_id=thread_id, categories=list(categories),
                  notes=search.notes, resume=True, must_be_unfinished=True, lease=lease)
     return campaign_id
@@ -347,26 +360,25 @@ async def resume_campaign(
 async def rerun_category(
     *, engine: Engine, settings: Settings, campaign_id: str, category: Category | str,
     on_event: EventCallback | None = None, subagent: SubagentRunner | None = None,
-    backends: list[SearchBackend] | None = None, lease: HeldLease | None = None,
+    backends: list[SearchBackend] | None = None, lease: HeldLease | None = None, catalog: CatalogPort | None = None,
 ) -> int:
     """Run one category of a campaign again as a new attempt, leaving the others alone; return the new run id.
     With `lease` (taken by `graph.claims.claim_rerun`, which recorded the attempt) the claimed attempt runs."""
     chosen = parse_category(str(category)).value
-    with store.open_session(engine) as session:
-        campaign = store.get_campaign(session, campaign_id=campaign_id)
-        offline, categories = campaign.offline, list(campaign.categories)
+    port = (catalog or CatalogPort(engine)).on(engine)
+    campaign = await port.call(partial(_campaign, campaign_id=campaign_id))
+    offline, categories = campaign.offline, list(campaign.categories)
     if chosen not in categories:
         raise CategoryNotInCampaignError(
             f"campaign {campaign_id} did not search {chosen!r}; its categories: {', '.join(categories)}")
-    search = choose_search(settings, offline=offline, backends=backends)
-    context = make_context(engine, settings, search, on_event=on_event, subagent=subagent)
+    search = await asyncio.to_thread(choose_search, settings, offline=offline, backends=backends)  # may probe the Hub
+    context = make_context(engine, settings, search, on_event=on_event, subagent=subagent, catalog=port)
     thread_id = f"{campaign_id}:rerun:{chosen}:{uuid.uuid4().hex[:8]}"
     await _drive(context, campaign_id=campaign_id, thread_id=thread_id, categories=[chosen], notes=search.notes,
                  resume=False, lease=lease)
-    with store.open_session(engine) as session:
-        runs = [r for r in store.list_runs(session, campaign_id=campaign_id, latest_only=True) if r.category == chosen]
-    assert runs and runs[0].id is not None, "a re-run always leaves a run row"
-    return runs[0].id
+    latest = await port.call(partial(_latest_run_id, campaign_id=campaign_id, category=chosen))
+    assert latest is not None, "a re-run always leaves a run row"
+    return latest
 
 
 def unfinished_campaigns(*, engine: Engine) -> list[str]:

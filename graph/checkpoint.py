@@ -37,8 +37,8 @@ def state_serializer() -> JsonPlusSerializer:
     return JsonPlusSerializer(allowed_msgpack_modules=STATE_TYPES)
 
 
-def fence_writes(saver: BaseCheckpointSaver[str], check: Callable[[], None]) -> None:
-    """Have `saver` call `check` (blocking, in a worker thread) before each checkpoint and each task's writes,
+def fence_writes(saver: BaseCheckpointSaver[str], check: Callable[[], Awaitable[None]]) -> None:
+    """Have `saver` await `check` (the blocking check in a worker thread) before each checkpoint and each task's writes,
     so a run whose lease was taken over (`check` raises) adds nothing to the thread the new owner resumes.
     The check and the write are two transactions: the window between them is one write, after which the run
     stops at its next catalog write or lease renewal."""
@@ -48,7 +48,7 @@ def fence_writes(saver: BaseCheckpointSaver[str], check: Callable[[], None]) -> 
         def fenced(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
             @functools.wraps(original)  # keeps the signature LangGraph inspects (`task_path`)
             async def write(*args: Any, **kwargs: Any) -> Any:
-                await asyncio.to_thread(check)
+                await check()
                 return await original(*args, **kwargs)
 
             return write

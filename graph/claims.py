@@ -22,13 +22,13 @@ from sqlalchemy import Engine
 from agents.search.base import SearchBackend
 from core.settings import Settings
 from core.types import (
-    COMPLETED_CAMPAIGN_STATUSES,
     UNFINISHED_CAMPAIGN_STATUSES,
     CampaignStatus,
     Category,
     parse_category,
 )
 from curation.catalog import store
+from graph import lifecycle
 from graph.branch import close_interrupted
 from graph.campaign import CampaignBusyError, CategoryNotInCampaignError, PreparedCampaign, prepare_campaign
 from graph.lease import HeldLease, LeaseHeldElsewhere
@@ -74,7 +74,7 @@ def claim_rerun(*, engine: Engine, settings: Settings, campaign_id: str, categor
                     f"campaign {campaign_id} did not search {chosen!r}; its categories: {', '.join(campaign.categories)}")
             close_interrupted(session, campaign_id=campaign_id, category=chosen)
             run = store.claim_run(session, campaign_id=campaign_id, category=chosen)
-            store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.PENDING)
+            lifecycle.requeue(session, campaign_id=campaign_id)
             logger.info("campaign %s: re-run of %s claimed (attempt %d, lease generation %s)", campaign_id, chosen,
                         run.attempt, lease.generation)
     except BaseException:
@@ -112,12 +112,7 @@ def mark_unless_completed(
         return False
     try:
         with store.open_session(lease.fenced_engine) as session:
-            current = store.get_campaign(session, campaign_id=campaign_id).status
-            if current in COMPLETED_CAMPAIGN_STATUSES:
-                logger.info("campaign %s finished (%s): not marked %s", campaign_id, current, status)
-                return False
-            store.set_campaign_status(session, campaign_id=campaign_id, status=status, error=error)
-            return True
+            return lifecycle.stop(session, campaign_id=campaign_id, status=status, error=error)
     except store.CampaignNotFoundError:
         logger.warning("campaign %s vanished before it could be marked %s", campaign_id, status)
         return False

@@ -1,6 +1,6 @@
 """The run-scoped context every campaign node receives through LangGraph's `Runtime`: clients, not state.
 
-The catalog engine, the subagent runner, the search backends, the optional LLM and the event callback are
+The catalog (through its async port, `graph.catalog_port`), the subagent runner, the search backends, the optional LLM and the event callback are
 handed to `graph.ainvoke(..., context=...)` for one run; they are never module globals and never
 checkpointed. `SubagentRunner` is the shape of `agents.subagent.run_subagent`, so tests and benchmarks can
 inject their own.
@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Engine
-
 from agents.search.base import SearchBackend
 from core.candidates import Deliverable
 from core.types import Category
+from graph.catalog_port import CatalogPort
 from graph.events import EventCallback
 
 
@@ -40,7 +39,7 @@ class SubagentRunner(Protocol):
 class CampaignContext:
     """What the nodes of one campaign run share: the catalog, the subagent and its clients, limits, callback."""
 
-    engine: Engine
+    catalog: CatalogPort  # every blocking catalog call of the run goes through it, in a worker thread
     subagent: SubagentRunner
     backends: list[SearchBackend]
     llm: Any = None

@@ -1,4 +1,4 @@
-"""The `persist` node: write verified runs, candidates, verdicts and catalog entries, then the campaign status.
+"""The `persist` node: write verified runs, candidates, verdicts and catalog entries, then the campaign status (`graph.lifecycle.finish`).
 
 Each run is written in its own transaction, and a run whose row is already finished is skipped, so the node
 is safe to run again after a crash (a resume re-runs it): a crash loses no run already committed and leaves
@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
 from functools import partial
 
 from langgraph.runtime import Runtime
+from sqlalchemy import Engine
 from sqlmodel import Session
 
 from core.types import (
     INFORMATIONAL_CODES,
     UNVERIFIED_CODES,
-    CampaignStatus,
     Decision,
     RunStatus,
     VerdictLabel,
@@ -31,22 +30,11 @@ from core.types import (
     label_verdict,
 )
 from curation.catalog import store
-from curation.catalog.models import SubagentRun
+from graph import lifecycle
 from graph.context import CampaignContext
 from graph.state import CampaignState, CampaignSummary, RunCounts, VerifiedRun
 
 logger = logging.getLogger(__name__)
-
-
-def campaign_outcome(runs: Sequence[SubagentRun]) -> tuple[CampaignStatus, str | None]:
-    """Return (campaign status, error summary) from the latest run of each category."""
-    bad = [r for r in runs if r.status != RunStatus.SUCCEEDED]
-    if not runs or len(bad) == len(runs):
-        status = CampaignStatus.FAILED
-    else:
-        status = CampaignStatus.PARTIAL if bad else CampaignStatus.SUCCEEDED
-    summary = "; ".join(f"{r.category}: {r.status}" + (f" ({r.error})" if r.error else "") for r in bad)
-    return status, summary or None
 
 
 def persist_run(session: Session, *, campaign_id: str, run: VerifiedRun) -> dict[str, int]:
@@ -73,9 +61,16 @@ def persist_run(session: Session, *, campaign_id: str, run: VerifiedRun) -> dict
     return {"candidates": len(run["candidates"]), "accepted": accepted}
 
 
-def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> CampaignState:
-    """The `persist` node: store every verified run not stored yet, then set the campaign's status."""
-    engine, campaign_id = runtime.context.engine, state["campaign_id"]
+async def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> CampaignState:
+    """The `persist` node: store every verified run not stored yet, then set the campaign's status (blocking
+    work, run through the catalog port in a worker thread)."""
+    return await runtime.context.catalog.run(partial(persist_all, state))
+
+
+def persist_all(state: CampaignState, engine: Engine) -> CampaignState:
+    """Store every verified run of `state` not stored yet, one transaction each, then set the campaign's status;
+    return the summary."""
+    campaign_id = state["campaign_id"]
     with store.open_session(engine) as session:
         done = {r.id for r in store.list_runs(session, campaign_id=campaign_id, latest_only=False)
                 if r.status != RunStatus.RUNNING}
@@ -91,8 +86,7 @@ def persist(state: CampaignState, runtime: Runtime[CampaignContext]) -> Campaign
         for key, value in stored.items():
             counts[key] += value
     with store.open_session(engine) as session:
-        status, error = campaign_outcome(store.list_runs(session, campaign_id=campaign_id, latest_only=True))
-        store.set_campaign_status(session, campaign_id=campaign_id, status=status, error=error)
+        status, error = lifecycle.finish(session, campaign_id=campaign_id)
     logger.info("campaign %s: %s, %d candidates stored", campaign_id, status, counts["candidates"])
     verified = state.get("verified", [])
     return CampaignState(summary=CampaignSummary(

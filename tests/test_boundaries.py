@@ -402,3 +402,49 @@ def test_a_planted_benchmark_circle_is_caught(tmp_path: Path) -> None:
     assert import_cycle(graph) == ["driver", "stage", "shared", "driver"]
     (folder / "shared.py").write_text('"""Shared, imports no benchmark."""\ndef rows():\n    return []\n')
     assert import_cycle(benchmark_imports(tmp_path)) == []
+
+
+# --- one owner of a campaign's status ----------------------------------------------------------------------------
+# `graph/lifecycle.py` holds the allowed moves of a campaign's status; the catalog writes the row (`campaigns.py`
+# defines the write, `store.py` re-exports it). Nothing else may name the write.
+CAMPAIGN_STATUS_WRITE = "set_campaign_status"
+CAMPAIGN_STATUS_OWNERS = {"graph/lifecycle.py", "curation/catalog/campaigns.py", "curation/catalog/store.py"}
+
+
+def names_campaign_status_write(path: Path) -> list[int]:
+    """Line numbers where `path` calls, imports or looks up (by a literal name) the campaign status write."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Attribute) and node.attr == CAMPAIGN_STATUS_WRITE) \
+                or (isinstance(node, ast.Name) and node.id == CAMPAIGN_STATUS_WRITE) \
+                or (isinstance(node, ast.ImportFrom) and any(a.name == CAMPAIGN_STATUS_WRITE for a in node.names)) \
+                or (isinstance(node, ast.Constant) and node.value == CAMPAIGN_STATUS_WRITE):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def campaign_status_writers(root: Path = ROOT) -> dict[str, list[int]]:
+    """Each product module other than the owner that names the campaign status write, with the lines."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")) if (root / package).is_dir() else []:
+            relative = path.relative_to(root).as_posix()
+            if relative not in CAMPAIGN_STATUS_OWNERS and (lines := names_campaign_status_write(path)):
+                found[relative] = lines
+    return found
+
+
+def test_only_the_lifecycle_moves_a_campaign_status() -> None:
+    assert campaign_status_writers() == {}, "move a campaign's status through graph.lifecycle"
+
+
+@pytest.mark.parametrize(("source", "line"), [
+    ("from curation.catalog import store\nstore.set_campaign_status(s, campaign_id='c', status='failed')\n", 2),
+    ("from curation.catalog.store import set_campaign_status as write\n", 1),
+    ("from curation.catalog import campaigns\nwrite = getattr(campaigns, 'set_campaign_status')\n", 2),
+])
+def test_a_planted_campaign_status_write_is_caught(tmp_path: Path, source: str, line: int) -> None:
+    for relative in ("server/commands/planted.py", "graph/lifecycle.py"):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(source)
+    assert campaign_status_writers(tmp_path) == {"server/commands/planted.py": [line]}

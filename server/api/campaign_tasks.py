@@ -14,8 +14,10 @@ database before a request is answered (`graph.claims`): a new campaign, a re-run
 lease first and keep it renewed while their task waits for a slot, so a campaign another replica holds is
 neither resumed nor re-run here (a re-run answers 409), and `sweep` claims, every lease period, the
 unfinished campaigns whose holder stopped renewing, so a dead replica's work is taken over.
-Each graph runs on an event loop of its own in a daemon thread, so its blocking catalog calls never stall the
-HTTP loop. After each run (a launch, a re-run, a resume) the mirror's licences are adopted, as the CLI
+Each campaign is a task on the server's own event loop: the graph reaches the catalog only through its async
+port (`graph.catalog_port`), whose blocking calls run in worker threads, so they never stall the HTTP loop;
+the manager's port counts them, and `shutdown` waits for those a cancelled campaign left running before the
+engine is disposed of. After each run (a launch, a re-run, a resume) the mirror's licences are adopted, as the CLI
 adopts them after `campaign run` (`server.usecases.licenses`). Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
 """
 
@@ -24,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 from collections.abc import Coroutine
 from typing import Any
 
@@ -35,6 +36,7 @@ from core.types import FINAL_CAMPAIGN_STATUSES, CampaignStatus, Category
 from curation.catalog import store
 from graph import campaign as campaign_graph
 from graph import claims
+from graph.catalog_port import CatalogPort
 from graph.events import CampaignEvent
 from graph.lease import HeldLease
 from server.usecases.licenses import adopt_mirror_licenses
@@ -69,6 +71,7 @@ class CampaignManager:
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._subscribers: dict[str, set[asyncio.Queue[CampaignEvent]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.catalog = CatalogPort(engine)  # counts every blocking catalog call of this server's campaigns
 
     # -- events ---------------------------------------------------------------------------------------
     def publish(self, event: CampaignEvent) -> None:
@@ -119,7 +122,7 @@ class CampaignManager:
         try:
             async with self._slots:
                 try:
-                    await self._in_thread(coro, name=f"{what}:{campaign_id}")
+                    await coro
                 finally:  # what the run stored, even a failed one's, gets the mirror's licences as the CLI's does
                     if not _cancelling():
                         await asyncio.to_thread(self._adopt_licenses)
@@ -139,55 +142,6 @@ class CampaignManager:
             # The run released its lease when it ended; one that never started still holds the claim.
             with contextlib.suppress(Exception):
                 await asyncio.shield(asyncio.to_thread(lease.release))
-
-    async def _in_thread(self, coro: Coroutine[Any, Any, Any], *, name: str) -> None:
-        # The graph makes blocking catalog calls from its nodes; on its own event loop in its own thread they
-        # can never stall the HTTP loop. Cancelling this await cancels the graph's task on its loop.
-        server_loop = asyncio.get_running_loop()
-        finished: asyncio.Future[None] = server_loop.create_future()
-        handle: dict[str, Any] = {}
-        ready = threading.Event()
-
-        def report(error: BaseException | None) -> None:
-            if finished.done():
-                return
-            if error is None:
-                finished.set_result(None)
-            else:
-                finished.set_exception(error)
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            task = loop.create_task(coro)
-            handle.update(loop=loop, task=task)
-            ready.set()
-            error: BaseException | None = None
-            try:
-                loop.run_until_complete(task)
-            except BaseException as exc:  # handed to the awaiting task on the server loop
-                error = exc
-            finally:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                # A cancelled graph leaves its blocking catalog calls (the lease's release, a sync node) running in
-                # the loop's thread pool, and `close` would not wait for them: they would hold a pooled connection
-                # after the task is reported done and the engine may be disposed, and that connection is then
-                # dropped unclosed. Wait for them as `asyncio.run` does.
-                loop.run_until_complete(loop.shutdown_default_executor())
-                loop.close()
-            with contextlib.suppress(RuntimeError):  # the server loop may already be closed
-                server_loop.call_soon_threadsafe(report, error)
-
-        thread = threading.Thread(target=run, name=name, daemon=True)
-        thread.start()
-        ready.wait()
-        try:
-            await asyncio.shield(finished)
-        except asyncio.CancelledError:
-            with contextlib.suppress(RuntimeError):
-                handle["loop"].call_soon_threadsafe(handle["task"].cancel)
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(asyncio.shield(finished), timeout=SHUTDOWN_WAIT_S)
-            raise
 
     async def _wait_if_finishing(self, campaign_id: str) -> None:
         """Raise CampaignBusyError while a task here works on the campaign; wait (at most `FINISH_WAIT_S`) for one
@@ -229,7 +183,7 @@ class CampaignManager:
         )
         coro = campaign_graph.start_campaign(
             prepared, engine=self.engine, settings=self.settings, on_event=self.publish,
-            subagent=self.overrides.get("subagent"), lease=lease,
+            subagent=self.overrides.get("subagent"), lease=lease, catalog=self.catalog,
         )
         self._spawn(prepared.id, coro, what="campaign", lease=lease)
         return prepared.id
@@ -256,7 +210,7 @@ class CampaignManager:
                 await asyncio.sleep(FINISH_POLL_S)  # another replica releasing its lease
         coro = campaign_graph.rerun_category(
             engine=self.engine, settings=self.settings, campaign_id=campaign_id, category=category,
-            on_event=self.publish, lease=lease, **self.overrides,
+            on_event=self.publish, lease=lease, catalog=self.catalog, **self.overrides,
         )
         self._spawn(campaign_id, coro, what=f"rerun of {category.value}", lease=lease)
 
@@ -293,7 +247,7 @@ class CampaignManager:
         try:
             await campaign_graph.resume_campaign(
                 engine=self.engine, settings=self.settings, campaign_id=campaign_id, on_event=self.publish,
-                lease=lease, **self.overrides,
+                lease=lease, catalog=self.catalog, **self.overrides,
             )
         except asyncio.CancelledError:
             raise
@@ -307,11 +261,18 @@ class CampaignManager:
             await asyncio.to_thread(self._mark, campaign_id, CampaignStatus.INTERRUPTED, f"resume failed: {exc}")
 
     async def shutdown(self) -> None:
-        """Cancel the running tasks (their campaigns stay `running` and are resumed at the next start)."""
+        """Cancel the running tasks (their campaigns stay `running` and are resumed at the next start); return
+        once their blocking catalog calls are done (at most `SHUTDOWN_WAIT_S`), so none holds a pooled
+        connection when the engine is disposed of."""
         tasks = [t for t in self._tasks.values() if not t.done()]
         for task in tasks:
             task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=SHUTDOWN_WAIT_S)
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: a task that failed while cancelled is logged by `_guarded`
         self._tasks.clear()
+        if not await self.catalog.drain(SHUTDOWN_WAIT_S):
+            logger.warning("shutdown: blocking catalog calls of cancelled campaigns still running after %.0f s",
+                           SHUTDOWN_WAIT_S)

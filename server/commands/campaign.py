@@ -12,19 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from core.types import Category, RunStatus
+from core.types import Category
+from server.commands.campaign_board import (
+    SUMMARY_LEGEND,
+    ProgressBoard,
+    reason_lines,
+    summary_table,
+    tight_table,
+)
 from server.commands.failure import EXIT_USAGE, fail
 
 if TYPE_CHECKING:
@@ -32,54 +37,6 @@ if TYPE_CHECKING:
 
 campaign_app = typer.Typer(help="Discovery campaigns: search the ten categories, verify, fill the catalog.",
                            no_args_is_help=True)
-
-STATUS_STYLE = {RunStatus.PENDING: "dim", RunStatus.RUNNING: "yellow", RunStatus.SUCCEEDED: "green",
-                RunStatus.EMPTY: "magenta", RunStatus.FAILED: "red"}
-
-
-class ProgressBoard:
-    """The live table: one row per category, fed by campaign events."""
-
-    def __init__(self) -> None:
-        self.campaign_id: str | None = None
-        self.rows: dict[str, dict[str, Any]] = {}
-        self.summary: dict[str, Any] = {}
-        self.notes: list[str] = []
-
-    def on_event(self, event: Any) -> None:
-        """Update the rows from one `graph.events.CampaignEvent`."""
-        self.campaign_id = event.campaign_id
-        if event.kind == "campaign_started":
-            self.notes = list(event.detail.get("notes", []))
-            for category in event.detail.get("categories", []):
-                self.rows.setdefault(category, {"status": RunStatus.PENDING})
-        elif event.kind == "run_started" and event.category:
-            self.rows[event.category] = {"status": RunStatus.RUNNING, "started": time.monotonic()}
-        elif event.kind == "run_finished" and event.category:
-            self.rows[event.category] = {"status": event.status, **event.detail}
-        elif event.kind == "campaign_finished":
-            self.summary = {"status": event.status, **event.detail}
-            for category, counts in self.summary.get("by_category", {}).items():  # branches a resume did not re-run
-                if self.rows.get(category, {}).get("status") in (None, RunStatus.PENDING):
-                    self.rows[category] = {"status": counts["status"], "candidates": counts["candidates"]}
-
-    def render(self) -> Table:
-        """Return the table as it stands now."""
-        table = Table(title=f"campaign {self.campaign_id or '…'}", title_justify="left")
-        for column in ("category", "status", "queries", "failed", "candidates", "elapsed", "error"):
-            table.add_column(column, justify="right" if column in ("queries", "failed", "candidates", "elapsed") else "left")
-        for category, row in self.rows.items():
-            status = row["status"]
-            elapsed = row.get("elapsed_s")
-            if elapsed is None and "started" in row:
-                elapsed = time.monotonic() - row["started"]
-            table.add_row(
-                category, f"[{STATUS_STYLE.get(status, '')}]{status}[/]", str(row.get("queries", "")),
-                str(row.get("failed_queries", "")), str(row.get("candidates", "")),
-                f"{elapsed:.1f}s" if elapsed is not None else "", (row.get("error") or "")[:60],
-            )
-        return table
-
 
 @contextmanager
 def catalog_failures(board: ProgressBoard | None = None) -> Iterator[None]:
@@ -143,43 +100,6 @@ def parse_categories(values: list[str] | None) -> list[Any] | None:
     return [parse_category(n) for n in names]
 
 
-SUMMARY_COLUMNS = ("candidates", "accepted", "unverified", "flagged", "eval_sets", "rejected")
-SUMMARY_HEADERS = {"candidates": "found", "eval_sets": "eval"}
-SUMMARY_LEGEND = (
-    "found: candidates; accepted: let through by the verifier, of which unverified: only what nobody could check offline is open "
-    "(existence, license, size, columns), flagged: a real flag for the reviewer; eval: benchmarks kept out "
-    "of training and offered for decontamination (counted in rejected). `datahunt catalog summary` counts the same."
-)
-
-
-def _tight_table(title: str) -> Table:
-    """A table whose columns are one space apart (the rule's own), so ten category rows of counts fit 80 columns with
-    every header whole (with cell padding the campaign summary took 86)."""
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0),
-                 collapse_padding=True)
-
-
-def summary_table(by_category: dict[str, RunCounts]) -> Table:
-    """Return the end-of-run table: per category, status and candidate counts."""
-    table = _tight_table("catalog summary of this campaign")
-    table.add_column("category", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    for column in SUMMARY_COLUMNS:
-        table.add_column(SUMMARY_HEADERS.get(column, column), justify="right")
-    for category, row in by_category.items():
-        table.add_row(category, row["status"], *(str(row.get(k, 0)) for k in SUMMARY_COLUMNS))
-    return table
-
-
-def reason_lines(by_category: dict[str, RunCounts]) -> list[str]:
-    """Return one line per category with flags or rejections: the category, then each reason code once."""
-    lines = []
-    for category, row in by_category.items():
-        if row.get("reasons"):
-            lines.append(f"{category}: " + ", ".join(f"{code} {n}" for code, n in row["reasons"].items()))
-    return lines
-
-
 def drive(coroutine_factory: Any, *, as_json: bool) -> ProgressBoard:
     """Run a campaign coroutine with the live table (or silently for --json); Ctrl-C marks it interrupted.
 
@@ -220,19 +140,16 @@ def mark_interrupted(engine: Any, campaign_id: str) -> bool:
     from sqlalchemy import event
     from sqlalchemy.exc import SQLAlchemyError
 
-    from core.types import COMPLETED_CAMPAIGN_STATUSES, CampaignStatus
     from curation.catalog import store
+    from graph import lifecycle
 
     if engine.dialect.name == "sqlite":  # fresh connections, with a short busy timeout after the usual set-up
         engine.dispose()
         event.listen(engine, "connect",
                      lambda dbapi, _record: dbapi.execute(f"PRAGMA busy_timeout={INTERRUPT_WRITE_WAIT_MS}"))
     try:
-        with store.open_session(engine) as session:
-            if store.get_campaign(session, campaign_id=campaign_id).status in COMPLETED_CAMPAIGN_STATUSES:
-                return True  # it finished before the stop: its result stands
-            store.set_campaign_status(session, campaign_id=campaign_id, status=CampaignStatus.INTERRUPTED,
-                                      error="interrupted by the user", actor="cli")
+        with store.open_session(engine) as session:  # one that finished before the stop keeps its result
+            lifecycle.interrupt(session, campaign_id=campaign_id, error="interrupted by the user", actor="cli")
     except (SQLAlchemyError, store.CatalogError):
         return False
     return True
@@ -370,7 +287,7 @@ def status_command(
         typer.echo(json.dumps({"campaign": campaign, "runs": runs}, indent=2))
         return
     # Runs' errors are listed under the table, in full, instead of in a column squeezed to nothing.
-    table = _tight_table(f"campaign {campaign_id}: {campaign['status']}")
+    table = tight_table(f"campaign {campaign_id}: {campaign['status']}")
     for column in ("category", "try", "status", "queries", "failed", "found", "accepted", "elapsed"):
         table.add_column(column, no_wrap=True, justify="left" if column in ("category", "status") else "right")
     errors = []

@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import getpass
 import json
-import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from server.commands.catalog_tables import (
+    ENTRY_STATUS_STYLE,
+    WIDE_LIST,
+    counts_table,
+    entries_lines,
+    entries_table,
+    reason_codes,
+)
 from server.commands.failure import EXIT_USAGE, fail
 
 if TYPE_CHECKING:
@@ -32,7 +37,6 @@ if TYPE_CHECKING:
 catalog_app = typer.Typer(help="The catalog: list, inspect, approve and reject candidate datasets.", no_args_is_help=True)
 
 EXIT_NOT_FOUND = 1
-STATUS_STYLE = {"pending_review": "yellow", "approved": "green", "rejected": "red"}
 
 
 class CliError(Exception):
@@ -158,8 +162,8 @@ def list_command(
 
     with _cli_errors():
         name = parse_category(category).value if category else None
-        if status is not None and status not in STATUS_STYLE:
-            raise CliError(f"unknown status {status!r}; known: {', '.join(STATUS_STYLE)}", EXIT_USAGE)
+        if status is not None and status not in ENTRY_STATUS_STYLE:
+            raise CliError(f"unknown status {status!r}; known: {', '.join(ENTRY_STATUS_STYLE)}", EXIT_USAGE)
         with _session(readonly=True) as session:
             entries, total = store.list_entries(
                 session, status=status, category=name, license=license, text=search, limit=limit, offset=offset
@@ -173,104 +177,10 @@ def list_command(
             return
         console = Console()
         if console.width >= WIDE_LIST:
-            console.print(_entries_table(entries, name, total, offset, measured))
+            console.print(entries_table(entries, name, total, offset, measured))
         else:  # eight columns cannot share a narrow terminal: each entry as a short block instead
-            for line in _entries_lines(entries, name, total, offset, width=console.width, measured=measured):
+            for line in entries_lines(entries, name, total, offset, width=console.width, measured=measured):
                 console.print(line, highlight=False)
-
-
-# Below this terminal width `catalog list` prints each entry as a block of lines: a table of eight columns at
-# 80 columns wrapped ids, categories and reason codes mid-word, several lines per entry.
-WIDE_LIST = 140
-
-
-def _list_title(entries: list[Any], category: str | None, total: int, offset: int) -> str:
-    shown = f"{offset + 1}–{offset + len(entries)} of {total}" if entries else f"none of {total}"
-    return f"catalog{f' · {category}' if category else ''} · {shown}"
-
-
-def _score(entry: Any, category: str | None) -> str:
-    return f"{entry.relevance.get(category, 0.0) if category else entry.best_relevance:.2f}"
-
-
-def _styled_status(entry: Any) -> str:
-    return f"[{STATUS_STYLE.get(entry.status, '')}]{entry.status}[/]"
-
-
-def _styled_verdict(entry: Any, missing: str) -> str:
-    verifier = entry.verifier_decision or missing
-    return f"[red]{verifier}[/]" if verifier == "reject" else verifier
-
-
-def _measured_text(values: list[MeasuredValue]) -> str:
-    """The entry's measured values in words ('-' when none): its source's, then its categories'."""
-    from core.measured_value import describe_value
-
-    return "; ".join(describe_value(v) if v.kind == "source" else f"category {v.name}: {describe_value(v)}"
-                     for v in values) or "-"
-
-
-def _entries_lines(entries: list[Any], category: str | None, total: int, offset: int, *, width: int,
-                   measured: dict[str, list[MeasuredValue]] | None = None) -> list[str]:
-    lines = [_list_title(entries, category, total, offset)]
-    for rank, entry in enumerate(entries, start=offset + 1):
-        lines.append(f"[dim]{rank:>3}[/] [bold]{escape(entry.hub_id)}[/]  {_score(entry, category)}")
-        details = [f"{_styled_status(entry)} · verifier {_styled_verdict(entry, '-')} · "
-                   f"license {escape(entry.license or '?')}", f"categories: {_categories_text(entry)}"]
-        codes = _reason_codes(entry.reasons, category)
-        if codes:
-            details.append(f"reasons: {codes}")
-        if (measured or {}).get(entry.hub_id):
-            details.append(escape(_measured_text((measured or {})[entry.hub_id])))
-        for detail in details:  # wrapped at word boundaries under the id, never mid-word
-            lines += textwrap.wrap(detail, width=max(40, width - 1), initial_indent="    ",
-                                   subsequent_indent="      ", break_long_words=False, break_on_hyphens=False)
-    return lines
-
-
-def _entries_table(entries: list[Any], category: str | None, total: int, offset: int,
-                   measured: dict[str, list[MeasuredValue]] | None = None) -> Table:
-    table = _counts_table(_list_title(entries, category, total, offset))
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("hub id", no_wrap=True, min_width=min(40, max((len(e.hub_id) for e in entries), default=6)))
-    table.add_column("score", justify="right")
-    table.add_column("status", no_wrap=True)
-    table.add_column("verifier", no_wrap=True)
-    table.add_column("categories", overflow="fold")
-    table.add_column("license")
-    table.add_column("reasons", overflow="fold")
-    table.add_column("measured", overflow="fold")
-    for rank, entry in enumerate(entries, start=offset + 1):
-        table.add_row(
-            str(rank), entry.hub_id, _score(entry, category), _styled_status(entry), _styled_verdict(entry, ""),
-            _categories_text(entry), entry.license or "?", _reason_codes(entry.reasons, category),
-            escape(_measured_text((measured or {}).get(entry.hub_id, []))),
-        )
-    return table
-
-
-def _categories_text(entry: Any) -> str:
-    """The entry's categories, most relevant first; those it was found off-topic for named apart, in brackets."""
-    kept, off_topic = entry.ranked_categories()
-    text = ", ".join(kept) or "-"
-    return f"{text} (off-topic for {', '.join(off_topic)})" if off_topic else text
-
-
-def _counts_table(title: str, **options: Any) -> Table:
-    """The CLI's plain table: a rule under the headers, one space of padding, nothing at the edges."""
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
-                 collapse_padding=True, **options)
-
-
-def _reason_codes(reasons: list[Reason], category: str | None = None) -> str:
-    """Each reason code once, in first-seen order, `(flag)` unless one of its occurrences blocks; with a category,
-    that category's reasons only. An entry found by five categories carries a license reason five times."""
-    codes: dict[str, bool] = {}
-    for reason in reasons:
-        if category is not None and reason.get("category") not in (None, category):
-            continue
-        codes[reason["code"]] = codes.get(reason["code"], False) or bool(reason.get("blocking"))
-    return ", ".join(code if blocking else f"{code} (flag)" for code, blocking in codes.items())
 
 
 @catalog_app.command("show")
@@ -298,7 +208,7 @@ def _history_json(history: dict[str, Any]) -> dict[str, Any]:
 
 def _print_history(console: Console, history: dict[str, Any]) -> None:
     entry = history["entry"]
-    console.print(f"[bold]{entry.hub_id}[/bold]  [{STATUS_STYLE.get(entry.status, '')}]{entry.status}[/]  "
+    console.print(f"[bold]{entry.hub_id}[/bold]  [{ENTRY_STATUS_STYLE.get(entry.status, '')}]{entry.status}[/]  "
                   f"verifier: {entry.verifier_decision or '?'}  version {entry.version}", highlight=False)
     if entry.title:
         console.print(entry.title, highlight=False)
@@ -326,7 +236,7 @@ def _print_history(console: Console, history: dict[str, Any]) -> None:
         audit.add_row(row.at.strftime("%Y-%m-%d %H:%M:%S"), row.action, row.from_status or "", row.to_status or "",
                       row.actor, row.note or "")
     console.print(audit)
-    verdicts = ", ".join(f"{v.decision}[{_reason_codes(v.reasons)}]" for v in history["verdicts"])
+    verdicts = ", ".join(f"{v.decision}[{reason_codes(v.reasons)}]" for v in history["verdicts"])
     console.print(f"verdicts: {verdicts or '-'}", highlight=False)
 
 
@@ -350,7 +260,7 @@ def _review(hub_id: str, *, approve: bool, note: str | None, reviewer: str | Non
         if as_json:
             typer.echo(json.dumps(entry_json(entry), indent=2))
             return
-        Console().print(f"{entry.hub_id}: [{STATUS_STYLE[entry.status]}]{entry.status}[/] by {entry.reviewer} "
+        Console().print(f"{entry.hub_id}: [{ENTRY_STATUS_STYLE[entry.status]}]{entry.status}[/] by {entry.reviewer} "
                         f"(version {entry.version})", highlight=False)
         typer.echo("next: review the others (`datahunt catalog list --status pending_review`), then "
                    "`datahunt manifest export --out FILE`")
@@ -425,13 +335,13 @@ def summary_command(
         console.print(f"catalog: {summary['total']} entries · {by_status}", highlight=False, soft_wrap=True)
         # Two tables, so each fits an 80-column terminal with its headers whole (one took 104 columns and cut
         # every header to "tot…", "v.a…").
-        reviewers = _counts_table("reviewers' status", show_footer=True)
+        reviewers = counts_table("reviewers' status", show_footer=True)
         columns = ("total", "pending_review", "approved", "rejected")
         reviewers.add_column("category", no_wrap=True, footer="all entries")
         footers = {**summary["by_status"], "total": summary["total"]}
         for column in columns:
             reviewers.add_column(column.replace("_review", ""), justify="right", footer=str(footers.get(column, "")))
-        verdicts = _counts_table("verifier verdicts, counted as `campaign run` counts them")
+        verdicts = counts_table("verifier verdicts, counted as `campaign run` counts them")
         verifier = ("accepted", "unverified", "flagged", "eval_sets", "rejected")
         verdicts.add_column("category", no_wrap=True)
         for column in verifier:

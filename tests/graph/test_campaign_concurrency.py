@@ -1,4 +1,5 @@
-"""Several campaigns at once on one catalog, each on its own event loop and thread as the service runs them.
+"""Several campaigns at once on one catalog: each on its own event loop and thread (CLI processes side by side),
+and as tasks on one event loop (as the service runs them, their catalog calls in worker threads).
 
 Every category of every campaign finds the same shared datasets in its own shuffled order, so their persist
 transactions lock the same catalog rows at the same moment: without one lock order PostgreSQL deadlocks
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+from typing import Any
 
 import pytest
 from campaign_fakes import FakeIndex, ScriptedSubagent, deliverable_for
@@ -56,10 +58,20 @@ def run_side_by_side(engine: Engine, count: int) -> tuple[list[str], list[BaseEx
     return ids, errors
 
 
+def run_as_tasks(engine: Engine, count: int) -> tuple[list[str], list[BaseException]]:
+    async def all_of_them() -> list[str | BaseException]:
+        return await asyncio.gather(*(run_campaign(engine=engine, settings=get_settings(), subagent=shuffled_subagent(i),
+                                                   backends=[FakeIndex()]) for i in range(count)), return_exceptions=True)
+
+    results = asyncio.run(all_of_them())
+    return [r for r in results if isinstance(r, str)], [r for r in results if isinstance(r, BaseException)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("count", [2, 4])
-def test_concurrent_campaigns_all_succeed_and_merge_every_dataset(engine: Engine, count: int) -> None:
-    ids, errors = run_side_by_side(engine, count)
+@pytest.mark.parametrize(("count", "run"), [(2, run_side_by_side), (4, run_side_by_side), (2, run_as_tasks)],
+                         ids=["threads-2", "threads-4", "tasks-2"])
+def test_concurrent_campaigns_all_succeed_and_merge_every_dataset(engine: Engine, count: int, run: Any) -> None:
+    ids, errors = run(engine, count)
     assert errors == []
     assert len(ids) == count
     with store.open_session(engine) as session:

@@ -244,3 +244,37 @@ def test_shutdown_returns_once_a_cancelled_campaigns_catalog_calls_are_done(engi
     assert subagent.read.is_set()
     pool = engine.pool
     assert isinstance(pool, QueuePool) and pool.checkedout() == 0
+
+
+def test_shutdown_waits_for_a_blocking_catalog_call_of_a_cancelled_campaign(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A campaign is a task on the server's loop; its graph's catalog calls run in worker threads through the
+    # manager's port. Shutdown cancels the task mid-call: it returns only once that call is done, before the
+    # loop (and its executor) ends, so the engine disposed next loses no pooled connection.
+    from server.api.campaign_tasks import CampaignManager
+
+    real_start_run = store.start_run
+    calling, called = threading.Event(), threading.Event()
+
+    def slow_start_run(session: Any, **kwargs: Any) -> Any:
+        calling.set()
+        time.sleep(1.0)
+        try:
+            return real_start_run(session, **kwargs)
+        finally:
+            called.set()
+
+    monkeypatch.setattr(store, "start_run", slow_start_run)
+    settings = Settings(home=tmp_path / "home", offline=True, api_token=SecretStr(TOKEN))
+
+    async def scenario() -> None:
+        manager = CampaignManager(engine, settings, overrides={"subagent": FakeSubagent(), "backends": [FakeBackend()]})
+        await manager.launch(categories=[Category.MATH], offline=True)
+        assert await asyncio.to_thread(calling.wait, 30)
+        await manager.shutdown()
+        assert called.is_set()
+        pool = engine.pool
+        assert not isinstance(pool, QueuePool) or pool.checkedout() == 0
+
+    asyncio.run(scenario())

@@ -88,7 +88,7 @@ def test_live_board_follows_events_and_fills_in_resumed_branches() -> None:
     from rich.console import Console
 
     from graph.events import CampaignEvent
-    from server.commands.campaign import ProgressBoard
+    from server.commands.campaign_board import ProgressBoard
 
     board = ProgressBoard()
     board.on_event(CampaignEvent(campaign_id="c1", kind="campaign_started", detail={"categories": ["math", "tool_use"]}))
