@@ -142,8 +142,8 @@ def make_llm(
 
     `http_async_client` (an `httpx.AsyncClient`) replaces the OpenAI client's transport, e.g. in tests. Without
     one the LLM gets an HTTP client of its own, closed by its `aclose()`: langchain-openai's default client is
-    shared by the whole process, and a campaign runs on an event loop of its own (the server starts one per
-    campaign), so its pooled connections would outlive the loop that opened them.
+    shared by the whole process, and a campaign's connections must close with the campaign (a CLI campaign
+    runs under its own `asyncio.run`, whose loop ends with it), not outlive the loop that opened them.
     """
     if not settings.llm_base_url:
         return None

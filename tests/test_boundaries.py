@@ -448,3 +448,30 @@ def test_a_planted_campaign_status_write_is_caught(tmp_path: Path, source: str, 
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text(source)
     assert campaign_status_writers(tmp_path) == {"server/commands/planted.py": [line]}
+
+
+# --- product files: one concept each, under the style guide's ~400 lines -----------------------------------------
+PRODUCT_MAX_LINES = 400
+
+
+def long_product_files(root: Path = ROOT) -> dict[str, int]:
+    """Each product module (a .py file of a stage package, the catalog's migrations included) over
+    PRODUCT_MAX_LINES lines, with its line count."""
+    files = [p for package in PACKAGES if (root / package).is_dir() for p in sorted((root / package).rglob("*.py"))]
+    counts = {p.relative_to(root).as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in files}
+    return {name: lines for name, lines in counts.items() if lines > PRODUCT_MAX_LINES}
+
+
+def test_no_product_file_is_over_400_lines() -> None:
+    assert len([p for package in PACKAGES for p in (ROOT / package).rglob("*.py")]) >= 250
+    assert long_product_files() == {}
+
+
+def test_a_planted_long_product_file_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "training" / "curve").mkdir(parents=True)
+    (tmp_path / "training" / "at_the_limit.py").write_text("x = 1\n" * PRODUCT_MAX_LINES)
+    (tmp_path / "training" / "curve" / "over.py").write_text("x = 1\n" * (PRODUCT_MAX_LINES + 1))
+    (tmp_path / "training" / "notes.md").write_text("words\n" * 1000)  # not code
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "big.py").write_text("x = 1\n" * 1000)  # judged by the benchmark rule, not this one
+    assert long_product_files(tmp_path) == {"training/curve/over.py": PRODUCT_MAX_LINES + 1}
