@@ -105,7 +105,8 @@ async def run_branch(state: BranchInput, runtime: Runtime[CampaignContext]) -> d
         },
     ))
     result = BranchResult(
-        category=category.value, run_id=run_id, deliverable=deliverable.model_dump(mode="json") if deliverable else None,
+        category=category.value, run_id=run_id,
+        deliverable=deliverable.model_dump(mode="json") if deliverable else None,
         error=error, elapsed_s=elapsed, status=status, reasons=reasons,
     )
     return {"results": [result]}

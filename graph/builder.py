@@ -33,7 +33,9 @@ def supervisor(state: CampaignState, runtime: Runtime[CampaignContext]) -> Comma
     logger.info("campaign %s: fanning out to %s", state["campaign_id"], ", ".join(categories) or "nothing")
     if not categories:
         return Command(goto="verifier")
-    return Command(goto=[Send("subagent", BranchInput(campaign_id=state["campaign_id"], category=c)) for c in categories])
+    return Command(
+        goto=[Send("subagent", BranchInput(campaign_id=state["campaign_id"], category=c)) for c in categories]
+    )
 
 
 def build_graph(

@@ -106,7 +106,8 @@ def make_context(
     """Return the run context: the catalog on `engine` through the port (counting its calls with `catalog`'s
     when given), the real subagent unless injected, the plan's backends, limits from `settings`."""
     return CampaignContext(
-        catalog=(catalog or CatalogPort(engine)).on(engine), subagent=subagent or run_subagent, backends=list(search.backends),
+        catalog=(catalog or CatalogPort(engine)).on(engine), subagent=subagent or run_subagent,
+        backends=list(search.backends),
         llm=make_llm(settings), on_event=on_event, offline=search.offline, search_retries=settings.search_retries,
         search_timeout_s=settings.search_timeout_s, branch_timeout_s=settings.campaign_branch_timeout_s,
         lookup_timeout_s=settings.search_timeout_s, lease_ttl_s=settings.lease_ttl_s,
@@ -303,9 +304,10 @@ async def start_campaign(
     catalog: CatalogPort | None = None,
 ) -> str:
     """Run a prepared campaign from the start and return its id (holding `lease` when the caller took it
-    already); CampaignAlreadyStartedError when another process started it first. `max_concurrency` caps how many subagents run at once (default: all; 1 runs them
-    one after another, as the fan-out benchmark's baseline does). The final status is succeeded, partial (some
-    runs failed or came back empty) or failed (all did)."""
+    already); CampaignAlreadyStartedError when another process started it first. `max_concurrency` caps how
+    many subagents run at once (default: all; 1 runs them one after another, as the fan-out benchmark's
+    baseline does). The final status is succeeded, partial (some runs failed or came back empty) or failed
+    (all did)."""
     context = make_context(engine, settings, campaign.search, on_event=on_event, subagent=subagent, catalog=catalog)
     await _drive(context, campaign_id=campaign.id, thread_id=campaign.id, categories=campaign.categories,
                  notes=campaign.search.notes, resume=False, max_concurrency=max_concurrency, must_be_pending=True,

@@ -71,7 +71,8 @@ def claim_rerun(*, engine: Engine, settings: Settings, campaign_id: str, categor
             campaign = store.get_campaign(session, campaign_id=campaign_id)
             if chosen not in campaign.categories:
                 raise CategoryNotInCampaignError(
-                    f"campaign {campaign_id} did not search {chosen!r}; its categories: {', '.join(campaign.categories)}")
+                    f"campaign {campaign_id} did not search {chosen!r}; "
+                    f"its categories: {', '.join(campaign.categories)}")
             close_interrupted(session, campaign_id=campaign_id, category=chosen)
             run = store.claim_run(session, campaign_id=campaign_id, category=chosen)
             lifecycle.requeue(session, campaign_id=campaign_id)

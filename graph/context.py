@@ -1,9 +1,9 @@
 """The run-scoped context every campaign node receives through LangGraph's `Runtime`: clients, not state.
 
-The catalog (through its async port, `graph.catalog_port`), the subagent runner, the search backends, the optional LLM and the event callback are
-handed to `graph.ainvoke(..., context=...)` for one run; they are never module globals and never
-checkpointed. `SubagentRunner` is the shape of `agents.subagent.run_subagent`, so tests and benchmarks can
-inject their own.
+The catalog (through its async port, `graph.catalog_port`), the subagent runner, the search backends, the
+optional LLM and the event callback are handed to `graph.ainvoke(..., context=...)` for one run; they are
+never module globals and never checkpointed. `SubagentRunner` is the shape of
+`agents.subagent.run_subagent`, so tests and benchmarks can inject their own.
 """
 
 from __future__ import annotations

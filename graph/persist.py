@@ -1,4 +1,5 @@
-"""The `persist` node: write verified runs, candidates, verdicts and catalog entries, then the campaign status (`graph.lifecycle.finish`).
+"""The `persist` node: write verified runs, candidates, verdicts and catalog entries, then the campaign
+status (`graph.lifecycle.finish`).
 
 Each run is written in its own transaction, and a run whose row is already finished is skipped, so the node
 is safe to run again after a crash (a resume re-runs it): a crash loses no run already committed and leaves
@@ -104,7 +105,9 @@ def run_counts(run: VerifiedRun) -> RunCounts:
     accepted = sum(c["decision"] == Decision.ACCEPT for c in run["candidates"])
     reasons: Counter[str] = Counter()
     for candidate in run["candidates"]:
-        reasons.update({str(r["code"]) for r in candidate["reasons"]} - set(UNVERIFIED_CODES) - set(INFORMATIONAL_CODES))
+        reasons.update(
+            {str(r["code"]) for r in candidate["reasons"]} - set(UNVERIFIED_CODES) - set(INFORMATIONAL_CODES)
+        )
     return RunCounts(
         status=run["status"], error=run["error"], candidates=len(run["candidates"]),
         accepted=accepted, unverified=labels[VerdictLabel.UNVERIFIED], flagged=labels[VerdictLabel.FLAGGED],

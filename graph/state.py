@@ -1,9 +1,10 @@
 """The typed state of a campaign graph: what the supervisor fans out, what each branch returns, what is verified.
 
 Everything in the state is plain JSON (dicts, lists, strings) or a `core.types` enum (a `str` whose value is
-what the catalog stores; the checkpointer's serializer knows them, `graph.checkpoint.STATE_TYPES`). Branch results meet in `results` through an `operator.add` reducer: each `Send` branch appends
-one `BranchResult`, and a branch that finished before a crash keeps its result in the checkpoint's pending
-writes, so a resume runs only the branches that had not finished.
+what the catalog stores; the checkpointer's serializer knows them, `graph.checkpoint.STATE_TYPES`). Branch
+results meet in `results` through an `operator.add` reducer: each `Send` branch appends one `BranchResult`,
+and a branch that finished before a crash keeps its result in the checkpoint's pending writes, so a resume
+runs only the branches that had not finished.
 """
 
 from __future__ import annotations

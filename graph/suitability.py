@@ -10,10 +10,10 @@ sections that name it).
   (`agents/benchmark_rule.py`, its patterns in `prompts/rules/benchmark.md`) decides and words the reason; its
   evidence is a known evaluation family in the id (HumanEval, MBPP, MATH-500, GSM8K, SWE-bench Verified/Lite,
   MT-Bench, IFEval, GPQA, AIME, …), a `benchmark`/`evaluation` tag, a listing under evaluation/benchmark
-  sections or lm-eval tasks, or a description that calls it a benchmark. An eval-only set is blocked (a reviewer needs `--override` to train
-  on it) and offered as a decontamination set for the manifest's `eval_sets`. A family with a real training
-  split (GSM8K, MATH, APPS), or a set whose record says it is for training, is only flagged: train on its
-  train split, decontaminate against its test split.
+  sections or lm-eval tasks, or a description that calls it a benchmark. An eval-only set is blocked (a
+  reviewer needs `--override` to train on it) and offered as a decontamination set for the manifest's
+  `eval_sets`. A family with a real training split (GSM8K, MATH, APPS), or a set whose record says it is for
+  training, is only flagged: train on its train split, decontaminate against its test split.
 * **raw_corpus** — pretraining dumps (raw source files, web text) hold no conversations or instructions to
   regenerate answers for. Known columns without any prompt/answer-like field block; a record that only says
   "pre-training corpus" (or is listed under pretraining corpora) is flagged.

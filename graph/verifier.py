@@ -80,8 +80,10 @@ def check_exists(candidate: Candidate, context: VerifyContext) -> list[Reason]:
     if answer == "found":
         return []
     if answer == "missing":
-        return [reason(ReasonCode.NOT_FOUND, f"{candidate.hub_id} is neither in the index nor on the Hub", blocking=True)]
-    return [reason(ReasonCode.EXISTENCE_UNVERIFIED, "existence could not be confirmed (offline or lookup failed)", blocking=False)]
+        return [reason(ReasonCode.NOT_FOUND, f"{candidate.hub_id} is neither in the index nor on the Hub",
+                       blocking=True)]
+    return [reason(ReasonCode.EXISTENCE_UNVERIFIED,
+                   "existence could not be confirmed (offline or lookup failed)", blocking=False)]
 
 
 def check_gated(candidate: Candidate, context: VerifyContext) -> list[Reason]:
@@ -105,7 +107,8 @@ def check_license(candidate: Candidate, context: VerifyContext) -> list[Reason]:
         detail = f"license {raw!r} is none datahunt recognises: read its terms"
         return [reason(ReasonCode.LICENSE_UNKNOWN, detail, blocking=False)]
     if risk == "restricted":
-        return [reason(ReasonCode.LICENSE_RESTRICTED, f"license {raw!r} restricts training or derivatives", blocking=True)]
+        return [reason(ReasonCode.LICENSE_RESTRICTED, f"license {raw!r} restricts training or derivatives",
+                       blocking=True)]
     if risk == "non_commercial":
         return [reason(ReasonCode.LICENSE_NON_COMMERCIAL, f"license {raw!r} is non-commercial", blocking=False)]
     return []
@@ -115,7 +118,9 @@ def known_rows(metadata: DatasetMetadata) -> int | None:
     """Return the row count when known: `num_rows`, else a stated size such as "558k" or "1.2M"."""
     if metadata.num_rows is not None:
         return metadata.num_rows
-    match = re.fullmatch(r"\s*~?([\d.,]+)\s*([kmb])?\s*(rows|samples|examples)?\s*", (metadata.size_stated or "").lower())
+    match = re.fullmatch(
+        r"\s*~?([\d.,]+)\s*([kmb])?\s*(rows|samples|examples)?\s*", (metadata.size_stated or "").lower()
+    )
     if not match:
         return None
     try:
@@ -281,7 +286,9 @@ def verify_run(
     for candidate in deliverable.candidates if deliverable else []:
         candidate = enrich(candidate, looked_up.get(candidate.hub_id))
         decision, reasons = judge_candidate(candidate, context)
-        candidates.append(VerifiedCandidate(candidate=candidate.model_dump(mode="json"), decision=decision, reasons=reasons))
+        candidates.append(
+            VerifiedCandidate(candidate=candidate.model_dump(mode="json"), decision=decision, reasons=reasons)
+        )
     return VerifiedRun(
         category=result["category"], run_id=result["run_id"], status=status, error=result["error"],
         reasons=run_reasons, planner=deliverable.planner if deliverable else None,

@@ -100,7 +100,12 @@ def get_campaign(session: Session, *, campaign_id: str) -> Campaign:
 
 def list_campaigns(session: Session, *, limit: int = 50, offset: int = 0) -> list[Campaign]:
     """Return campaigns newest first."""
-    stmt = select(Campaign).order_by(col(Campaign.created_at).desc(), col(Campaign.id).desc()).offset(offset).limit(limit)
+    stmt = (
+        select(Campaign)
+        .order_by(col(Campaign.created_at).desc(), col(Campaign.id).desc())
+        .offset(offset)
+        .limit(limit)
+    )
     return list(session.exec(stmt).all())
 
 
@@ -140,7 +145,9 @@ def _latest_attempt(session: Session, *, campaign_id: str, name: str) -> Subagen
 def _new_attempt(session: Session, *, campaign_id: str, name: str, status: RunStatus) -> SubagentRun:
     for _ in range(_ATTEMPT_RACES):
         last = session.exec(
-            select(func.max(SubagentRun.attempt)).where(SubagentRun.campaign_id == campaign_id, SubagentRun.category == name)
+            select(func.max(SubagentRun.attempt)).where(
+                SubagentRun.campaign_id == campaign_id, SubagentRun.category == name
+            )
         ).one()
         run = SubagentRun(
             campaign_id=campaign_id, category=name, attempt=(last or 0) + 1, status=status.value,

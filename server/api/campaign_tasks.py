@@ -17,8 +17,9 @@ unfinished campaigns whose holder stopped renewing, so a dead replica's work is 
 Each campaign is a task on the server's own event loop: the graph reaches the catalog only through its async
 port (`graph.catalog_port`), whose blocking calls run in worker threads, so they never stall the HTTP loop;
 the manager's port counts them, and `shutdown` waits for those a cancelled campaign left running before the
-engine is disposed of. After each run (a launch, a re-run, a resume) the mirror's licences are adopted, as the CLI
-adopts them after `campaign run` (`server.usecases.licenses`). Injection points (`subagent`, `backends`) pass straight through to the graph, for tests and benchmarks.
+engine is disposed of. After each run (a launch, a re-run, a resume) the mirror's licences are adopted, as
+the CLI adopts them after `campaign run` (`server.usecases.licenses`). Injection points (`subagent`,
+`backends`) pass straight through to the graph, for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -115,7 +116,9 @@ class CampaignManager:
     def _spawn(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str, lease: HeldLease) -> None:
         """Run `coro` (holding `lease`, claimed already) as a task when a slot frees."""
         self._loop = asyncio.get_running_loop()
-        task = asyncio.create_task(self._guarded(campaign_id, coro, what=what, lease=lease), name=f"{what}:{campaign_id}")
+        task = asyncio.create_task(
+            self._guarded(campaign_id, coro, what=what, lease=lease), name=f"{what}:{campaign_id}"
+        )
         self._tasks[campaign_id] = task
 
     async def _guarded(self, campaign_id: str, coro: Coroutine[Any, Any, Any], *, what: str, lease: HeldLease) -> None:

@@ -1,8 +1,9 @@
 """Campaign routes: launch, list, inspect, stream progress (Server-Sent Events), re-run one category.
 
 `POST /campaigns` answers 202 as soon as the campaign row exists (status `pending`); the graph runs as a
-background task of this process. `GET /campaigns/{id}/events` streams the graph's events as they happen and falls back to
-polling the catalog, so a client connected to another replica, or after a restart, still sees the status.
+background task of this process. `GET /campaigns/{id}/events` streams the graph's events as they happen and
+falls back to polling the catalog, so a client connected to another replica, or after a restart, still sees
+the status.
 """
 
 from __future__ import annotations

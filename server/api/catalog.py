@@ -2,9 +2,9 @@
 
 Hub ids keep their slash in paths (`/catalog/owner/name/approve`): owner and name are two path parameters,
 documented with the Hub's pattern, and every id is validated with `core.types.parse_hub_id` (422 naming a
-malformed one). Reviews go through `server.usecases.catalog` (the mirror's licences adopted first, as the CLI does), then
-`store.review_entry`, which audits every call and is safe under concurrent
-calls; approving what the verifier rejected answers 409 unless the body says `override: true`.
+malformed one). Reviews go through `server.usecases.catalog` (the mirror's licences adopted first, as the
+CLI does), then `store.review_entry`, which audits every call and is safe under concurrent calls; approving
+what the verifier rejected answers 409 unless the body says `override: true`.
 `POST /catalog/approve` and `/catalog/reject` decide many entries at once (the review page's bulk buttons),
 all or none, one audit row per entry; `GET /catalog/counts` gives the counts per review status the page shows.
 """

@@ -6,9 +6,10 @@ rows ticked, in one bulk call)/re-run/export calls with the API token, which the
 in the tab's sessionStorage, and keeps the counts per review status current after each decision. Each row
 shows its description, the verdict and reasons of the category viewed first (the filter's, else its best),
 every distinct verifier reason once under the categories that gave it (`server.api.verdict_view`), its risks
-(licence, size, format) as badges and its search hits as "found by N queries, best rank R". Each dataset has its own page
-(`server.api.dataset_page`); a badge marks the datasets a local mirror holds. When reads require the token, a visitor without a
-session gets the login page instead (401), whose script (`static/login.js`) posts the token to `/session` once.
+(licence, size, format) as badges and its search hits as "found by N queries, best rank R". Each dataset has
+its own page (`server.api.dataset_page`); a badge marks the datasets a local mirror holds. When reads require
+the token, a visitor without a session gets the login page instead (401), whose script (`static/login.js`)
+posts the token to `/session` once.
 """
 
 from __future__ import annotations

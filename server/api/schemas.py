@@ -254,7 +254,9 @@ class ManifestOptions(_Request):
             raise ValueError("the export path may have at most 16 folders")
         for part in parts:
             if not _EXPORT_PART.fullmatch(part):
-                raise ValueError(f"export path part {part[:40]!r}: use letters, digits, '.', '_' and '-', not first '.'")
+                raise ValueError(
+                    f"export path part {part[:40]!r}: use letters, digits, '.', '_' and '-', not first '.'"
+                )
             if len(part) > 255:
                 raise ValueError(f"export path part {part[:40]!r}… is over 255 characters")
         raise ValueError(f"the file name may be at most 255 characters, .json included: {parts[-1][:40]!r}…")

@@ -52,7 +52,10 @@ class ProgressBoard:
         """Return the table as it stands now."""
         table = Table(title=f"campaign {self.campaign_id or '…'}", title_justify="left")
         for column in ("category", "status", "queries", "failed", "candidates", "elapsed", "error"):
-            table.add_column(column, justify="right" if column in ("queries", "failed", "candidates", "elapsed") else "left")
+            table.add_column(
+                column,
+                justify="right" if column in ("queries", "failed", "candidates", "elapsed") else "left",
+            )
         for category, row in self.rows.items():
             status = row["status"]
             elapsed = row.get("elapsed_s")
@@ -70,9 +73,10 @@ class ProgressBoard:
 SUMMARY_COLUMNS = ("candidates", "accepted", "unverified", "flagged", "eval_sets", "rejected")
 SUMMARY_HEADERS = {"candidates": "found", "eval_sets": "eval"}
 SUMMARY_LEGEND = (
-    "found: candidates; accepted: let through by the verifier, of which unverified: only what nobody could check offline is open "
-    "(existence, license, size, columns), flagged: a real flag for the reviewer; eval: benchmarks kept out "
-    "of training and offered for decontamination (counted in rejected). `datahunt catalog summary` counts the same."
+    "found: candidates; accepted: let through by the verifier, of which unverified: only what nobody "
+    "could check offline is open (existence, license, size, columns), flagged: a real flag for the "
+    "reviewer; eval: benchmarks kept out of training and offered for decontamination (counted in "
+    "rejected). `datahunt catalog summary` counts the same."
 )
 
 

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from core.types import Reason
     from curation.catalog.models import CatalogEntry
 
-catalog_app = typer.Typer(help="The catalog: list, inspect, approve and reject candidate datasets.", no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="The catalog: list, inspect, approve and reject candidate datasets.", no_args_is_help=True
+)
 
 EXIT_NOT_FOUND = 1
 
@@ -149,7 +151,9 @@ def entry_json(entry: CatalogEntry, category: str | None = None,
 @catalog_app.command("list")
 def list_command(
     status: str | None = typer.Option(None, "--status", help="pending_review, approved or rejected."),
-    category: str | None = typer.Option(None, "--category", "-c", help="Only this category, best first by its relevance."),
+    category: str | None = typer.Option(
+        None, "--category", "-c", help="Only this category, best first by its relevance."
+    ),
     license: str | None = typer.Option(None, "--license", help="Only this license (case-insensitive)."),
     search: str | None = typer.Option(None, "--search", "-q", help="Text in the Hub id, title or description."),
     limit: int = typer.Option(50, "--limit", "-n", min=1, max=10_000, help="At most this many entries."),
@@ -202,8 +206,11 @@ def show_command(
 
 
 def _history_json(history: dict[str, Any]) -> dict[str, Any]:
-    return {key: [row.model_dump(mode="json") for row in value] if isinstance(value, list) else value.model_dump(mode="json")
-            for key, value in history.items()}
+    return {
+        key: [row.model_dump(mode="json") for row in value] if isinstance(value, list)
+        else value.model_dump(mode="json")
+        for key, value in history.items()
+    }
 
 
 def _print_history(console: Console, history: dict[str, Any]) -> None:
@@ -220,7 +227,10 @@ def _print_history(console: Console, history: dict[str, Any]) -> None:
     console.print(f"categories: {relevance}", highlight=False)
     for reason in entry.reasons:
         kind = "blocks" if reason.get("blocking") else "flag"
-        console.print(f"  • {reason['code']} ({kind}, {reason.get('category', '?')}): {reason.get('detail', '')}", highlight=False)
+        console.print(
+            f"  • {reason['code']} ({kind}, {reason.get('category', '?')}): {reason.get('detail', '')}",
+            highlight=False,
+        )
     evidence = Table(title="evidence", title_justify="left")
     for column in ("campaign", "category", "relevance", "backend", "query", "rank"):
         evidence.add_column(column)
@@ -240,7 +250,9 @@ def _print_history(console: Console, history: dict[str, Any]) -> None:
     console.print(f"verdicts: {verdicts or '-'}", highlight=False)
 
 
-def _review(hub_id: str, *, approve: bool, note: str | None, reviewer: str | None, override: bool, as_json: bool) -> None:
+def _review(
+    hub_id: str, *, approve: bool, note: str | None, reviewer: str | None, override: bool, as_json: bool
+) -> None:
     from core.settings import get_settings
     from server.usecases.catalog import review
 

@@ -37,7 +37,8 @@ def main(database_url: str, campaign_id: str, log_path: str, slow: str) -> None:
     engine = store.make_engine(database_url)
     store.upgrade_database(engine)
     subagent = ScriptedSubagent({c.value: behave for c in Category})
-    asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id=campaign_id, subagent=subagent, backends=[FakeIndex()]))
+    asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id=campaign_id,
+                             subagent=subagent, backends=[FakeIndex()]))
 
 
 if __name__ == "__main__":

@@ -50,8 +50,8 @@ def runs_by_category(engine: Engine, campaign_id: str, *, latest_only: bool = Tr
 def test_ten_way_campaign_stores_every_category_and_merges_duplicates(engine: Engine) -> None:
     events: list[CampaignEvent] = []
     subagent = ScriptedSubagent()
-    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), subagent=subagent, backends=[FakeIndex()],
-                                           on_event=events.append))
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), subagent=subagent,
+                                           backends=[FakeIndex()], on_event=events.append))
     assert sorted(subagent.calls) == sorted(c.value for c in Category)
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id=campaign_id).status == "succeeded"
@@ -75,7 +75,8 @@ def test_ten_way_campaign_stores_every_category_and_merges_duplicates(engine: En
 
 def test_failing_and_empty_subagents_leave_eight_stored_and_two_rerunnable(engine: Engine) -> None:
     broken = ScriptedSubagent({"tool_use": raises, "math": empty})
-    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), subagent=broken, backends=[FakeIndex()]))
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), subagent=broken,
+                                           backends=[FakeIndex()]))
     runs = runs_by_category(engine, campaign_id)
     with store.open_session(engine) as session:
         campaign = store.get_campaign(session, campaign_id=campaign_id)
@@ -90,12 +91,13 @@ def test_failing_and_empty_subagents_leave_eight_stored_and_two_rerunnable(engin
 
     fixed = ScriptedSubagent()
     for category in ("tool_use", "math"):
-        new_run = asyncio.run(rerun_category(engine=engine, settings=get_settings(), campaign_id=campaign_id, category=category,
-                                             subagent=fixed, backends=[FakeIndex()]))
+        new_run = asyncio.run(rerun_category(engine=engine, settings=get_settings(), campaign_id=campaign_id,
+                                             category=category, subagent=fixed, backends=[FakeIndex()]))
         assert new_run not in {r.id for r in good.values()}
     assert fixed.calls == ["tool_use", "math"]
     after = runs_by_category(engine, campaign_id)
-    assert {c: (r[0].id, r[0].attempt) for c, r in after.items() if c in good} == {c: (r.id, 1) for c, r in good.items()}
+    assert ({c: (r[0].id, r[0].attempt) for c, r in after.items() if c in good}
+            == {c: (r.id, 1) for c, r in good.items()})
     assert (after["tool_use"][0].attempt, after["tool_use"][0].status) == (2, "succeeded")
     assert (after["math"][0].attempt, after["math"][0].status) == (2, "succeeded")
     with store.open_session(engine) as session:
@@ -107,7 +109,8 @@ def test_failing_and_empty_subagents_leave_eight_stored_and_two_rerunnable(engin
 def test_thirty_percent_failing_searches_lose_nothing_and_retry_boundedly(engine: Engine) -> None:
     backends = [FlakySearch("hub", failure_rate=0.3, seed=7), FlakySearch("offline", failure_rate=0.3, seed=11)]
     retries = get_settings().search_retries
-    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), subagent=run_subagent, backends=backends))  # type: ignore[arg-type]
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), subagent=run_subagent,
+                                           backends=backends))  # type: ignore[arg-type]
     runs = [r for rs in runs_by_category(engine, campaign_id).values() for r in rs]
     assert len(runs) == 10
     records = [q for run in runs for q in run.queries]
@@ -134,7 +137,8 @@ def test_garbage_and_hanging_subagents_become_failed_runs(engine: Engine, monkey
         await asyncio.sleep(30)
 
     script = {"math": lambda category: {"candidates": "lol"}, "tool_use": hang}
-    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH, Category.TOOL_USE, Category.REASONING],
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(),
+                                           categories=[Category.MATH, Category.TOOL_USE, Category.REASONING],
                                            subagent=ScriptedSubagent(script), backends=[FakeIndex()]))
     runs = {c: rs[0] for c, rs in runs_by_category(engine, campaign_id).items()}
     assert runs["math"].status == "failed" and "returned dict, not a Deliverable" in (runs["math"].error or "")
@@ -163,7 +167,8 @@ def test_a_crashed_campaign_resumes_without_rerunning_finished_branches(engine: 
         raise AssertionError("the other branches never reached the checkpoint")
 
     with pytest.raises(BaseException):  # noqa: B017 - the crash surfaces in whatever shape the runtime wraps it
-        asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="crashy", subagent=ScriptedSubagent({"reasoning": crash_late}),
+        asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="crashy",
+                                 subagent=ScriptedSubagent({"reasoning": crash_late}),
                                  backends=[FakeIndex()]))
     assert unfinished_campaigns(engine=engine) == ["crashy"]
     assert stored_checkpoints(engine, "crashy") > 0  # what the resume needs is kept
@@ -176,11 +181,13 @@ def test_a_crashed_campaign_resumes_without_rerunning_finished_branches(engine: 
     assert [r.status for r in runs["reasoning"]] == ["failed", "succeeded"]  # the dead attempt is closed, not lost
     assert unfinished_campaigns(engine=engine) == []
     with pytest.raises(CampaignFinishedError):
-        asyncio.run(resume_campaign(engine=engine, settings=get_settings(), campaign_id="crashy", subagent=second, backends=[FakeIndex()]))
+        asyncio.run(resume_campaign(engine=engine, settings=get_settings(), campaign_id="crashy",
+                                    subagent=second, backends=[FakeIndex()]))
     assert stored_checkpoints(engine, "crashy") == 0  # finished: its results are in the catalog, not the saver
     with store.open_session(engine) as session:  # a crash after the graph finished, before the status landed
         store.set_campaign_status(session, campaign_id="crashy", status="running")
-    asyncio.run(resume_campaign(engine=engine, settings=get_settings(), campaign_id="crashy", subagent=second, backends=[FakeIndex()]))
+    asyncio.run(resume_campaign(engine=engine, settings=get_settings(), campaign_id="crashy",
+                                subagent=second, backends=[FakeIndex()]))
     assert second.calls == ["reasoning"]  # nothing searched again
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id="crashy").status == "succeeded"
@@ -238,14 +245,17 @@ def test_prune_deletes_finished_threads_and_keeps_resumable_and_busy_ones(
 def test_bad_requests_get_clear_errors(engine: Engine) -> None:
     subagent = ScriptedSubagent()
     with pytest.raises(UnknownCategoryError, match="unknown category 'maths'"):
-        asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=["maths"], subagent=subagent, backends=[]))  # type: ignore[list-item]
-    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH], subagent=subagent,
-                                           backends=[FakeIndex()]))
+        asyncio.run(run_campaign(engine=engine, settings=get_settings(),
+                                 categories=["maths"],  # type: ignore[list-item]
+                                 subagent=subagent, backends=[]))
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH],
+                                           subagent=subagent, backends=[FakeIndex()]))
     with pytest.raises(CategoryNotInCampaignError, match="did not search 'tool_use'"):
-        asyncio.run(rerun_category(engine=engine, settings=get_settings(), campaign_id=campaign_id, category="tool_use", subagent=subagent,
-                                   backends=[]))
+        asyncio.run(rerun_category(engine=engine, settings=get_settings(), campaign_id=campaign_id,
+                                   category="tool_use", subagent=subagent, backends=[]))
     with pytest.raises(store.CampaignNotFoundError):
-        asyncio.run(rerun_category(engine=engine, settings=get_settings(), campaign_id="nope", category="math", subagent=subagent, backends=[]))
+        asyncio.run(rerun_category(engine=engine, settings=get_settings(), campaign_id="nope",
+                                   category="math", subagent=subagent, backends=[]))
     assert subagent.calls == ["math"]
 
 
@@ -256,7 +266,8 @@ def test_subagent_notes_are_kept_on_the_run_row(engine: Engine) -> None:
         return deliverable
 
     subagent = ScriptedSubagent({Category.MATH.value: noted})
-    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[Category.MATH, Category.REASONING],
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(),
+                                           categories=[Category.MATH, Category.REASONING],
                                            subagent=subagent, backends=[FakeIndex()]))
     runs = runs_by_category(engine, campaign_id)
     assert runs["math"][0].notes == ["LLM judgement failed (not JSON); kept the deterministic scores"]

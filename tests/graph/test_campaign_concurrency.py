@@ -45,8 +45,8 @@ def run_side_by_side(engine: Engine, count: int) -> tuple[list[str], list[BaseEx
     def one(index: int) -> None:
         try:
             start.wait()
-            ids.append(asyncio.run(run_campaign(engine=engine, settings=get_settings(), subagent=shuffled_subagent(index),
-                                                backends=[FakeIndex()])))
+            ids.append(asyncio.run(run_campaign(engine=engine, settings=get_settings(),
+                                                subagent=shuffled_subagent(index), backends=[FakeIndex()])))
         except BaseException as exc:  # asserted below
             errors.append(exc)
 
@@ -60,8 +60,11 @@ def run_side_by_side(engine: Engine, count: int) -> tuple[list[str], list[BaseEx
 
 def run_as_tasks(engine: Engine, count: int) -> tuple[list[str], list[BaseException]]:
     async def all_of_them() -> list[str | BaseException]:
-        return await asyncio.gather(*(run_campaign(engine=engine, settings=get_settings(), subagent=shuffled_subagent(i),
-                                                   backends=[FakeIndex()]) for i in range(count)), return_exceptions=True)
+        return await asyncio.gather(
+            *(run_campaign(engine=engine, settings=get_settings(), subagent=shuffled_subagent(i),
+                           backends=[FakeIndex()]) for i in range(count)),
+            return_exceptions=True,
+        )
 
     results = asyncio.run(all_of_them())
     return [r for r in results if isinstance(r, str)], [r for r in results if isinstance(r, BaseException)]

@@ -61,7 +61,8 @@ def test_killed_campaign_resumes_without_redoing_finished_categories(database_ur
     assert unfinished_campaigns(engine=engine) == ["killme"]
 
     again = ScriptedSubagent()
-    asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="killme", subagent=again, backends=[FakeIndex()]))
+    asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="killme", subagent=again,
+                             backends=[FakeIndex()]))
     assert sorted(again.calls) == sorted(SLOW)  # only the branches the kill interrupted ran again
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id="killme").status == "succeeded"

@@ -75,13 +75,15 @@ def test_a_campaign_another_process_holds_is_refused_untouched(engine: Engine) -
         assert store.acquire_lease(session, name=store.campaign_lease("c"), owner=OTHER, ttl_s=60) is not None
     subagent = ScriptedSubagent()
     with pytest.raises(CampaignBusyError, match=f"worked on elsewhere \\({OTHER}"):
-        asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=subagent, backends=[FakeIndex()]))
+        asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=subagent,
+                                 backends=[FakeIndex()]))
     assert subagent.calls == []
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id="c").status == "pending"
         assert store.list_runs(session, campaign_id="c") == []
         store.release_lease(session, name=store.campaign_lease("c"), owner=OTHER)
-    asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=subagent, backends=[FakeIndex()]))
+    asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=subagent,
+                             backends=[FakeIndex()]))
     with store.open_session(engine) as session:
         assert store.get_campaign(session, campaign_id="c").status == "succeeded"
         assert store.lease_holder(session, name=store.campaign_lease("c")) is None  # released at the end
@@ -108,8 +110,8 @@ def test_the_heartbeat_keeps_a_long_campaign_its_lease(engine: Engine, short_lea
     thread = threading.Thread(target=rival)
     thread.start()
     try:  # the run lasts four lease periods
-        asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=slow(4 * short_leases),
-                                 backends=[FakeIndex()]))
+        asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="c",
+                                 subagent=slow(4 * short_leases), backends=[FakeIndex()]))
     finally:
         stop.set()
         thread.join()
@@ -122,8 +124,8 @@ def test_a_run_that_loses_its_lease_stops_without_touching_the_campaign(engine: 
     _pending(engine, "c")
 
     async def scenario() -> None:
-        running = asyncio.create_task(run_campaign(engine=engine, settings=get_settings(), campaign_id="c", subagent=slow(30),
-                                                   backends=[FakeIndex()]))
+        running = asyncio.create_task(run_campaign(engine=engine, settings=get_settings(), campaign_id="c",
+                                                   subagent=slow(30), backends=[FakeIndex()]))
         while await asyncio.to_thread(_status, engine) != "running":  # once the run is under way
             await asyncio.sleep(0.01)
         await asyncio.to_thread(_steal, engine)  # this process stalled; another took the campaign over
@@ -182,7 +184,8 @@ def test_a_stalled_holder_taken_over_is_fenced_out_of_every_write(
 
     async def scenario() -> None:
         running = asyncio.create_task(run_campaign(engine=engine, settings=get_settings(), campaign_id="c",
-                                                   subagent=ScriptedSubagent({"math": deliver}), backends=[FakeIndex()]))
+                                                   subagent=ScriptedSubagent({"math": deliver}),
+                                                   backends=[FakeIndex()]))
         while not await asyncio.to_thread(_runs, engine):  # the search is under way
             await asyncio.sleep(0.01)
         await asyncio.to_thread(_expire_and_take, engine)  # its lease ran out and another process took it

@@ -30,7 +30,8 @@ DERIVED_EVAL_SETS = {"madrylab/gsm8k-platinum", "tinyBenchmarks/tinyGSM8k"}
 def test_offline_campaign_blocks_benchmarks_and_counts_like_the_catalog(engine: Engine) -> None:
     events: list[CampaignEvent] = []
     index = OfflineIndex.default()
-    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), backends=[index], offline=True, on_event=events.append))
+    campaign_id = asyncio.run(run_campaign(engine=engine, settings=get_settings(), backends=[index],
+                                           offline=True, on_event=events.append))
     by_category = events[-1].detail["by_category"]
     with store.open_session(engine) as session:
         summary = store.catalog_summary(session, campaign_id=campaign_id)

@@ -75,7 +75,8 @@ def two_offline_campaigns(engine: Engine) -> None:
     with store.open_session(engine) as session:
         entries, _ = store.list_entries(session, limit=2)
         store.review_entry(session, hub_id=entries[0].hub_id, approve=False, reviewer="ana", note="not ours")
-    asyncio.run(run_campaign(engine=engine, settings=get_settings(), categories=[*OVERLAPPING, Category.CODE_EXPLANATION],
+    asyncio.run(run_campaign(engine=engine, settings=get_settings(),
+                             categories=[*OVERLAPPING, Category.CODE_EXPLANATION],
                              campaign_id="second", backends=[index], offline=True))
 
 
@@ -118,8 +119,8 @@ def test_a_crash_mid_persist_keeps_committed_runs_and_a_resume_stores_the_rest_o
 
     monkeypatch.setattr(store, "upsert_entries", crash_on_the_fourth_run)
     with pytest.raises(BaseException):  # noqa: B017 - the crash surfaces in whatever shape the runtime wraps it
-        asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="midway", subagent=ScriptedSubagent(),
-                                 backends=[FakeIndex()]))
+        asyncio.run(run_campaign(engine=engine, settings=get_settings(), campaign_id="midway",
+                                 subagent=ScriptedSubagent(), backends=[FakeIndex()]))
     with store.open_session(engine) as session:
         candidates = session.exec(select(CandidateRecord).where(CandidateRecord.campaign_id == "midway")).all()
         assert sorted({c.category for c in candidates}) == sorted(persisted)  # three runs committed, whole
@@ -154,13 +155,18 @@ def test_a_run_whose_batch_fails_validation_stores_nothing_of_it(engine: Engine)
         {"candidate": good, "decision": Decision.ACCEPT, "reasons": []},
         {"candidate": bad, "decision": "maybe", "reasons": []},  # type: ignore[typeddict-item]
     ]
-    with pytest.raises(store.InvalidValueError, match="unknown decision 'maybe'"), store.open_session(engine) as session:
-        store.add_verified_candidates(session, campaign_id=campaign.id, run_id=run_id, category="math", verified=verified)
+    with (
+        pytest.raises(store.InvalidValueError, match="unknown decision 'maybe'"),
+        store.open_session(engine) as session,
+    ):
+        store.add_verified_candidates(session, campaign_id=campaign.id, run_id=run_id, category="math",
+                                      verified=verified)
     with store.open_session(engine) as session:
         assert count(session, CandidateRecord, campaign.id) == 0 and count(session, Verdict, campaign.id) == 0
-        records = store.add_verified_candidates(session, campaign_id=campaign.id, run_id=run_id, category="math",
-                                                verified=[{"candidate": good, "decision": Decision.ACCEPT, "reasons": []},
-                                                          {"candidate": bad, "decision": Decision.REJECT, "reasons": []}])
+        records = store.add_verified_candidates(
+            session, campaign_id=campaign.id, run_id=run_id, category="math",
+            verified=[{"candidate": good, "decision": Decision.ACCEPT, "reasons": []},
+                      {"candidate": bad, "decision": Decision.REJECT, "reasons": []}])
         verdicts = session.exec(select(Verdict).order_by(Verdict.id)).all()  # type: ignore[arg-type]
     assert [r.hub_id for r in records] == ["org/fine", "org/odd"]
     assert [(v.candidate_id, v.hub_id, v.decision) for v in verdicts] == [

@@ -1,4 +1,5 @@
-"""What a dataset is: benchmarks are kept out of training; raw corpora, other-language and multimodal sets are flagged."""
+"""What a dataset is: benchmarks are kept out of training; raw corpora, other-language and multimodal sets are
+flagged."""
 
 from __future__ import annotations
 

@@ -115,7 +115,8 @@ def test_size_check_reads_rows_stated_sizes_and_size_categories() -> None:
 def test_text_fields_check() -> None:
     assert check_text_fields(candidate(features=["problem", "solution", "source"]), VerifyContext()) == []
     assert check_text_fields(candidate(features=["conversations"]), VerifyContext()) == []
-    assert codes(check_text_fields(candidate(features=["image", "label"]), VerifyContext())) == [("no_text_fields", True)]
+    assert (codes(check_text_fields(candidate(features=["image", "label"]), VerifyContext()))
+            == [("no_text_fields", True)])
     assert codes(check_text_fields(candidate(features=None), VerifyContext())) == [("fields_unknown", False)]
 
 

@@ -91,7 +91,8 @@ def test_live_board_follows_events_and_fills_in_resumed_branches() -> None:
     from server.commands.campaign_board import ProgressBoard
 
     board = ProgressBoard()
-    board.on_event(CampaignEvent(campaign_id="c1", kind="campaign_started", detail={"categories": ["math", "tool_use"]}))
+    board.on_event(CampaignEvent(campaign_id="c1", kind="campaign_started",
+                                 detail={"categories": ["math", "tool_use"]}))
     board.on_event(CampaignEvent(campaign_id="c1", kind="run_started", category="tool_use", status="running"))
     board.on_event(CampaignEvent(campaign_id="c1", kind="run_finished", category="tool_use", status="failed",
                                  detail={"queries": 8, "failed_queries": 8, "candidates": 0, "elapsed_s": 1.5,
