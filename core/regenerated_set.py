@@ -28,6 +28,7 @@ from core.jsonl import JsonlError, iter_jsonl_lines
 from core.samples import RegeneratedSample
 
 JOURNAL_FILE = "regenerated.jsonl"
+ERRORS_FILE = "errors.jsonl"
 RUN_FILE = "run.json"
 STATUS_FILE = "status.json"
 FINISHED_FILE = "finished.json"
@@ -40,6 +41,27 @@ class RunFinished(BaseModel):
 
     rows: int = Field(ge=0)
     journal: FileStamp
+
+
+class RunRecord(BaseModel):
+    """What `run.json` says of a run that later stages read: the input it regenerated, the model that answered,
+    its sampling and reasoning mode (the runner writes more: its servers, backend, concurrency)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input: str | None = None
+    model: str | None = None
+    sampling: dict[str, object] | None = None
+    reasoning: str | None = None
+
+
+def read_run_record(folder: Path) -> RunRecord | None:
+    """The `run.json` of the run in `folder`, validated; None when there is none or it is not one a run wrote."""
+    path = Path(folder) / RUN_FILE
+    try:
+        return RunRecord.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError):
+        return None
 
 
 def is_run_folder(folder: Path) -> bool:

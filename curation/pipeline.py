@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.completion import IncompleteSetError
-from core.curated_set import MANIFEST_FILE, REPORT_FILE, CuratedState, read_state
+from core.curated_set import MANIFEST_FILE, REPORT_FILE, SAMPLES_FILE, CuratedState, read_state
 from core.samples import CuratedSample
 from core.settings import Settings
 from curation.adapters import adapt, resolve_format
@@ -277,8 +277,8 @@ def _finish(
     shard_paths = write_shards(samples, out_dir / "data", root=out_dir)
     outputs = [p.relative_to(out_dir).as_posix() for p in shard_paths]
     if jsonl:
-        atomic_write_bytes(out_dir / "samples.jsonl", jsonl_bytes(s.model_dump() for s in samples), root=out_dir)
-        outputs.append("samples.jsonl")
+        atomic_write_bytes(out_dir / SAMPLES_FILE, jsonl_bytes(s.model_dump() for s in samples), root=out_dir)
+        outputs.append(SAMPLES_FILE)
     _write_set_aside(out_dir, dedup, contaminated, index, row_ids)
     report = _report(
         manifest, staged, dedup, contaminated, mixed, samples, eval_status, ctx.params.counter, seed

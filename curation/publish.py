@@ -32,7 +32,14 @@ import pyarrow.parquet as pq
 from core.completion import ArtifactError
 from core.curated_set import curated_folder_of, is_curated_set, read_curated, read_state
 from core.jsonl import read_jsonl
-from core.regenerated_set import read_regenerated
+from core.regenerated_set import (
+    ERRORS_FILE,
+    JOURNAL_FILE,
+    STATUS_FILE,
+    RunRecord,
+    read_regenerated,
+    read_run_record,
+)
 from core.samples import Message
 from curation.atomic_files import hold_folder, read_own, staged_file
 from curation.dataset_card import (
@@ -225,8 +232,8 @@ def _regenerated(src: Path) -> tuple[pa.Table, CardFacts]:
         rows = [_regen_row(sample.model_dump()) for sample in read_regenerated(src)]
     except ArtifactError as exc:
         raise PublishError(str(exc)) from None
-    run, status = _json(src / "run.json"), _json(src / "status.json")
-    curated = Path(run["input"]) if run.get("input") else None
+    run, status = read_run_record(src) or RunRecord(), _json(src / STATUS_FILE)
+    curated = Path(run.input) if run.input else None
     curated_dir = curated if curated is None or curated.is_dir() else curated.parent
     if curated is not None and curated_folder_of(curated) is not None:
         try:  # the card names the curated set's sources: a set rewritten since (or torn) would name the wrong ones
@@ -235,15 +242,15 @@ def _regenerated(src: Path) -> tuple[pa.Table, CardFacts]:
             raise PublishError(f"the curated set the run read cannot describe it: {exc}") from None
     manifest = _json(curated_dir / "manifest.json") if curated_dir else {}
     quality = (status.get("quality") or {}).values()
-    failed = len(read_jsonl(src / "errors.jsonl")) if (src / "errors.jsonl").is_file() else 0
+    failed = len(read_jsonl(src / ERRORS_FILE)) if (src / ERRORS_FILE).is_file() else 0
     datasets = Counter(o for o in map(_origin, (json.loads(r["meta"]).get("source") for r in rows)) if o)
     facts = CardFacts(
         repo_id="", kind="regenerated", rows=len(rows),
         categories=dict(Counter(r["category"] or "unknown" for r in rows)),
         sources=_sources(manifest, datasets), version="",
         report=_json(curated_dir / "report.json") if curated_dir else {},
-        target_model=run.get("model"), target=target_identity(run.get("model")),
-        sampling=run.get("sampling"), reasoning=run.get("reasoning"),
+        target_model=run.model, target=target_identity(run.model),
+        sampling=run.sampling, reasoning=run.reasoning,
         regen=RegenCounts(regenerated=sum(r["regenerated"] for r in rows),
                           passthrough=sum(not r["regenerated"] for r in rows),
                           failed=failed, cut=sum(q.get("cut_at_limit", 0) for q in quality),
@@ -254,7 +261,7 @@ def _regenerated(src: Path) -> tuple[pa.Table, CardFacts]:
 
 def set_kind(src: Path) -> str:
     """Return `curated` or `regenerated` for a set folder; raise PublishError for anything else."""
-    if (src / "regenerated.jsonl").is_file():
+    if (src / JOURNAL_FILE).is_file():
         return "regenerated"
     if is_curated_set(src):
         return "curated"

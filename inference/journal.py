@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import IO
 
 from core.regen_records import FailedRecord, RegeneratedRecord
+from core.regenerated_set import ERRORS_FILE, JOURNAL_FILE
 from inference.atomic_files import UnsafePathError, open_append, staged_file
 from inference.errors import InferenceError
 from inference.quality import QualityCounts, category_of, record_flags
 
 logger = logging.getLogger(__name__)
 
-DONE_FILE = "regenerated.jsonl"
-ERRORS_FILE = "errors.jsonl"
+DONE_FILE = JOURNAL_FILE  # the layout is the reader's (core.regenerated_set)
 
 
 class JournalError(InferenceError, RuntimeError):

@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from core.jsonl import read_jsonl
+from core.regenerated_set import ERRORS_FILE
 from core.tool_calls import Tool
 from inference.atomic_files import write_file
 from inference.backend import DEFAULT_TIMEOUTS, GenerationBackend, RawBackend, Timeouts
 from inference.errors import InferenceError
 from inference.generation import Sampling, TurnResult
+from inference.journal import DONE_FILE
 from inference.runner import RunConfig, RunSummary, regenerate
 from inference.template_prefix import TurnPrefix
 
@@ -256,10 +258,9 @@ def _norm(text: str) -> str:
 def finish_prompts(config: WriterConfig, turn: TurnPrefix, marks: tuple[str, ...]) -> WriterReport:
     """Filter the journal's answers into one source file per category; write dropped.jsonl and report.json."""
     generation = config.out_dir / GENERATION_DIR
-    done = {r["id"]: r for r in read_jsonl(generation / "regenerated.jsonl")} if (
-        generation / "regenerated.jsonl").is_file() else {}
-    failed = {r["id"]: r for r in read_jsonl(generation / "errors.jsonl")} if (
-        generation / "errors.jsonl").is_file() else {}
+    done = {r["id"]: r for r in read_jsonl(generation / DONE_FILE)} if (generation / DONE_FILE).is_file() else {}
+    failed = {r["id"]: r for r in read_jsonl(generation / ERRORS_FILE)} if (
+        generation / ERRORS_FILE).is_file() else {}
     seen: set[str] = set()
     kept: dict[str, list[WrittenPrompt]] = {c: [] for c in config.categories}
     dropped: list[DroppedPrompt] = []

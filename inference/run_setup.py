@@ -16,8 +16,6 @@ from inference.errors import InferenceError
 from inference.generation import Reasoning, Sampling
 from inference.records import InputError, InputRow, expand_samples, load_rows, stratified
 
-RUN_FILE = "run.json"
-
 
 @dataclass
 class RunConfig:

@@ -33,7 +33,7 @@ from core.regen_records import (
     StopMeta,
     TurnMeta,
 )
-from core.regenerated_set import FINISHED_FILE, finished_marker
+from core.regenerated_set import FINISHED_FILE, RUN_FILE, finished_marker
 from core.tool_calls import Tool
 from inference.atomic_files import hold_folder, remove_file, write_file
 from inference.backend import GenerationBackend, Timeouts
@@ -44,7 +44,6 @@ from inference.journal import Journal
 from inference.records import InputRow, PromptError
 from inference.run_registry import register_run
 from inference.run_setup import (
-    RUN_FILE,
     RunConfig,
     check_tool_template,
     endpoint_pool,

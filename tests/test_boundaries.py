@@ -475,3 +475,43 @@ def test_a_planted_long_product_file_is_caught(tmp_path: Path) -> None:
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "big.py").write_text("x = 1\n" * 1000)  # judged by the benchmark rule, not this one
     assert long_product_files(tmp_path) == {"training/curve/over.py": PRODUCT_MAX_LINES + 1}
+
+
+# --- row artifacts: their files are named where they are read (core) and where the shards are written ----------
+ARTIFACT_FILES = {"regenerated.jsonl", "errors.jsonl", "run.json", "finished.json", "samples.jsonl", "state.json",
+                  "data/shard-*.parquet", "shard-*.parquet"}
+ARTIFACT_LAYOUT_OWNERS = {"core/curated_set.py", "core/regenerated_set.py",
+                          "curation/shards.py", "curation/engine/outputs.py"}  # the last two: the shard writers
+
+
+def artifact_file_names(root: Path = ROOT) -> dict[str, set[str]]:
+    """Product module -> the row artifacts' file names it spells out as a string of its own (docstrings and prose
+    aside: a string counts when it is exactly one of ARTIFACT_FILES), for modules outside the layout's owners."""
+    found: dict[str, set[str]] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            name = path.relative_to(root).as_posix()
+            if name in ARTIFACT_LAYOUT_OWNERS:
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            spelled = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                       and isinstance(node.value, str) and node.value in ARTIFACT_FILES}
+            if spelled:
+                found[name] = spelled
+    return found
+
+
+def test_only_core_knows_the_row_artifacts_layout() -> None:
+    assert artifact_file_names() == {}
+
+
+def test_a_planted_second_reader_of_a_row_artifact_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "training").mkdir()
+    (tmp_path / "training" / "reader.py").write_text(
+        '"""Reads regenerated.jsonl (a docstring may name it)."""\nfrom pathlib import Path\n\n'
+        'def rows(folder):\n    """Its rows."""\n    return (Path(folder) / "regenerated.jsonl").read_text()\n')
+    (tmp_path / "server").mkdir()
+    (tmp_path / "server" / "help.py").write_text('"""Help."""\nHELP = "The run folder: regenerated.jsonl, run.json."\n')
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "regenerated_set.py").write_text('"""The one reader."""\nJOURNAL_FILE = "regenerated.jsonl"\n')
+    assert artifact_file_names(tmp_path) == {"training/reader.py": {"regenerated.jsonl"}}

@@ -32,9 +32,9 @@ from core.chat_render import (
     tool_support,
 )
 from core.completion import ArtifactError
-from core.curated_set import STATE_FILE, curated_files, curated_folder_of, read_curated
+from core.curated_set import SAMPLES_FILE, STATE_FILE, curated_files, curated_folder_of, read_curated
 from core.jsonl import JsonlError, iter_jsonl
-from core.regenerated_set import is_run_folder, read_regenerated, regenerated_file
+from core.regenerated_set import JOURNAL_FILE, is_run_folder, read_regenerated, regenerated_file
 from core.samples import ROLES, read_message
 from core.tool_calls import Tool, ToolFormatError, read_tools
 from training.atomic_files import write_file
@@ -135,7 +135,7 @@ def _turns(raw: Any, where: str) -> list[dict[str, Any]]:
 
 
 # What a folder given as the data holds, in the order looked for: a regen run's answers, a curated set's rows.
-FOLDER_FILES = ("regenerated.jsonl", "samples.jsonl")
+FOLDER_FILES = (JOURNAL_FILE, SAMPLES_FILE)
 
 
 def training_file(path: Path) -> Path:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from core.curated_set import SAMPLES_FILE
 from core.samples import CuratedSample
 from curation.atomic_files import remove_file, staged_file
 from curation.conversation import Row
@@ -130,7 +131,7 @@ def write_samples(plan: EnginePlan, out_dir: Path) -> tuple[list[str], dict[str,
     """Merge the parts into output shards (and samples.jsonl); return the written paths and token counts."""
     data_dir = out_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    lines = _LineFile(out_dir / "samples.jsonl", out_dir) if plan.jsonl else None
+    lines = _LineFile(out_dir / SAMPLES_FILE, out_dir) if plan.jsonl else None
     tokens: dict[str, list[np.ndarray]] = {"regen": [], "native": [], "original": []}
     paths: list[Path] = []
     pending: list[pa.Table] = []
@@ -171,7 +172,7 @@ def write_samples(plan: EnginePlan, out_dir: Path) -> tuple[list[str], dict[str,
             remove_file(stale, root=out_dir)
     outputs = [p.relative_to(out_dir).as_posix() for p in paths]
     if plan.jsonl:
-        outputs.append("samples.jsonl")
+        outputs.append(SAMPLES_FILE)
     empty = np.empty(0, dtype=np.int64)
     return outputs, {k: np.concatenate(v) if v else empty for k, v in tokens.items()}
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
+from core.regenerated_set import ERRORS_FILE
 from inference.backend_choice import Api
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 
@@ -136,7 +137,7 @@ def _report(summary: RunSummary, out: Path, max_tokens: int) -> None:
                    f"(the prefix is kept): {reasons}")
     if summary.failed:
         typer.echo(f"next: datahunt regen … --retry-failed runs the {summary.failed} failed row(s) again "
-                   f"({out / 'errors.jsonl'})")
+                   f"({out / ERRORS_FILE})")
     typer.echo(f"next: datahunt train --data {out} --target TARGET_DIR --out DRAFT")
 
 

@@ -31,13 +31,13 @@ from core.completion import ArtifactError
 from core.curated_set import curated_folder_of, read_curated
 from core.json_types import JSONObject
 from core.jsonl import JsonlError, iter_jsonl
+from core.regenerated_set import read_run_record
 from core.regenerated_set import regenerated_file as find_regenerated
 from training.atomic_files import write_file
 from training.config import TrainConfig, make_config
 from training.data import load_conversations
 from training.errors import TrainingError
 
-REGENERATED_FILE = "regenerated.jsonl"
 SAMPLE_SEP = "#s"  # the regeneration stage's id of a prompt's further answers: <id>#s<k>
 # Keys of the run config the curve sets itself, per point: not a user setting.
 CURVE_OWNED = {"data", "target", "out", "epochs", "max_steps", "messages_field", "resume", "seed", "device", "cache",
@@ -182,11 +182,8 @@ def load_curve_data(settings: CurveSettings) -> CurveData:
 
 def originals_named_by_run(regenerated: Path) -> Path:
     """The curated input the regeneration read, as its run.json names it."""
-    run = regenerated.parent / "run.json"
-    try:
-        named = json.loads(run.read_text(encoding="utf-8")).get("input")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        named = None
+    record = read_run_record(regenerated.parent)
+    named = record.input if record is not None else None
     if not named:
         raise CurveError(f"--control needs the datasets' own answers: pass --originals CURATED (no run.json beside "
                          f"{regenerated} names the curated input)")
