@@ -21,6 +21,7 @@ from typing import Any, NotRequired, TypedDict
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from core.licenses import hub_license, license_risk
+from core.target_config import read_target_config
 from curation.licenses import risky_sources
 
 __all__ = ["CardFacts", "CardSource", "TargetIdentity", "card_license", "hub_license", "mirror_pins", "render_card",
@@ -80,8 +81,7 @@ def target_identity(model: str | None) -> TargetIdentity | None:
         return identity
     if not folder.is_dir():
         return TargetIdentity(name=model)  # a Hub id: the name is the identity
-    config = (json.loads((folder / "config.json").read_text(encoding="utf-8"))
-              if (folder / "config.json").is_file() else {})
+    config = read_target_config(folder) or {}
     name = str(config.get("_name_or_path") or folder.name)
     weights = sorted(folder.glob("*.safetensors"))
     if not weights:

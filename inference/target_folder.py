@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from core.json_types import JSONObject
+from core.target_config import ModelConfig, read_model_config
 from inference.atomic_files import write_file
 from inference.errors import InferenceError
 
@@ -209,7 +209,7 @@ def canonical_state(model: Any) -> dict[str, torch.Tensor]:
     return state
 
 
-def check_target_folder(folder: Path) -> JSONObject:
+def check_target_folder(folder: Path) -> ModelConfig:
     """Raise TargetError unless `folder` is a target every engine loads whole; return its config.json.
 
     Reads only config.json and the safetensors headers: `architectures` must be set, and the token embedding
@@ -221,7 +221,7 @@ def check_target_folder(folder: Path) -> JSONObject:
     if not config_path.is_file():
         raise TargetError(f"{folder} has no config.json: not a target folder (make one with `datahunt target prepare`)")
     try:
-        config = dict(json.loads(config_path.read_text(encoding="utf-8")))
+        config = read_model_config(config_path)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise TargetError(f"{config_path}: unreadable ({exc})") from None
     if not config.get("architectures"):

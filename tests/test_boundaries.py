@@ -515,3 +515,47 @@ def test_a_planted_second_reader_of_a_row_artifact_is_caught(tmp_path: Path) -> 
     (tmp_path / "core").mkdir()
     (tmp_path / "core" / "regenerated_set.py").write_text('"""The one reader."""\nJOURNAL_FILE = "regenerated.jsonl"\n')
     assert artifact_file_names(tmp_path) == {"training/reader.py": {"regenerated.jsonl"}}
+
+
+# --- a model's config.json: one reader (core.target_config) ------------------------------------------------------
+CONFIG_READERS = {
+    "core/target_config.py",  # the one reader of a model folder's config.json
+    "training/export.py",  # an exported draft's config, read with the draft's own error
+    "inference/watcher.py",  # the served draft's config, read leniently: a watcher never fails on it
+    "agents/search/embedding.py",  # the embedding model's files inside its archive, not a model folder
+}
+
+
+def config_parsers(root: Path = ROOT) -> dict[str, list[int]]:
+    """Product module -> the lines where it parses a `config.json` itself (`json.load`/`json.loads` of an
+    expression that names one), for modules outside CONFIG_READERS."""
+    found: dict[str, list[int]] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            name = path.relative_to(root).as_posix()
+            if name in CONFIG_READERS:
+                continue
+            source = path.read_text(encoding="utf-8")
+            lines = [node.lineno for node in ast.walk(ast.parse(source))
+                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                     and node.func.attr in {"load", "loads"} and isinstance(node.func.value, ast.Name)
+                     and node.func.value.id == "json" and "config" in (ast.get_source_segment(source, node) or "")]
+            if lines:
+                found[name] = sorted(lines)
+    return found
+
+
+def test_a_model_config_is_parsed_only_by_its_reader() -> None:
+    assert config_parsers() == {}
+
+
+def test_a_planted_config_parser_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "server").mkdir()
+    (tmp_path / "server" / "door.py").write_text(
+        '"""A door."""\nimport json\n\n\ndef target(folder):\n    """Its config."""\n'
+        '    return json.loads((folder / "config.json").read_text())\n')
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "target_config.py").write_text(
+        '"""The reader."""\nimport json\n\n\ndef read(config_file):\n    """Read."""\n'
+        '    return json.loads(config_file.read_text())\n')
+    assert config_parsers(tmp_path) == {"server/door.py": [7]}

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from core.target_config import read_model_config
 from training.errors import TrainingError
 
 INDEX = "model.safetensors.index.json"
@@ -85,7 +86,7 @@ def read_target_head(folder: Path, dtype: torch.dtype | None = None) -> TargetHe
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise CheckpointHeadError(f"target folder {folder} has no config.json")
-    config = _text_config(json.loads(config_file.read_text(encoding="utf-8")))
+    config = _text_config(dict(read_model_config(config_file)))
     names = _weight_files(folder)
     embed_name = _find(names, "embed_tokens.weight")
     norm_name = _find(names, "norm.weight")

@@ -3,11 +3,11 @@ its output side warm-started from the target's head when asked; and the dtype it
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import torch
 
+from core.target_config import read_target_config
 from inference.decoding.draft_model import DraftConfig, Eagle3Draft
 from inference.decoding.hidden_states import target_embeddings
 from training.config import TrainConfig
@@ -69,7 +69,7 @@ def export_dtype(cfg: TrainConfig, target: Any) -> str:
     if cfg.export_dtype != "auto":
         return cfg.export_dtype
     try:
-        on_disk = json.loads((cfg.target / "config.json").read_text(encoding="utf-8"))
+        on_disk = read_target_config(cfg.target) or {}
     except (OSError, ValueError):
         on_disk = {}
     declared = str(on_disk.get("dtype") or on_disk.get("torch_dtype") or getattr(target.config, "dtype", None)

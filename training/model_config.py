@@ -1,30 +1,14 @@
-"""The keys of a model's `config.json` that the serving checks read: a target's, as the model ships it, and a
-draft's, ours or another tool's.
-
-Every key is optional (a config from elsewhere may lack any), so readers `.get` them and say what is unknown;
-a file is read whole, its other keys kept as they are.
+"""The keys of a draft's `config.json` that the serving checks read, ours or another tool's: a model config
+(`core.target_config.ModelConfig`, re-exported here with its reader) plus the EAGLE-3 keys.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TypedDict
 
+from core.target_config import ModelConfig, read_model_config
 
-class ModelConfig(TypedDict, total=False):
-    """A Hugging Face `config.json`: the sizes, family and dtype keys read; a multimodal model nests the
-    language model's under `text_config`."""
-
-    architectures: list[str]
-    model_type: str
-    hidden_size: int
-    num_hidden_layers: int
-    vocab_size: int
-    max_position_embeddings: int
-    torch_dtype: str
-    dtype: str
-    text_config: ModelConfig
+__all__ = ["DatahuntRead", "DraftModelConfig", "EagleConfigRead", "ModelConfig", "read_model_config"]
 
 
 class EagleConfigRead(TypedDict, total=False):
@@ -56,12 +40,3 @@ class DraftModelConfig(ModelConfig, total=False):
     rope_theta: float
     eagle_config: EagleConfigRead
     datahunt: DatahuntRead
-
-
-def read_model_config(file: Path) -> ModelConfig:
-    """A `config.json` as it is; OSError or ValueError (a json.JSONDecodeError included) when it cannot be read
-    or is not a JSON object."""
-    config: ModelConfig = json.loads(file.read_text(encoding="utf-8"))
-    if not isinstance(config, dict):
-        raise ValueError(f"{file} is not a JSON object")
-    return config

@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from core.json_types import JSONObject
+from core.target_config import read_model_config
 from inference.decoding.hidden_states import AuxLayers
 from training.data import TokenizedRow
 from training.errors import TrainingError
@@ -89,7 +90,7 @@ def target_identity(folder: Path) -> str:
     config = folder / "config.json"
     if not config.is_file():
         raise CacheError(f"target folder {folder} has no config.json")
-    h.update(json.dumps(json.loads(config.read_text(encoding="utf-8")), sort_keys=True).encode())
+    h.update(json.dumps(read_model_config(config), sort_keys=True).encode())
     weights = sorted([*folder.glob("*.safetensors"), *folder.glob("*.bin")])
     if not weights:
         raise CacheError(f"target folder {folder} has no weight files (*.safetensors, *.bin)")

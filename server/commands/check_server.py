@@ -14,21 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from core.target_config import read_target_config
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
 from server.commands.retraining_errors import user_errors
 
 if TYPE_CHECKING:
-    from training.model_config import ModelConfig
+    from core.target_config import ModelConfig
 
 
 def _target_config(folder: Path | None, served_model: object) -> ModelConfig | None:
     """The target's config.json: --target-config, else the server's model_path when it is a local folder."""
-    from training.model_config import read_model_config
-
     candidates = [folder] if folder else [Path(str(served_model or ""))]
     for candidate in candidates:
-        if candidate and (candidate / "config.json").is_file():
-            return read_model_config(candidate / "config.json")
+        if candidate and (config := read_target_config(candidate)) is not None:
+            return config
     if folder:
         fail(f"no config.json in {folder}", EXIT_USAGE)
     return None

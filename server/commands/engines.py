@@ -12,17 +12,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from core.target_config import read_target_config
 from server.commands.failure import EXIT_USAGE, fail
 
 if TYPE_CHECKING:
-    from training.model_config import ModelConfig
+    from core.target_config import ModelConfig
 
 
 def _target_config(target: str) -> ModelConfig | None:
-    from training.model_config import read_model_config
-
-    config_file = Path(target) / "config.json"
-    return read_model_config(config_file) if config_file.is_file() else None
+    return read_target_config(Path(target))
 
 
 def export_draft(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from core.target_config import read_target_config
 from server.commands.check_server import check_server
 from server.commands.eval_accept import eval_accept
 from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail
@@ -298,8 +299,7 @@ def sglang_command(
     from training.preflight import read_draft
 
     try:
-        config_file = Path(target) / "config.json"
-        target_config = json.loads(config_file.read_text()) if config_file.is_file() else None
+        target_config = read_target_config(Path(target))
         plan = plan_launch(target, draft, read_draft(draft), steps=steps, topk=topk, draft_tokens=draft_tokens,
                            context_length=context_length, port=port, target_config=target_config)
     except user_errors() as exc:
