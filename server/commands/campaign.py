@@ -30,7 +30,7 @@ from server.commands.campaign_board import (
     summary_table,
     tight_table,
 )
-from server.commands.failure import EXIT_USAGE, fail
+from server.commands.failure import EXIT_USAGE, fail, outage_line
 
 if TYPE_CHECKING:
     from graph.state import RunCounts  # one category's line of a finished campaign
@@ -53,7 +53,7 @@ def catalog_failures(board: ProgressBoard | None = None) -> Iterator[None]:
             raise
         campaign_id = board.campaign_id if board is not None else None
         hint = f"; once it is back, `datahunt campaign resume {campaign_id}` continues" if campaign_id else ""
-        fail(f"cannot use the catalog database: {store.outage_reason(exc)}{hint}")
+        fail(f"{outage_line(exc)}{hint}")
 
 
 def open_catalog() -> Any:

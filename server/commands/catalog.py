@@ -27,7 +27,7 @@ from server.commands.catalog_tables import (
     entries_table,
     reason_codes,
 )
-from server.commands.failure import EXIT_USAGE, fail
+from server.commands.failure import EXIT_FAILED, EXIT_USAGE, fail, outage_line
 
 if TYPE_CHECKING:
     from core.measured_value import MeasuredValue
@@ -70,7 +70,7 @@ def _cli_errors() -> Iterator[None]:
             fail(f"{exc} in the catalog {get_settings().catalog_label}", EXIT_NOT_FOUND)
         fail(str(exc), EXIT_NOT_FOUND)
     except DatabaseError as exc:  # the database failed: down, a damaged SQLite file, a full disk
-        fail(f"cannot use the catalog database: {str(exc.orig or exc).splitlines()[0]}", EXIT_NOT_FOUND)
+        fail(outage_line(exc), EXIT_FAILED)
 
 
 @contextmanager

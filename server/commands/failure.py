@@ -56,6 +56,14 @@ def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     raise typer.Exit(code)
 
 
+def outage_line(exc: BaseException) -> str:
+    """The one line for a catalog database that failed under a command (down, a damaged SQLite file, a full
+    disk), the same in every command: what the driver said, first line only."""
+    from curation.catalog.database import outage_reason
+
+    return f"cannot use the catalog database: {outage_reason(exc)}"
+
+
 def _loaded(names: tuple[tuple[str, str], ...]) -> tuple[type, ...]:
     """The classes of `names` whose module is imported already."""
     found = (getattr(sys.modules.get(module), name, None) for module, name in names)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from server.commands.failure import EXIT_USAGE, fail
+from server.commands.failure import EXIT_USAGE, fail, outage_line
 
 if TYPE_CHECKING:
     from curation.manifest import Manifest
@@ -52,14 +52,14 @@ def export(
     except (CurationError, ValueError) as exc:
         fail(str(exc), EXIT_USAGE)
     except SQLAlchemyError as exc:
-        fail(f"cannot use the catalog database: {type(exc).__name__}: {str(exc).splitlines()[0]}", EXIT_FAILED)
+        fail(outage_line(exc), EXIT_FAILED)
     try:
         exported = export_approved_manifest(engine=engine, settings=settings, path=out, target_model=target,
                                    tokenizer=tokenizer, budget_total=budget_total, shares=shares, seed=seed)
     except (ExportPathError, CurationError, ValueError, OSError) as exc:
         fail(str(exc), EXIT_USAGE)
     except SQLAlchemyError as exc:
-        fail(f"cannot use the catalog database: {type(exc).__name__}: {str(exc).splitlines()[0]}", EXIT_FAILED)
+        fail(outage_line(exc), EXIT_FAILED)
     finally:
         engine.dispose()
     if exported.warning:

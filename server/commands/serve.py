@@ -18,7 +18,7 @@ from typing import Any
 import typer
 from pydantic import SecretStr
 
-from server.commands.failure import EXIT_FAILED, fail
+from server.commands.failure import EXIT_FAILED, fail, outage_line
 
 
 def serve(
@@ -78,7 +78,7 @@ def _catalog_failure(exc: Exception) -> str:
     if isinstance(exc, store.CatalogError):
         return str(exc)
     if store.is_outage(exc):
-        return f"cannot use the catalog database: {store.outage_reason(exc)}"
+        return outage_line(exc)
     raise exc
 
 
