@@ -23,17 +23,41 @@ T = TypeVar("T")
 
 
 class _LoopThread:
-    """An event loop running in a daemon thread; `run(coro)` waits for a coroutine from any thread."""
+    """An event loop running in a daemon thread; `run(coro)` waits for a coroutine from any thread.
+
+    `close` refuses new work first, then cancels what is still running (a trainer's prefetch thread may be
+    waiting on a fetch when the session ends on an error) and waits for it to unwind, then stops the loop: no
+    coroutine is left never awaited, and no caller waits on a loop that will not run it."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self._lock = threading.Lock()
+        self._closed = False
         self._thread = threading.Thread(target=self.loop.run_forever, name="engine-client", daemon=True)
         self._thread.start()
 
     def run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        with self._lock:
+            if self._closed:
+                coro.close()
+                raise RuntimeError("the engine session is closed")
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result()
 
     def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+
+        async def cancel_the_rest() -> None:
+            rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(cancel_the_rest(), self.loop).result(timeout=10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
         self.loop.close()
